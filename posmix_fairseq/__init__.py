@@ -1,0 +1,18 @@
+"""posmix_fairseq: position-based token mixing for fairseq NMT (a ``--user-dir`` plugin).
+
+Importing this package registers the ``posmix_transformer`` model, its named architectures
+and the token mixers. Registration is idempotent: importing the package under a second module
+name (``--user-dir`` pointing at a copy, a test importing it by path) does not raise fairseq's
+"Cannot register duplicate" errors.
+"""
+import os
+
+# torch >= 2.6 loads checkpoints with weights_only=True, which rejects the argparse.Namespace
+# that fairseq stores in every checkpoint (fairseq-generate and --restore-file would fail).
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+
+from . import mixers  # noqa: E402,F401  (registers the token mixers)
+from . import models  # noqa: E402,F401  (registers the model and the named architectures)
+
+__version__ = "0.1.0"
+USER_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -1,0 +1,8 @@
+"""Token mixers: interchangeable modules for the three attention sublayers.
+
+Each family lives in its own module and registers itself with :func:`register_mixer`.
+"""
+from .base import MIXER_REGISTRY, MixerSpec, TokenMixer, build_mixer, register_mixer  # noqa: F401
+from . import content_attention  # noqa: F401  mha (fairseq's MultiheadAttention, or gated)
+from . import relative_attention  # noqa: F401  shaw, relattn
+from . import position_attention  # noqa: F401  aposnet, rposnet

@@ -1,0 +1,156 @@
+"""Positions for the position-aware mixers: padding-aware indices, absolute position tables,
+clipped relative distances.
+
+Positions always come from the padding mask, never from tensor indices: fairseq left-pads
+sources by default, and a sentence must get the same positions alone or in a padded batch.
+Positions are 0-based; padding slots get position 0 (their attention weights are masked).
+"""
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+
+def positions_from_padding(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:
+    """(batch, length) 0-based positions of the non-padding tokens; 0 at padding."""
+    if padding_mask is None:
+        return torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
+    not_pad = (~padding_mask).long()
+    return ((torch.cumsum(not_pad, dim=1) - 1) * not_pad).clamp_(min=0)
+
+
+def clipped_relative_index(query_positions: Tensor, key_positions: Tensor, length_ratio: float, k: int) -> Tensor:
+    """Index in [0, 2K] of the clipped distance clip(floor(gamma * n) - m, K) + K.
+
+    Gated position-based attention, Eq. 10 (rPosNet): d_nm = Emb_rel(clip(floor(gamma n) - m, K));
+    gamma = 1 for self-attention. The same convention (query minus key) is used for Shaw et al.
+    (2018) relative positions, whose table is simply indexed in the mirrored order.
+
+    query_positions: (B, T); key_positions: (B, S) -> (B, T, S) long.
+    """
+    if length_ratio == 1.0:
+        scaled = query_positions
+    else:
+        scaled = torch.floor(query_positions.double() * length_ratio).long()
+    distance = scaled.unsqueeze(2) - key_positions.unsqueeze(1)
+    return distance.clamp(-k, k) + k
+
+
+def sinusoidal_encoding(positions: Tensor, dim: int) -> Tensor:
+    """Vaswani et al. (2017) sinusoids of (possibly negative) integer positions, fairseq layout
+    [sin(p w_0..w_{d/2-1}) | cos(...)] with w_i = 10000^(-i/(d/2-1)); odd dim gets a zero column."""
+    half = dim // 2
+    scale = math.log(10000) / max(half - 1, 1)
+    freqs = torch.exp(torch.arange(half, dtype=torch.float32, device=positions.device) * -scale)
+    angles = positions.float().unsqueeze(-1) * freqs
+    enc = torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
+    if dim % 2 == 1:
+        enc = torch.cat([enc, enc.new_zeros(*enc.shape[:-1], 1)], dim=-1)
+    return enc
+
+
+class SinusoidalPositionTable(nn.Module):
+    """Fixed sinusoidal absolute position embeddings: no parameters, defined for any length."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, positions: Tensor) -> Tensor:
+        return sinusoidal_encoding(positions, self.dim)
+
+
+class LearnedPositionTable(nn.Module):
+    """Learned absolute position embeddings, one row per position below ``max_positions``.
+
+    A position beyond the table raises a ValueError naming the option that sizes it.
+    """
+
+    def __init__(self, max_positions: int, dim: int, option: str):
+        super().__init__()
+        self.max_positions = max_positions
+        self.option = option
+        self.weight = nn.Parameter(torch.empty(max_positions, dim))
+        nn.init.normal_(self.weight, mean=0.0, std=dim ** -0.5)
+
+    def forward(self, positions: Tensor) -> Tensor:
+        if positions.numel() and int(positions.max()) >= self.max_positions:
+            raise ValueError(
+                f"position {int(positions.max())} is beyond the learned position table of "
+                f"{self.max_positions} positions; raise {self.option} (it sizes the table) or use "
+                f"sinusoidal position embeddings"
+            )
+        return nn.functional.embedding(positions, self.weight)
+
+
+class SharedPositionTables:
+    """Absolute position tables shared by all layers of an encoder or a decoder.
+
+    Gated position-based attention, Section 4.1: the position representations n~, m~ are shared
+    across layers; only W^Q, W^K are per layer. The holder is a plain object (not a Module) so
+    that mixers can reference it without registering the tables once per layer; the owner
+    registers ``self.tables`` as its submodule.
+    """
+
+    def __init__(self):
+        self.tables = nn.ModuleDict()
+
+    def get(self, role: str, kind: str, dim: int, max_positions: int, option: str) -> nn.Module:
+        key = f"{role}_{kind}_{dim}"
+        if key not in self.tables:
+            if kind == "sinusoidal":
+                self.tables[key] = SinusoidalPositionTable(dim)
+            elif kind == "learned":
+                self.tables[key] = LearnedPositionTable(max_positions, dim, option)
+            else:
+                raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
+        return self.tables[key]
+
+
+class DecoderPositionContext:
+    """Target positions of the current decoder call, set by the decoder before its layers run.
+
+    The decoder computes them from the full ``prev_output_tokens`` (padding-aware, like
+    fairseq's ``make_positions``), so they are exact during incremental decoding and with
+    left-padded targets. Cross-attention needs them: its query carries no padding mask.
+    """
+
+    def __init__(self):
+        self.query_positions: Optional[Tensor] = None
+
+    def set(self, prev_output_tokens: Tensor, padding_idx: int, incremental: bool):
+        positions = positions_from_padding(prev_output_tokens.eq(padding_idx), *prev_output_tokens.shape,
+                                           prev_output_tokens.device)
+        self.query_positions = positions[:, -1:] if incremental else positions
+
+    def get(self, batch: int, length: int) -> Tensor:
+        qp = self.query_positions
+        if qp is None or qp.shape != (batch, length):
+            raise RuntimeError(
+                "decoder mixer called without target positions for this input; call it through "
+                "PosMixDecoder (which sets them) or pass query_positions explicitly"
+            )
+        return qp
+
+
+class RelativePositionTable(nn.Module):
+    """Embeddings of clipped relative distances -K..K, one (head_dim)-vector each, shared
+    across heads (Shaw et al. 2018, Section 3.2): learned, or the sinusoidal encoding of the
+    clipped distance (no parameters)."""
+
+    def __init__(self, k: int, dim: int, kind: str):
+        super().__init__()
+        self.k, self.dim, self.kind = k, dim, kind
+        if kind == "learned":
+            self.weight = nn.Parameter(torch.empty(2 * k + 1, dim))
+            nn.init.xavier_uniform_(self.weight)
+        elif kind == "sinusoidal":
+            self.register_buffer(
+                "weight", sinusoidal_encoding(torch.arange(-k, k + 1), dim), persistent=False
+            )
+        else:
+            raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
+
+    def forward(self) -> Tensor:
+        return self.weight

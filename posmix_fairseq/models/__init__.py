@@ -1,0 +1,2 @@
+from . import posmix_transformer  # noqa: F401
+from . import architectures  # noqa: F401

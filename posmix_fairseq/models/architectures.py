@@ -1,0 +1,71 @@
+"""Named architectures: one readable table of (name -> flag defaults).
+
+``<variant>_<size>`` for every variant and size below; every flag stays overridable on the
+command line. Sizes follow Gated position-based attention, Section 5.1:
+Small (``iwslt_de_en``) = Base with FFN 1024 and dropout 0.3; Base (``wmt_en_de``);
+Big (``wmt_en_de_big``). K = 16 for Small/Base and 8 for Big.
+"""
+from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
+
+from .posmix_transformer import SUBLAYERS, posmix_base_architecture
+
+SIZES = {
+    "iwslt_de_en": dict(encoder_embed_dim=512, encoder_ffn_embed_dim=1024, encoder_attention_heads=8,
+                        encoder_layers=6, decoder_embed_dim=512, decoder_ffn_embed_dim=1024,
+                        decoder_attention_heads=8, decoder_layers=6, dropout=0.3, max_relative_position=16),
+    "wmt_en_de": dict(encoder_embed_dim=512, encoder_ffn_embed_dim=2048, encoder_attention_heads=8,
+                      encoder_layers=6, decoder_embed_dim=512, decoder_ffn_embed_dim=2048,
+                      decoder_attention_heads=8, decoder_layers=6, dropout=0.1, max_relative_position=16),
+    "wmt_en_de_big": dict(encoder_embed_dim=1024, encoder_ffn_embed_dim=4096, encoder_attention_heads=16,
+                          encoder_layers=6, decoder_embed_dim=1024, decoder_ffn_embed_dim=4096,
+                          decoder_attention_heads=16, decoder_layers=6, dropout=0.3, max_relative_position=8),
+}
+
+# variant -> (paper, what it reproduces, flag defaults). Self-attention is replaced in the
+# encoder and decoder; cross-attention stays multi-head attention, as in the paper's main tables.
+VARIANTS = {
+    "posmix_transformer": ("Vaswani et al. 2017", "Transformer baseline (Table 6 row 1)",
+                           dict(encoder_self_mixer="mha", decoder_self_mixer="mha")),
+    "rposnet": ("Gated position-based attention", "rPosNet, Eqs. 9-10, gated (Eq. 4); Tables 2-6",
+                dict(encoder_self_mixer="rposnet", decoder_self_mixer="rposnet",
+                     no_token_positional_embeddings=True)),
+    "aposnet": ("Gated position-based attention", "aPosNet, Eq. 8, gated (Eq. 4); Tables 2-6",
+                dict(encoder_self_mixer="aposnet", decoder_self_mixer="aposnet",
+                     no_token_positional_embeddings=True)),
+    "shaw": ("Shaw et al. 2018", "relative position representations (K and V terms); Table 6",
+             dict(encoder_self_mixer="shaw", decoder_self_mixer="shaw", no_token_positional_embeddings=True)),
+    "relattn": ("Gated position-based attention", "token-position relative attention, Section 7.2; Table 6",
+                dict(encoder_self_mixer="relattn", decoder_self_mixer="relattn",
+                     no_token_positional_embeddings=True)),
+}
+
+
+def _apply(args, defaults):
+    for key, value in defaults.items():
+        if key == "max_relative_position":
+            for sub in SUBLAYERS:
+                if getattr(args, f"{sub}_max_relative_position", None) is None:
+                    setattr(args, f"{sub}_max_relative_position", value)
+        elif getattr(args, key, None) is None:
+            setattr(args, key, value)
+
+
+def make_architecture(variant_defaults, size_defaults):
+    def architecture(args):
+        _apply(args, variant_defaults)
+        _apply(args, size_defaults)
+        posmix_base_architecture(args)
+
+    return architecture
+
+
+ARCHITECTURES = {}
+for _variant, (_paper, _what, _defaults) in VARIANTS.items():
+    for _size, _size_defaults in SIZES.items():
+        ARCHITECTURES[f"{_variant}_{_size}"] = (_paper, _what, make_architecture(_defaults, _size_defaults))
+
+if "posmix_transformer" not in ARCH_MODEL_REGISTRY:
+    register_model_architecture("posmix_transformer", "posmix_transformer")(posmix_base_architecture)
+for _name, (_paper, _what, _fn) in ARCHITECTURES.items():
+    if _name not in ARCH_MODEL_REGISTRY:
+        register_model_architecture("posmix_transformer", _name)(_fn)

@@ -1,0 +1,253 @@
+"""``posmix_transformer``: fairseq's Transformer with a token mixer chosen per attention sublayer.
+
+Built on fairseq's transformer through its hooks: the model's ``build_encoder``/``build_decoder``,
+the encoder's/decoder's ``build_*_layer``, and the layers' ``build_self_attention`` /
+``build_encoder_attention``. Each sublayer (``encoder_self``, ``decoder_self``,
+``decoder_cross``) takes its mixer and options from ``--<sublayer>-mixer``, ``-gating``,
+``-max-relative-position`` and ``-position-embedding``.
+"""
+import logging
+
+from fairseq.distributed import fsdp_wrap
+from fairseq.models import MODEL_REGISTRY, register_model
+from fairseq.models.transformer import (
+    TransformerConfig,
+    TransformerDecoderBase,
+    TransformerEncoderBase,
+    TransformerModel,
+)
+from fairseq.models.transformer.transformer_legacy import base_architecture
+from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+
+from ..length_ratio import training_length_ratio
+from ..mixers.base import MIXER_REGISTRY, POSITION_EMBEDDING_KINDS, MixerSpec, build_mixer, mixer_entry
+from ..mixers.positions import DecoderPositionContext, SharedPositionTables
+
+logger = logging.getLogger(__name__)
+
+SUBLAYERS = ("encoder_self", "decoder_self", "decoder_cross")
+GATING_CHOICES = ("default", "on", "off")
+DEFAULT_MAX_RELATIVE_POSITION = 16
+
+
+def flag(sublayer: str, option: str) -> str:
+    return "--" + sublayer.replace("_", "-") + "-" + option
+
+
+def add_posmix_args(parser):
+    group = parser.add_argument_group("posmix token mixers")
+    for sub in SUBLAYERS:
+        group.add_argument(flag(sub, "mixer"), choices=sorted(MIXER_REGISTRY), metavar="MIXER",
+                           help=f"token mixer of the {sub.replace('_', ' ')}-attention sublayer: "
+                                f"{', '.join(sorted(MIXER_REGISTRY))} (default: mha)")
+        group.add_argument(flag(sub, "gating"), choices=GATING_CHOICES,
+                           help="Eq. 4 GeLU gating: on, off, or the mixer's default (on for aposnet/rposnet)")
+        group.add_argument(flag(sub, "max-relative-position"), type=int, metavar="K",
+                           help=f"clip relative distances to [-K, K] (default {DEFAULT_MAX_RELATIVE_POSITION})")
+        group.add_argument(flag(sub, "position-embedding"), choices=POSITION_EMBEDDING_KINDS,
+                           help="position embeddings of position-aware mixers (default: the mixer's)")
+    group.add_argument("--length-ratio", type=float, metavar="GAMMA",
+                       help="gamma of cross-attention positions floor(gamma*n); default: mean source "
+                            "length / mean target length of the binarized training set (stored in the "
+                            "checkpoint)")
+
+
+def posmix_base_architecture(args):
+    defaults = {"mixer": "mha", "gating": "default", "max_relative_position": DEFAULT_MAX_RELATIVE_POSITION,
+                "position_embedding": None}
+    for sub in SUBLAYERS:
+        for option, default in defaults.items():
+            if getattr(args, f"{sub}_{option}", None) is None:  # never `or`: K=0 must reach validation
+                setattr(args, f"{sub}_{option}", default)
+    args.length_ratio = getattr(args, "length_ratio", None)
+    base_architecture(args)
+
+
+def validate_posmix_args(args):
+    """Clear errors for bad options, naming the option and the valid values."""
+    for sub in SUBLAYERS:
+        mixer_entry(getattr(args, f"{sub}_mixer"), flag(sub, "mixer"))
+        gating = getattr(args, f"{sub}_gating")
+        if gating not in GATING_CHOICES:
+            raise ValueError(f"{flag(sub, 'gating')}: {gating!r} is not one of {', '.join(GATING_CHOICES)}")
+        k = getattr(args, f"{sub}_max_relative_position")
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"{flag(sub, 'max-relative-position')} must be an integer >= 1 (got {k!r})")
+        kind = getattr(args, f"{sub}_position_embedding")
+        if kind is not None and kind not in POSITION_EMBEDDING_KINDS:
+            raise ValueError(f"{flag(sub, 'position-embedding')}: {kind!r} is not one of "
+                             f"{', '.join(POSITION_EMBEDDING_KINDS)}")
+    if args.length_ratio is not None and not args.length_ratio > 0:
+        raise ValueError(f"--length-ratio must be > 0 (got {args.length_ratio})")
+    if getattr(args, "cross_self_attention", False) and args.decoder_self_mixer != "mha":
+        raise ValueError("--cross-self-attention works only with --decoder-self-mixer mha")
+
+
+def cross_mixer_uses_positions(args) -> bool:
+    return mixer_entry(args.decoder_cross_mixer, "--decoder-cross-mixer").uses_positions
+
+
+class MixerPlan:
+    """Builds the mixer of each (sublayer, layer index) of one encoder or decoder.
+
+    Layers are built in order by fairseq's list comprehension; ``next_layer_index`` hands out
+    their explicit indices (fairseq's layer hooks take no index).
+    """
+
+    def __init__(self, cfg, shared_tables: SharedPositionTables, position_context=None):
+        self.cfg = cfg
+        self.shared_tables = shared_tables
+        self.position_context = position_context
+        self._built_layers = 0
+
+    def next_layer_index(self) -> int:
+        self._built_layers += 1
+        return self._built_layers - 1
+
+    def spec(self, sublayer: str, layer_idx: int) -> MixerSpec:
+        cfg = self.cfg
+        name = getattr(cfg, f"{sublayer}_mixer", "mha")
+        entry = mixer_entry(name, flag(sublayer, "mixer"))
+        gating = getattr(cfg, f"{sublayer}_gating", "default")
+        side = cfg.encoder if sublayer == "encoder_self" else cfg.decoder
+        src_max, tgt_max = cfg.max_source_positions, cfg.max_target_positions
+        src_opt, tgt_opt = "--max-source-positions", "--max-target-positions"
+        if sublayer == "encoder_self":
+            q_max, k_max, q_opt, k_opt = src_max, src_max, src_opt, src_opt
+        elif sublayer == "decoder_self":
+            q_max, k_max, q_opt, k_opt = tgt_max, tgt_max, tgt_opt, tgt_opt
+        else:
+            q_max, k_max, q_opt, k_opt = tgt_max, src_max, tgt_opt, src_opt
+        length_ratio = 1.0
+        if sublayer == "decoder_cross" and entry.uses_positions:
+            if getattr(cfg, "length_ratio", None) is None:
+                raise ValueError("--length-ratio is required by the position-aware --decoder-cross-mixer "
+                                 f"{name!r} (build the model through fairseq to compute it from the data)")
+            length_ratio = float(cfg.length_ratio)
+        return MixerSpec(
+            name=name,
+            placement=sublayer,
+            layer_idx=layer_idx,
+            embed_dim=side.embed_dim,
+            num_heads=side.attention_heads,
+            kdim=cfg.encoder.embed_dim,
+            attention_dropout=cfg.attention_dropout,
+            gated=entry.gated_by_default if gating == "default" else gating == "on",
+            max_relative_position=getattr(cfg, f"{sublayer}_max_relative_position", DEFAULT_MAX_RELATIVE_POSITION),
+            position_embedding=getattr(cfg, f"{sublayer}_position_embedding", None)
+            or entry.default_position_embedding,
+            length_ratio=length_ratio,
+            max_query_positions=q_max,
+            max_key_positions=k_max,
+            query_positions_option=q_opt,
+            key_positions_option=k_opt,
+            shared_tables=self.shared_tables,
+            position_context=self.position_context,
+        )
+
+    def build(self, sublayer: str, layer_idx: int):
+        return build_mixer(self.spec(sublayer, layer_idx))
+
+
+def wrap_layer(cfg, layer):
+    """Activation checkpointing and FSDP wrapping, as fairseq's own build_*_layer hooks do."""
+    checkpoint = cfg.checkpoint_activations
+    if checkpoint:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+    return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
+
+
+class PosMixEncoderLayer(TransformerEncoderLayerBase):
+    def __init__(self, cfg, plan: MixerPlan, layer_idx: int, return_fc=False):
+        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx)  # read by build_self_attention
+        super().__init__(cfg, return_fc=return_fc)
+
+    def build_self_attention(self, embed_dim, cfg):
+        return self._mixer_plan.build("encoder_self", self.layer_idx)
+
+
+class PosMixDecoderLayer(TransformerDecoderLayerBase):
+    def __init__(self, cfg, plan: MixerPlan, layer_idx: int, no_encoder_attn=False):
+        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx)
+        super().__init__(cfg, no_encoder_attn=no_encoder_attn)
+
+    def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
+        if add_bias_kv or add_zero_attn:
+            raise ValueError("add_bias_kv/add_zero_attn are not supported by posmix decoder layers")
+        return self._mixer_plan.build("decoder_self", self.layer_idx)
+
+    def build_encoder_attention(self, embed_dim, cfg):
+        return self._mixer_plan.build("decoder_cross", self.layer_idx)
+
+
+class PosMixEncoder(TransformerEncoderBase):
+    """Transformer encoder whose self-attention sublayers are token mixers."""
+
+    def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
+        plan = MixerPlan(cfg, SharedPositionTables())
+        self.__dict__["_mixer_plan"] = plan  # plain attribute, set before nn.Module.__init__
+        super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
+        self.mixer_position_tables = plan.shared_tables.tables
+
+    def build_encoder_layer(self, cfg):
+        layer_idx = self._mixer_plan.next_layer_index()
+        return wrap_layer(cfg, PosMixEncoderLayer(cfg, self._mixer_plan, layer_idx, return_fc=self.return_fc))
+
+
+class PosMixDecoder(TransformerDecoderBase):
+    """Transformer decoder whose self- and cross-attention sublayers are token mixers.
+
+    Before its layers run it publishes the padding-aware target positions (from the full
+    ``prev_output_tokens``, exact in incremental decoding) to its mixers.
+    """
+
+    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
+        plan = MixerPlan(cfg, SharedPositionTables(), DecoderPositionContext())
+        self.__dict__["_mixer_plan"] = plan
+        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
+                         output_projection=output_projection)
+        self.mixer_position_tables = plan.shared_tables.tables
+
+    def build_decoder_layer(self, cfg, no_encoder_attn=False):
+        layer_idx = self._mixer_plan.next_layer_index()
+        return wrap_layer(cfg, PosMixDecoderLayer(cfg, self._mixer_plan, layer_idx, no_encoder_attn))
+
+    def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None,
+                         full_context_alignment=False, alignment_layer=None, alignment_heads=None):
+        self._mixer_plan.position_context.set(prev_output_tokens, self.padding_idx,
+                                              incremental=incremental_state is not None)
+        return super().extract_features(prev_output_tokens, encoder_out, incremental_state,
+                                        full_context_alignment, alignment_layer, alignment_heads)
+
+
+class PosMixTransformerModel(TransformerModel):
+    """Transformer (Vaswani et al. 2017) whose attention sublayers are selectable token mixers."""
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        add_posmix_args(parser)
+
+    @classmethod
+    def build_model(cls, args, task):
+        posmix_base_architecture(args)
+        validate_posmix_args(args)
+        if args.length_ratio is None and cross_mixer_uses_positions(args):
+            args.length_ratio = training_length_ratio(task.cfg.data, task.cfg.source_lang, task.cfg.target_lang)
+            logger.info("length ratio gamma = %.6f (mean source / mean target length of the training "
+                        "data); stored in the checkpoint as --length-ratio", args.length_ratio)
+        return super().build_model(args, task)
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return PosMixEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        cfg = TransformerConfig.from_namespace(args)
+        return PosMixDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
+
+
+if "posmix_transformer" not in MODEL_REGISTRY:
+    register_model("posmix_transformer")(PosMixTransformerModel)

@@ -1,0 +1,14 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="posmix_fairseq",
+    version="0.1.0",
+    description="Position-based token mixing for fairseq NMT: aPosNet/rPosNet, Shaw, relative attention",
+    packages=find_packages(include=["posmix_fairseq", "posmix_fairseq.*"]),
+    python_requires=">=3.10",
+    # fairseq-fixed provides the `fairseq` import package on Python 3.11; never list plain
+    # `fairseq` (pip would fetch 0.12.2, which does not import on 3.11). torch is pinned in
+    # constraints.txt: scripts/setup.sh installs the whole stack in a working order.
+    install_requires=["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece"],
+    extras_require={"eval": ["unbabel-comet==2.2.7", "bleurt-pytorch==0.0.1"], "test": ["pytest"]},
+)

@@ -1,0 +1,83 @@
+"""Shared helpers: tiny models of every registered architecture, built through fairseq's own
+argument parser exactly as ``fairseq-train --user-dir ... --arch X`` builds them."""
+import os
+
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from fairseq import options  # noqa: E402
+from fairseq.data import Dictionary  # noqa: E402
+from fairseq.models import ARCH_MODEL_REGISTRY  # noqa: E402
+from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa: E402
+
+import posmix_fairseq  # noqa: E402
+from posmix_fairseq.models.architectures import ARCHITECTURES  # noqa: E402
+
+TINY = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "32",
+        "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+        "--encoder-attention-heads", "4", "--decoder-attention-heads", "4", "--dropout", "0",
+        "--max-source-positions", "64", "--max-target-positions", "64"]
+
+# every registered arch, plus the sublayer placements/gating switches the archs do not name
+EXTRA_CONFIGS = {
+    "rposnet_cross": ["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet", "--length-ratio", "1.3"],
+    "aposnet_cross": ["--arch", "aposnet_iwslt_de_en", "--decoder-cross-mixer", "aposnet", "--length-ratio", "0.8"],
+    "shaw_cross": ["--arch", "shaw_iwslt_de_en", "--decoder-cross-mixer", "shaw", "--length-ratio", "1.1"],
+    "relattn_cross": ["--arch", "relattn_iwslt_de_en", "--decoder-cross-mixer", "relattn", "--length-ratio", "1.0"],
+    "mha_gated": ["--arch", "posmix_transformer", "--encoder-self-gating", "on", "--decoder-self-gating", "on",
+                  "--decoder-cross-gating", "on"],
+    "shaw_gated_sinusoidal": ["--arch", "shaw_wmt_en_de", "--encoder-self-gating", "on",
+                              "--decoder-self-gating", "on", "--encoder-self-position-embedding", "sinusoidal"],
+    "rposnet_ungated_sinusoidal": ["--arch", "rposnet_wmt_en_de", "--encoder-self-gating", "off",
+                                   "--decoder-self-gating", "off", "--encoder-self-position-embedding", "sinusoidal"],
+    "aposnet_learned": ["--arch", "aposnet_wmt_en_de", "--encoder-self-position-embedding", "learned",
+                        "--decoder-self-position-embedding", "learned"],
+}
+ALL_CONFIGS = {name: ["--arch", name] for name in ["posmix_transformer", *ARCHITECTURES]}
+ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+
+def make_dictionary(n_words: int = 40) -> Dictionary:
+    d = Dictionary()
+    for i in range(n_words):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+def parse_model_args(flags, tiny=True):
+    parser = options.get_training_parser()
+    argv = ["unused-data-dir", "--task", "translation", "--user-dir", posmix_fairseq.USER_DIR] + list(flags)
+    if tiny:
+        argv += TINY
+    return options.parse_args_and_arch(parser, argv)
+
+
+def build_model(flags, tiny=True, seed=0, dictionary=None):
+    args = parse_model_args(flags, tiny)
+    d = dictionary or make_dictionary()
+    task = TranslationTask(TranslationConfig(data="unused-data-dir"), d, d)
+    torch.manual_seed(seed)
+    model = ARCH_MODEL_REGISTRY[args.arch].build_model(args, task)
+    model.eval()
+    return model, d
+
+
+def random_batch(d: Dictionary, lengths, seed=0, left_pad=True):
+    """src_tokens padded on the left (fairseq's default) or right, each ending in EOS."""
+    g = torch.Generator().manual_seed(seed)
+    n, width = len(lengths), max(lengths)
+    tokens = torch.full((n, width), d.pad(), dtype=torch.long)
+    for i, length in enumerate(lengths):
+        row = torch.randint(d.nspecial, len(d), (length,), generator=g)
+        row[-1] = d.eos()
+        if left_pad:
+            tokens[i, width - length:] = row
+        else:
+            tokens[i, :length] = row
+    return tokens, torch.tensor(lengths)
+
+
+@pytest.fixture(params=sorted(ALL_CONFIGS), ids=sorted(ALL_CONFIGS))
+def any_config(request):
+    return request.param, ALL_CONFIGS[request.param]

@@ -1,0 +1,117 @@
+"""The real CLI on tiny data: fairseq-preprocess, fairseq-train (a few updates), then
+fairseq-generate with beam search in a FRESH process reloading the checkpoint.
+Modelled on fairseq's tests/test_binaries.py (in-process train, like upstream)."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from fairseq import options
+from fairseq_cli import preprocess, train
+
+import posmix_fairseq
+from posmix_fairseq.toy_corpus import write_corpus
+
+TINY = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+        "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 4 "
+        "--decoder-attention-heads 4").split()
+
+CASES = {
+    "transformer": ["--arch", "posmix_transformer_iwslt_de_en"],
+    "shaw": ["--arch", "shaw_iwslt_de_en"],
+    "relattn": ["--arch", "relattn_iwslt_de_en"],
+    "aposnet": ["--arch", "aposnet_iwslt_de_en"],
+    "rposnet": ["--arch", "rposnet_iwslt_de_en"],
+    "rposnet_cross": ["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet"],
+    "gated_mha_aposnet_cross": ["--arch", "posmix_transformer_wmt_en_de", "--encoder-self-gating", "on",
+                                "--decoder-cross-mixer", "aposnet"],
+}
+
+
+def binarize(raw_prefix_dir, dest, src="src", tgt="tgt"):
+    parser = options.get_preprocessing_parser()
+    args = parser.parse_args([
+        "--source-lang", src, "--target-lang", tgt, "--trainpref", f"{raw_prefix_dir}/train",
+        "--validpref", f"{raw_prefix_dir}/valid", "--testpref", f"{raw_prefix_dir}/test",
+        "--destdir", dest, "--workers", "1", "--joined-dictionary"])
+    preprocess.main(args)
+
+
+def run_train(data, save_dir, flags, updates=6):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        data, "--user-dir", posmix_fairseq.USER_DIR, "--task", "translation", "--optimizer", "adam",
+        "--lr", "0.001", "--max-tokens", "1500", "--max-update", str(updates), "--save-dir", save_dir,
+        "--no-progress-bar", "--num-workers", "0", "--seed", "1", "--cpu", *TINY, *flags])
+    train.main(args)
+
+
+def run_generate(data, checkpoint, *extra):
+    """fairseq-generate in a fresh Python process (the console script of the installed fairseq)."""
+    cmd = [sys.executable, "-m", "fairseq_cli.generate", data, "--user-dir", posmix_fairseq.USER_DIR,
+           "--path", checkpoint, "--beam", "4", "--max-tokens", "2000", "--gen-subset", "test", "--cpu",
+           # fairseq silently drops sentences with the default multiple of 8 (fairseq issue #5351)
+           "--required-batch-size-multiple", "1", *extra]
+    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def toy_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toy")
+    write_corpus(str(root / "raw"), sizes={"train": 400, "valid": 40, "test": 25})
+    binarize(str(root / "raw"), str(root / "bin"))
+    return str(root / "bin")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_train_then_generate_in_fresh_process(toy_data, tmp_path, case):
+    run_train(toy_data, str(tmp_path), CASES[case])
+    checkpoint = str(tmp_path / "checkpoint_last.pt")
+    assert os.path.exists(checkpoint)
+    stdout, _ = run_generate(toy_data, checkpoint, "--print-alignment")
+    hyps = [line for line in stdout.splitlines() if line.startswith("H-")]
+    aligns = [line for line in stdout.splitlines() if line.startswith("A-")]
+    assert len(hyps) == 25 and len(aligns) == 25, stdout[-2000:]
+    assert "BLEU4" in stdout
+    # reload in this process too and check the stored architecture
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    assert state["cfg"]["model"].arch == CASES[case][1]
+
+
+@pytest.fixture(scope="module")
+def long_target_data(tmp_path_factory):
+    """Every target word doubled: gamma = mean src / mean tgt length = 0.5 exactly."""
+    root = tmp_path_factory.mktemp("ratio")
+    raw = root / "raw"
+    write_corpus(str(raw), sizes={"train": 300, "valid": 20, "test": 10})
+    for split in ("train", "valid", "test"):
+        lines = (raw / f"{split}.tgt").read_text().splitlines()
+        (raw / f"{split}.tgt").write_text("".join(" ".join(w + " " + w for w in ln.split()) + "\n" for ln in lines))
+    binarize(str(raw), str(root / "bin"))
+    return root
+
+
+def test_length_ratio_computed_from_data_stored_and_reused_at_generation(long_target_data, tmp_path):
+    data = str(long_target_data / "bin")
+    run_train(data, str(tmp_path), CASES["rposnet_cross"], updates=3)
+    checkpoint = str(tmp_path / "checkpoint_last.pt")
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    assert state["cfg"]["model"].length_ratio == pytest.approx(0.5, abs=1e-12)
+    # generation from a directory WITHOUT the training split: gamma must come from the checkpoint
+    gen_only = tmp_path / "gen_only"
+    gen_only.mkdir()
+    for name in os.listdir(data):
+        if name.startswith(("dict.", "test.")):
+            shutil.copy(os.path.join(data, name), gen_only / name)
+    stdout, stderr = run_generate(str(gen_only), checkpoint)
+    assert sum(line.startswith("H-") for line in stdout.splitlines()) == 10
+    assert "length ratio gamma" not in stderr  # not recomputed
+    # an explicit --length-ratio wins over the data
+    run_train(data, str(tmp_path / "explicit"), CASES["rposnet_cross"] + ["--length-ratio", "0.75"], updates=1)
+    state = torch.load(str(tmp_path / "explicit" / "checkpoint_last.pt"), map_location="cpu", weights_only=False)
+    assert state["cfg"]["model"].length_ratio == 0.75

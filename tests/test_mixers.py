@@ -1,0 +1,222 @@
+"""Unit checks of the mixers against direct implementations of the papers' equations."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fairseq.modules import MultiheadAttention
+
+from conftest import build_model, make_dictionary, parse_model_args, random_batch
+from posmix_fairseq.mixers.base import MixerSpec, build_mixer
+from posmix_fairseq.mixers.content_attention import ContentEnergy
+from posmix_fairseq.mixers.energy_attention import EnergyMixingAttention
+from posmix_fairseq.mixers.positions import SharedPositionTables, clipped_relative_index, sinusoidal_encoding
+
+
+def spec(name, placement="encoder_self", gated=False, k=4, pe="sinusoidal", gamma=1.0, d=16, h=4):
+    return MixerSpec(name=name, placement=placement, layer_idx=0, embed_dim=d, num_heads=h, kdim=d,
+                     attention_dropout=0.0, gated=gated, max_relative_position=k, position_embedding=pe,
+                     length_ratio=gamma, max_query_positions=64, max_key_positions=64,
+                     query_positions_option="--max-source-positions",
+                     key_positions_option="--max-source-positions", shared_tables=SharedPositionTables())
+
+
+def test_ungated_content_mixer_equals_fairseq_multihead_attention():
+    torch.manual_seed(0)
+    ours = EnergyMixingAttention(spec("mha"), ContentEnergy(spec("mha")))
+    ref = MultiheadAttention(16, 4, self_attention=True)
+    with torch.no_grad():
+        for a, b in [(ours.energy.q_proj, ref.q_proj), (ours.energy.k_proj, ref.k_proj),
+                     (ours.v_proj, ref.v_proj), (ours.out_proj, ref.out_proj)]:
+            a.weight.copy_(b.weight)
+            a.bias.copy_(b.bias)
+    x = torch.randn(7, 3, 16)
+    mask = torch.zeros(3, 7, dtype=torch.bool)
+    mask[1, :2] = True
+    out, w = ours(x, x, x, key_padding_mask=mask)
+    ref_out, ref_w = ref(x, x, x, key_padding_mask=mask, need_weights=True)
+    torch.testing.assert_close(out, ref_out, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(w, ref_w, atol=1e-6, rtol=1e-5)
+
+
+def test_gated_aposnet_equals_direct_implementation_of_eq4_and_eq8():
+    torch.manual_seed(0)
+    s = spec("aposnet", gated=True)
+    mixer = build_mixer(s)
+    x = torch.randn(5, 2, 16)
+    out, _ = mixer(x, x, x)
+    # direct: positions 0..4, n~ = m~ = sinusoids (Section 5.2), Eq. 8 energies, Eq. 4 gating
+    pos = sinusoidal_encoding(torch.arange(5), 16)
+    q = (pos @ mixer.energy.q_proj.weight.t() + mixer.energy.q_proj.bias).view(5, 4, 4).transpose(0, 1)
+    k = (pos @ mixer.energy.k_proj.weight.t() + mixer.energy.k_proj.bias).view(5, 4, 4).transpose(0, 1)
+    a = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(4), dim=-1)  # (H, N, M), same for every sentence
+    v = F.layer_norm(F.gelu(x @ mixer.v_proj.weight.t() + mixer.v_proj.bias), (16,),
+                     mixer.gating.value_norm.weight, mixer.gating.value_norm.bias)
+    v = v.view(5, 2, 4, 4).permute(1, 2, 0, 3)  # (B, H, M, Dh)
+    c = (a.unsqueeze(0) @ v).permute(2, 0, 1, 3).reshape(5, 2, 16)
+    g = F.gelu(x @ mixer.gating.gate_proj.weight.t() + mixer.gating.gate_proj.bias)
+    expected = (c * g) @ mixer.out_proj.weight.t() + mixer.out_proj.bias
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_rposnet_energy_equals_eq10_with_gamma_and_clipping():
+    torch.manual_seed(0)
+    s = spec("rposnet", placement="decoder_cross", gated=True, k=2, pe="learned", gamma=1.5)
+    mixer = build_mixer(s)
+    qpos, kpos = torch.tensor([[0, 1, 2, 3]]), torch.tensor([[0, 1, 2, 3, 4, 5]])
+    energy = mixer.energy.logits(torch.zeros(4, 1, 16), qpos, None, kpos)
+    n = mixer.energy.query_table(qpos)[0]
+    q = (n @ mixer.energy.q_proj.weight.t() + mixer.energy.q_proj.bias).view(4, 4, 4)  # (N, H, Dh)
+    table = mixer.energy.relative_embeddings.weight
+    for i in range(4):
+        for j in range(6):
+            d = max(-2, min(2, math.floor(1.5 * i) - j))
+            expected = q[i] @ table[d + 2] / 2.0
+            torch.testing.assert_close(energy[0, :, i, j], expected, atol=1e-6, rtol=1e-5)
+
+
+def test_clipped_relative_index():
+    idx = clipped_relative_index(torch.tensor([[0, 3]]), torch.tensor([[0, 1, 9]]), 2.0, 3)
+    # floor(2*0)-[0,1,9] = [0,-1,-9] -> clip 3 -> [0,-1,-3] + 3; floor(2*3)-... = [6,5,-3] -> [3,3,-3] + 3
+    assert idx.tolist() == [[[3, 2, 0], [6, 6, 0]]]
+
+
+def test_shaw_value_term_equals_direct_sum():
+    torch.manual_seed(0)
+    s = spec("shaw", k=2, pe="learned")
+    mixer = build_mixer(s)
+    probs = torch.softmax(torch.randn(1, 4, 3, 5), dim=-1)
+    qpos, kpos = torch.arange(3).unsqueeze(0), torch.arange(5).unsqueeze(0)
+    term = mixer.energy.value_term(probs, qpos, kpos)
+    table = mixer.energy.relative_values.weight
+    for n in range(3):
+        expected = sum(probs[0, :, n, m, None] * table[max(-2, min(2, n - m)) + 2] for m in range(5))
+        torch.testing.assert_close(term[0, :, n], expected, atol=1e-6, rtol=1e-5)
+
+
+# Table 8 (training time), per attention layer, D = model dim, D_h = D / H, K = clip distance.
+def expected_params(name, gated, d, h, k):
+    dh = d // h
+    gate = d * d + d + 2 * d if gated else 0  # W^G and the value LayerNorm (Eq. 4)
+    return {
+        "mha": 4 * (d * d + d),
+        "shaw": 4 * (d * d + d) + 2 * (2 * k + 1) * dh,
+        "relattn": 3 * (d * d + d) + (2 * k + 1) * dh,
+        "aposnet": 4 * (d * d + d),  # W^Q, W^K act on the shared position embeddings
+        "rposnet": 3 * (d * d + d) + (2 * k + 1) * dh,
+    }[name] + gate
+
+
+@pytest.mark.parametrize("gated", [False, True])
+@pytest.mark.parametrize("name", ["mha", "shaw", "relattn", "aposnet", "rposnet"])
+def test_parameter_counts_match_table8_formulas(name, gated):
+    for d, h, k in [(512, 8, 16), (1024, 16, 8)]:
+        mixer = build_mixer(spec(name, gated=gated, k=k, pe="learned" if name != "aposnet" else "sinusoidal",
+                                 d=d, h=h))
+        got = sum(p.numel() for p in mixer.parameters())
+        assert got == expected_params(name, gated, d, h, k), (name, gated, d)
+
+
+def test_position_tables_are_shared_across_layers_not_duplicated():
+    model, _ = build_model(["--arch", "rposnet_iwslt_de_en", "--encoder-self-position-embedding", "learned"])
+    names = [n for n, _ in model.named_parameters() if "mixer_position_tables" in n]
+    assert names == ["encoder.mixer_position_tables.source_learned_32.weight",
+                     "decoder.mixer_position_tables.target_learned_32.weight"]
+    assert not any("_tables" in k for k in model.state_dict() if "layers" in k)
+
+
+def test_fully_masked_query_rows_give_no_nan():
+    for flags in (["--arch", "rposnet_iwslt_de_en"], ["--arch", "shaw_iwslt_de_en", "--decoder-self-gating", "on"]):
+        model, d = build_model(flags)
+        src, src_len = random_batch(d, [5, 3])
+        # left-padded target: the first pad query of row 1 sees only padding under the causal mask
+        prev = torch.tensor([[d.eos(), 5, 6, 7], [d.pad(), d.pad(), d.eos(), 8]])
+        model.train()  # gradients must be finite too
+        out, _ = model(src, src_len, prev)
+        assert torch.isfinite(out).all()
+        out[:, -1].sum().backward()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    mixer = build_mixer(spec("rposnet", gated=True))
+    x = torch.randn(4, 2, 16)
+    mask = torch.tensor([[True] * 4, [False] * 4])
+    out, w = mixer(x, x, x, key_padding_mask=mask)
+    assert torch.isfinite(out).all() and torch.isfinite(w).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("arch", ["rposnet_iwslt_de_en", "aposnet_iwslt_de_en", "shaw_iwslt_de_en",
+                                  "relattn_iwslt_de_en", "posmix_transformer"])
+def test_half_precision_forward_runs(arch, dtype):
+    model, d = build_model(["--arch", arch])
+    model = model.to(dtype)
+    src, src_len = random_batch(d, [6, 4])
+    prev = torch.tensor([[d.eos(), 5, 6], [d.eos(), 7, d.pad()]])
+    with torch.no_grad():
+        out, _ = model(src, src_len, prev)
+    assert out.dtype == dtype and torch.isfinite(out).all()
+
+
+def test_unknown_mixer_is_a_clear_error():
+    with pytest.raises(SystemExit):  # argparse: "invalid choice: 'nope' (choose from ...)"
+        parse_model_args(["--arch", "posmix_transformer", "--encoder-self-mixer", "nope"])
+    from posmix_fairseq.mixers.base import mixer_entry
+    with pytest.raises(ValueError, match=r"--encoder-self-mixer: unknown token mixer 'nope'; valid mixers: "
+                                         r"aposnet, mha, relattn, rposnet, shaw"):
+        mixer_entry("nope", "--encoder-self-mixer")
+
+
+def test_unknown_mixer_message_lists_valid_names(capsys):
+    with pytest.raises(SystemExit):
+        parse_model_args(["--arch", "posmix_transformer", "--decoder-cross-mixer", "nope"])
+    err = capsys.readouterr().err
+    assert "--decoder-cross-mixer" in err and "invalid choice: 'nope'" in err and "rposnet" in err
+
+
+@pytest.mark.parametrize("k", ["0", "-2"])
+def test_relative_clip_below_one_is_a_clear_error(k):
+    with pytest.raises(ValueError, match=r"--decoder-self-max-relative-position must be an integer >= 1"):
+        build_model(["--arch", "rposnet_iwslt_de_en", "--decoder-self-max-relative-position", k])
+
+
+def test_sentence_longer_than_learned_position_table_names_the_option():
+    model, d = build_model(["--arch", "rposnet_iwslt_de_en"])  # learned n~ table, 64 positions
+    src, src_len = random_batch(d, [70])
+    with pytest.raises(ValueError, match=r"beyond the learned position table of 64 positions; raise "
+                                         r"--max-source-positions"):
+        model.encoder(src, src_len)
+    prev = torch.full((1, 70), 5)
+    with pytest.raises(ValueError, match=r"--max-target-positions"):
+        model(src[:, :10], torch.tensor([10]), prev)
+
+
+def test_missing_length_ratio_without_data_is_a_clear_error():
+    with pytest.raises(FileNotFoundError, match=r"--length-ratio was not given and cannot be computed"):
+        build_model(["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet"])
+    with pytest.raises(ValueError, match=r"--length-ratio must be > 0"):
+        build_model(["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet", "--length-ratio", "0"])
+
+
+def test_plugin_imports_twice_without_duplicate_registration(tmp_path):
+    import importlib.util
+    import sys
+
+    import posmix_fairseq
+    from fairseq import utils
+
+    # 1) fairseq's own --user-dir import of the already imported package
+    utils.import_user_module(type("A", (), {"user_dir": posmix_fairseq.USER_DIR})())
+    # 2) the same files imported under a second module name
+    spec_ = importlib.util.spec_from_file_location(
+        "posmix_copy", posmix_fairseq.USER_DIR + "/__init__.py",
+        submodule_search_locations=[posmix_fairseq.USER_DIR])
+    module = importlib.util.module_from_spec(spec_)
+    sys.modules["posmix_copy"] = module
+    try:
+        spec_.loader.exec_module(module)
+    finally:
+        for name in [n for n in sys.modules if n == "posmix_copy" or n.startswith("posmix_copy.")]:
+            del sys.modules[name]
+
+
+def test_make_dictionary_helper_is_deterministic():
+    assert make_dictionary().symbols == make_dictionary().symbols
