@@ -1,0 +1,52 @@
+"""Raw parallel text -> SentencePiece-BPE tokenized files ready for fairseq-preprocess.
+
+Reads DIR/{train, valid|val|dev, test*}.{lang}[.gz] (the layout of Multi30k's raw release and of
+most WMT/IWSLT recipes) and trains one joint BPE model on the training split.
+"""
+import glob
+import gzip
+import os
+from typing import Dict, List, Tuple
+
+SPLIT_NAMES = {"train": ["train"], "valid": ["valid", "val", "dev"], "test": ["test"]}
+
+
+def read_lines(path: str) -> List[str]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def find_split(data_dir: str, names: List[str], lang: str) -> str:
+    for name in names:
+        for pattern in (f"{name}.{lang}", f"{name}.{lang}.gz", f"{name}_*.{lang}", f"{name}_*.{lang}.gz"):
+            hits = sorted(glob.glob(os.path.join(data_dir, pattern)))
+            if hits:
+                return hits[0]
+    raise FileNotFoundError(f"{data_dir}: no {'/'.join(names)} file for language '{lang}' "
+                            f"(expected e.g. {names[0]}.{lang} or {names[0]}.{lang}.gz)")
+
+
+def prepare_bpe(data_dir: str, src: str, tgt: str, out_dir: str, vocab_size: int = 8000,
+                max_train: int = 0) -> Tuple[Dict[Tuple[str, str], List[str]], object]:
+    """Write out_dir/{train,valid,test}.{src,tgt} as BPE pieces; returns (raw texts, processor)."""
+    import sentencepiece as spm
+
+    os.makedirs(out_dir, exist_ok=True)
+    texts = {(s, lang): read_lines(find_split(data_dir, names, lang))
+             for s, names in SPLIT_NAMES.items() for lang in (src, tgt)}
+    if max_train:
+        for lang in (src, tgt):
+            texts[("train", lang)] = texts[("train", lang)][:max_train]
+    joint = os.path.join(out_dir, "spm_train.txt")
+    with open(joint, "w", encoding="utf-8") as f:
+        for lang in (src, tgt):
+            f.writelines(line + "\n" for line in texts[("train", lang)])
+    spm.SentencePieceTrainer.train(input=joint, model_prefix=os.path.join(out_dir, "spm"), vocab_size=vocab_size,
+                                   model_type="bpe", character_coverage=1.0, num_threads=2,
+                                   bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(out_dir, "spm.model"))
+    for (split, lang), lines in texts.items():
+        with open(os.path.join(out_dir, f"{split}.{lang}"), "w", encoding="utf-8") as f:
+            f.writelines(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines)
+    return texts, sp
