@@ -50,3 +50,23 @@ def prepare_bpe(data_dir: str, src: str, tgt: str, out_dir: str, vocab_size: int
         with open(os.path.join(out_dir, f"{split}.{lang}"), "w", encoding="utf-8") as f:
             f.writelines(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines)
     return texts, sp
+
+
+def main():
+    import argparse
+
+    p = argparse.ArgumentParser(description="raw parallel text -> SentencePiece BPE files for fairseq-preprocess")
+    p.add_argument("raw_dir")
+    p.add_argument("src")
+    p.add_argument("tgt")
+    p.add_argument("out_dir")
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--max-train-sentences", type=int, default=0)
+    args = p.parse_args()
+    if args.vocab_size < 100:
+        raise SystemExit(f"--vocab-size must be >= 100 (got {args.vocab_size})")
+    prepare_bpe(args.raw_dir, args.src, args.tgt, args.out_dir, args.vocab_size, args.max_train_sentences)
+
+
+if __name__ == "__main__":
+    main()

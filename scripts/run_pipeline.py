@@ -78,7 +78,7 @@ def main():
     p.add_argument("--src", default="src")
     p.add_argument("--tgt", default="tgt")
     p.add_argument("--out", default=os.path.join(HERE, "..", "runs", "quickstart"))
-    p.add_argument("--max-update", type=int, default=1200)
+    p.add_argument("--max-update", type=int, default=600)
     p.add_argument("--max-tokens", type=int, default=4096)
     p.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary (real data only)")
     p.add_argument("--max-train-sentences", type=int, default=0, help="use only the first N training pairs")

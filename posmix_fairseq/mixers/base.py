@@ -15,7 +15,7 @@ decoder layer) and, being an incremental-state module, ``_get_input_buffer``,
 
 Adding a mixer = one small module that calls :func:`register_mixer`.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
 import torch
@@ -47,7 +47,6 @@ class MixerSpec:
     key_positions_option: str
     shared_tables: "object" = None  # positions.SharedPositionTables of the encoder/decoder
     position_context: "object" = None  # positions.DecoderPositionContext (decoder sublayers)
-    extra: Dict = field(default_factory=dict)
 
     @property
     def option_prefix(self) -> str:
@@ -98,8 +97,7 @@ def mixer_entry(name: str, option: str) -> MixerEntry:
 
 
 def build_mixer(spec: MixerSpec) -> nn.Module:
-    mixer = mixer_entry(spec.name, spec.option_prefix + "-mixer").builder(spec)
-    return mixer
+    return mixer_entry(spec.name, spec.option_prefix + "-mixer").builder(spec)
 
 
 @with_incremental_state

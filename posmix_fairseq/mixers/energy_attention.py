@@ -31,7 +31,7 @@ def xavier_linear(in_dim: int, out_dim: int) -> nn.Linear:
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
-    """(L, B, D) or (B, L, D) with ``batch_first`` -> (B, H, L, D/H)."""
+    """(L, B, D) -> (B, H, L, D/H)."""
     length, batch, dim = x.shape
     return x.reshape(length, batch, num_heads, dim // num_heads).permute(1, 2, 0, 3)
 

@@ -36,7 +36,7 @@ def flag(sublayer: str, option: str) -> str:
 
 
 def add_posmix_args(parser):
-    group = parser.add_argument_group("posmix token mixers")
+    group = parser  # fairseq hands add_args an argument group already
     for sub in SUBLAYERS:
         group.add_argument(flag(sub, "mixer"), choices=sorted(MIXER_REGISTRY), metavar="MIXER",
                            help=f"token mixer of the {sub.replace('_', ' ')}-attention sublayer: "
