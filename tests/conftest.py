@@ -47,14 +47,17 @@ def make_dictionary(n_words: int = 40) -> Dictionary:
 
 def parse_model_args(flags, tiny=True):
     parser = options.get_training_parser()
-    argv = ["unused-data-dir", "--task", "translation", "--user-dir", posmix_fairseq.USER_DIR] + list(flags)
-    if tiny:
-        argv += TINY
+    argv = ["unused-data-dir", "--task", "translation", "--user-dir", posmix_fairseq.USER_DIR]
+    argv += (TINY if tiny else []) + list(flags)  # the test's own flags win over the tiny sizes
     return options.parse_args_and_arch(parser, argv)
 
 
-def build_model(flags, tiny=True, seed=0, dictionary=None):
+def build_model(flags, tiny=True, seed=0, dictionary=None, default_length_ratio=1.25):
+    """There is no training data here: position-aware cross mixers get gamma = 1.25 unless the
+    flags give one (a non-integer gamma exercises floor(gamma * n))."""
     args = parse_model_args(flags, tiny)
+    if getattr(args, "length_ratio", None) is None:
+        args.length_ratio = default_length_ratio
     d = dictionary or make_dictionary()
     task = TranslationTask(TranslationConfig(data="unused-data-dir"), d, d)
     torch.manual_seed(seed)
@@ -81,3 +84,20 @@ def random_batch(d: Dictionary, lengths, seed=0, left_pad=True):
 @pytest.fixture(params=sorted(ALL_CONFIGS), ids=sorted(ALL_CONFIGS))
 def any_config(request):
     return request.param, ALL_CONFIGS[request.param]
+
+EXTRA_CONFIGS.update({
+    "hc_conv": ["--arch", "hc_all_iwslt_de_en", "--length-ratio", "1.2", "--encoder-self-gaussian-impl", "conv",
+                "--decoder-self-gaussian-impl", "conv", "--decoder-cross-gaussian-impl", "conv"],
+    "hc_index_no_value_proj": ["--arch", "hc_all_wmt_en_de", "--length-ratio", "0.9",
+                               "--encoder-self-gaussian-impl", "index", "--decoder-self-gaussian-impl", "index",
+                               "--decoder-cross-gaussian-impl", "index", "--encoder-self-value-projection", "off",
+                               "--decoder-self-value-projection", "off"],
+    "hc_per_layer_offsets_gated": ["--arch", "hc_sa_iwslt_de_en", "--encoder-self-gaussian-offsets", "-2,2;-1,1",
+                                   "--decoder-self-gaussian-offsets", "-1;-2,-1", "--decoder-self-gating", "on"],
+    "base_minus_sa": ["--arch", "posmix_transformer_iwslt_de_en", "--encoder-self-mixer", "none",
+                      "--decoder-self-mixer", "none"],
+    "sh_x_minus_sa_minus_ff": ["--arch", "sh_x_iwslt_de_en", "--encoder-self-mixer", "none",
+                               "--decoder-self-mixer", "none", "--no-encoder-ffn", "--no-decoder-ffn"],
+    "sh_x_two_heads_each": ["--arch", "sh_x_wmt_en_de", "--decoder-cross-heads", "2,2"],
+})
+ALL_CONFIGS.update(EXTRA_CONFIGS)

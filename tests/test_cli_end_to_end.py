@@ -27,6 +27,8 @@ CASES = {
     "rposnet_cross": ["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet"],
     "gated_mha_aposnet_cross": ["--arch", "posmix_transformer_wmt_en_de", "--encoder-self-gating", "on",
                                 "--decoder-cross-mixer", "aposnet"],
+    "hc_all": ["--arch", "hc_all_iwslt_de_en"],  # hard-coded cross-attention, gamma from the data
+    "sh_x": ["--arch", "sh_x_iwslt_de_en"],  # one learned cross head, last layer (alignment from it)
 }
 
 

@@ -7,14 +7,17 @@ import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 
 from conftest import build_model, make_dictionary, parse_model_args, random_batch
-from posmix_fairseq.mixers.base import MixerSpec, build_mixer
+from posmix_fairseq.mixers.base import MIXER_REGISTRY, MixerSpec, build_mixer
 from posmix_fairseq.mixers.content_attention import ContentEnergy
 from posmix_fairseq.mixers.energy_attention import EnergyMixingAttention
 from posmix_fairseq.mixers.positions import SharedPositionTables, clipped_relative_index, sinusoidal_encoding
 
 
-def spec(name, placement="encoder_self", gated=False, k=4, pe="sinusoidal", gamma=1.0, d=16, h=4):
-    return MixerSpec(name=name, placement=placement, layer_idx=0, embed_dim=d, num_heads=h, kdim=d,
+def spec(name, placement="encoder_self", gated=False, k=4, pe="sinusoidal", gamma=1.0, d=16, h=4, **options):
+    declared = MIXER_REGISTRY[name].options
+    opts = {o: options.get(o.replace("-", "_"), kw.get("default")) for o, kw in declared.items()}
+    return MixerSpec(name=name, placement=placement, layer_idx=0, num_layers=1, options=opts,
+                     embed_dim=d, num_heads=h, kdim=d,
                      attention_dropout=0.0, gated=gated, max_relative_position=k, position_embedding=pe,
                      length_ratio=gamma, max_query_positions=64, max_key_positions=64,
                      query_positions_option="--max-source-positions",
@@ -161,7 +164,7 @@ def test_unknown_mixer_is_a_clear_error():
         parse_model_args(["--arch", "posmix_transformer", "--encoder-self-mixer", "nope"])
     from posmix_fairseq.mixers.base import mixer_entry
     with pytest.raises(ValueError, match=r"--encoder-self-mixer: unknown token mixer 'nope'; valid mixers: "
-                                         r"aposnet, mha, relattn, rposnet, shaw"):
+                                         r"aposnet, gaussian, mha, none, relattn, rposnet, shaw"):
         mixer_entry("nope", "--encoder-self-mixer")
 
 
@@ -191,7 +194,7 @@ def test_sentence_longer_than_learned_position_table_names_the_option():
 
 def test_missing_length_ratio_without_data_is_a_clear_error():
     with pytest.raises(FileNotFoundError, match=r"--length-ratio was not given and cannot be computed"):
-        build_model(["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet"])
+        build_model(["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet"], default_length_ratio=None)
     with pytest.raises(ValueError, match=r"--length-ratio must be > 0"):
         build_model(["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet", "--length-ratio", "0"])
 

@@ -6,3 +6,5 @@ from .base import MIXER_REGISTRY, MixerSpec, TokenMixer, build_mixer, register_m
 from . import content_attention  # noqa: F401  mha (fairseq's MultiheadAttention, or gated)
 from . import relative_attention  # noqa: F401  shaw, relattn
 from . import position_attention  # noqa: F401  aposnet, rposnet
+from . import hard_coded_gaussian  # noqa: F401  gaussian (HC-SA / HC-ALL heads)
+from . import no_mixing  # noqa: F401  none (-SA ablations)

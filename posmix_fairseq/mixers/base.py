@@ -33,6 +33,7 @@ class MixerSpec:
     name: str
     placement: str  # one of PLACEMENTS
     layer_idx: int
+    num_layers: int  # layers of this encoder/decoder (per-layer options are lists over them)
     embed_dim: int
     num_heads: int
     kdim: int
@@ -47,6 +48,7 @@ class MixerSpec:
     key_positions_option: str
     shared_tables: "object" = None  # positions.SharedPositionTables of the encoder/decoder
     position_context: "object" = None  # positions.DecoderPositionContext (decoder sublayers)
+    options: Dict = None  # the mixer's own options (declared in register_mixer), by name
 
     @property
     def option_prefix(self) -> str:
@@ -64,14 +66,19 @@ class MixerEntry:
     uses_positions: bool
     description: str
     default_position_embedding: str
+    options: Dict  # option name -> argparse kwargs (with "default"); flag: --<sublayer>-<name>
 
 
 MIXER_REGISTRY: Dict[str, MixerEntry] = {}
 
 
 def register_mixer(name: str, *, gated_by_default: bool, uses_positions: bool, description: str,
-                   default_position_embedding: str = "learned"):
+                   default_position_embedding: str = "learned", options: Optional[Dict] = None):
     """Decorator registering ``builder(spec) -> module`` under ``name``.
+
+    ``options`` declares the mixer's own command-line options, e.g.
+    ``{"gaussian-sigma": dict(type=float, default=1.0, help=...)}`` becomes
+    ``--encoder-self-gaussian-sigma`` etc.; the builder reads ``spec.options["gaussian-sigma"]``.
 
     Re-registering the same builder (the package imported twice) is a no-op; registering a
     different builder under a taken name raises.
@@ -82,7 +89,7 @@ def register_mixer(name: str, *, gated_by_default: bool, uses_positions: bool, d
         if old is not None and old.builder.__qualname__ != builder.__qualname__:
             raise ValueError(f"token mixer {name!r} is already registered")
         MIXER_REGISTRY[name] = MixerEntry(builder, gated_by_default, uses_positions, description,
-                                        default_position_embedding)
+                                          default_position_embedding, dict(options or {}))
         return builder
 
     return wrap

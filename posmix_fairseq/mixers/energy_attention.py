@@ -44,8 +44,17 @@ class Energy(nn.Module, metaclass=abc.ABCMeta):
     (B, H, T, S); ``value_term`` optionally adds sum_m a_nm r_nm to the context.
     """
 
+    #: False for mixers whose weights are given directly (hard-coded Gaussians, Fourier, linear,
+    #: light convolution): they implement ``mixing_weights`` and are NOT normalised over keys.
+    softmax_normalized = True
+
     def project_keys(self, key: Tensor, key_positions: Tensor) -> Optional[Tensor]:
         return None
+
+    def mixing_weights(self, query: Tensor, query_positions: Tensor, keys: Optional[Tensor],
+                       key_positions: Tensor, key_padding_mask: Tensor) -> Tensor:
+        """(B, H, T, S) weights a_nm used as they are (``softmax_normalized = False``)."""
+        raise TypeError(f"{type(self).__name__} is softmax-normalised: it defines logits, not mixing_weights")
 
     @abc.abstractmethod
     def logits(self, query: Tensor, query_positions: Tensor, keys: Optional[Tensor],
@@ -59,13 +68,16 @@ class Energy(nn.Module, metaclass=abc.ABCMeta):
 class EnergyMixingAttention(TokenMixer):
     """A token mixer made of an :class:`Energy` and the (gated) value-mixing step."""
 
-    def __init__(self, spec: MixerSpec, energy: Energy):
+    def __init__(self, spec: MixerSpec, energy: Energy, value_projection: bool = True):
         super().__init__(spec.embed_dim, spec.num_heads)
         self.placement = spec.placement
         self.layer_idx = spec.layer_idx
         self.attention_dropout = spec.attention_dropout
         self.energy = energy
-        self.v_proj = xavier_linear(spec.kdim, spec.embed_dim)
+        if not value_projection and spec.kdim != spec.embed_dim:
+            raise ValueError(f"{spec.option_prefix}-value-projection off needs equal key and model dims "
+                             f"({spec.kdim} != {spec.embed_dim})")
+        self.v_proj = xavier_linear(spec.kdim, spec.embed_dim) if value_projection else nn.Identity()
         self.out_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
         self.gating = ValueGate(spec.embed_dim) if spec.gated else None
         # plain attribute (not a submodule): owned by the decoder
@@ -136,14 +148,21 @@ class EnergyMixingAttention(TokenMixer):
                     buffer["keys"] = keys
                 self._set_input_buffer(incremental_state, buffer)
 
-        logits = self.energy.logits(query, query_positions, keys, key_positions).float()
-        if attn_mask is not None:
-            logits = logits + attn_mask.float().unsqueeze(0).unsqueeze(0)
-        logits = logits.masked_fill(key_pad.unsqueeze(1).unsqueeze(2), float("-inf"))
-        # a query whose every key is masked (e.g. a left-padded target's first pad) gets a zero
-        # context instead of NaN
-        dead = torch.isneginf(logits).all(dim=-1, keepdim=True)
-        probs = F.softmax(logits.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+        if self.energy.softmax_normalized:
+            logits = self.energy.logits(query, query_positions, keys, key_positions).float()
+            if attn_mask is not None:
+                logits = logits + attn_mask.float().unsqueeze(0).unsqueeze(0)
+            logits = logits.masked_fill(key_pad.unsqueeze(1).unsqueeze(2), float("-inf"))
+            # a query whose every key is masked (e.g. a left-padded target's first pad) gets a
+            # zero context instead of NaN
+            dead = torch.isneginf(logits).all(dim=-1, keepdim=True)
+            probs = F.softmax(logits.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+        else:
+            probs = self.energy.mixing_weights(query, query_positions, keys, key_positions, key_pad).float()
+            excluded = key_pad.unsqueeze(1).unsqueeze(2)
+            if attn_mask is not None:  # additive mask: -inf (or fairseq's -1e8) excludes a key
+                excluded = excluded | (attn_mask.float() < -1e3).unsqueeze(0).unsqueeze(0)
+            probs = probs.masked_fill(excluded, 0.0)
         weights = probs
         probs = F.dropout(probs, p=self.attention_dropout, training=self.training).to(values.dtype)
 

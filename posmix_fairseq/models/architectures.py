@@ -37,11 +37,27 @@ VARIANTS = {
     "relattn": ("Gated position-based attention", "token-position relative attention, Section 7.2; Table 6",
                 dict(encoder_self_mixer="relattn", decoder_self_mixer="relattn",
                      no_token_positional_embeddings=True)),
+    "hc_sa": ("Hard-coded Gaussian attention", "HC-SA: hard-coded self-attention, learned cross-attention",
+              dict(encoder_self_mixer="gaussian", decoder_self_mixer="gaussian")),
+    "hc_all": ("Hard-coded Gaussian attention", "HC-ALL: hard-coded self- and cross-attention (gamma)",
+               dict(encoder_self_mixer="gaussian", decoder_self_mixer="gaussian", decoder_cross_mixer="gaussian")),
+    "sh_x": ("Hard-coded Gaussian attention", "SH-X: HC-SA + one learned cross head, last decoder layer only",
+             dict(encoder_self_mixer="gaussian", decoder_self_mixer="gaussian",
+                  decoder_cross_heads=lambda args: ",".join(["0"] * (args.decoder_layers - 1) + ["1"]))),
 }
+
+# The Gaussian paper's own small IWSLT16 configuration (its Section 4): embedding 288, hidden 507,
+# 4 heads, 5 layers. Registered for its three variants as <variant>_iwslt_small.
+HC_IWSLT_SMALL = dict(encoder_embed_dim=288, encoder_ffn_embed_dim=507, encoder_attention_heads=4,
+                      encoder_layers=5, decoder_embed_dim=288, decoder_ffn_embed_dim=507,
+                      decoder_attention_heads=4, decoder_layers=5, dropout=0.1, max_relative_position=16)
 
 
 def _apply(args, defaults):
+    """Set each default the user did not give; callables are evaluated last, on the sized args."""
     for key, value in defaults.items():
+        if callable(value):
+            continue
         if key == "max_relative_position":
             for sub in SUBLAYERS:
                 if getattr(args, f"{sub}_max_relative_position", None) is None:
@@ -55,6 +71,9 @@ def make_architecture(variant_defaults, size_defaults):
         _apply(args, variant_defaults)
         _apply(args, size_defaults)
         posmix_base_architecture(args)
+        for key, value in variant_defaults.items():
+            if callable(value) and getattr(args, key, None) is None:
+                setattr(args, key, value(args))
 
     return architecture
 
@@ -63,6 +82,9 @@ ARCHITECTURES = {}
 for _variant, (_paper, _what, _defaults) in VARIANTS.items():
     for _size, _size_defaults in SIZES.items():
         ARCHITECTURES[f"{_variant}_{_size}"] = (_paper, _what, make_architecture(_defaults, _size_defaults))
+    if _variant in ("hc_sa", "hc_all", "sh_x"):
+        ARCHITECTURES[f"{_variant}_iwslt_small"] = (_paper, _what + " (the paper's small IWSLT model)",
+                                                    make_architecture(_defaults, HC_IWSLT_SMALL))
 
 if "posmix_transformer" not in ARCH_MODEL_REGISTRY:
     register_model_architecture("posmix_transformer", "posmix_transformer")(posmix_base_architecture)

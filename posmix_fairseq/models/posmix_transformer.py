@@ -8,6 +8,8 @@ the encoder's/decoder's ``build_*_layer``, and the layers' ``build_self_attentio
 """
 import logging
 
+from torch import nn
+
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import MODEL_REGISTRY, register_model
 from fairseq.models.transformer import (
@@ -22,6 +24,7 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 
 from ..length_ratio import training_length_ratio
 from ..mixers.base import MIXER_REGISTRY, POSITION_EMBEDDING_KINDS, MixerSpec, build_mixer, mixer_entry
+from ..mixers.no_mixing import NoMixing
 from ..mixers.positions import DecoderPositionContext, SharedPositionTables
 
 logger = logging.getLogger(__name__)
@@ -47,10 +50,30 @@ def add_posmix_args(parser):
                            help=f"clip relative distances to [-K, K] (default {DEFAULT_MAX_RELATIVE_POSITION})")
         group.add_argument(flag(sub, "position-embedding"), choices=POSITION_EMBEDDING_KINDS,
                            help="position embeddings of position-aware mixers (default: the mixer's)")
+    for option, kwargs in mixer_options().items():
+        kwargs = {k: v for k, v in kwargs.items() if k != "default"}
+        for sub in SUBLAYERS:
+            group.add_argument(flag(sub, option), **kwargs)
+    group.add_argument("--decoder-cross-heads", type=str, metavar="H1,H2,...",
+                       help="learned cross-attention heads per decoder layer, one number per layer; 0 removes "
+                            "that layer's cross-attention (SH-X: 0,0,0,0,0,1). Default: --decoder-attention-heads "
+                            "in every layer")
+    group.add_argument("--no-encoder-ffn", action="store_true",
+                       help="remove the feed-forward sublayers of the encoder (the -FF ablation)")
+    group.add_argument("--no-decoder-ffn", action="store_true",
+                       help="remove the feed-forward sublayers of the decoder (the -FF ablation)")
     group.add_argument("--length-ratio", type=float, metavar="GAMMA",
                        help="gamma of cross-attention positions floor(gamma*n); default: mean source "
                             "length / mean target length of the binarized training set (stored in the "
                             "checkpoint)")
+
+
+def mixer_options():
+    """Every registered mixer's own options (name -> argparse kwargs), merged."""
+    merged = {}
+    for entry in MIXER_REGISTRY.values():
+        merged.update(entry.options)
+    return merged
 
 
 def posmix_base_architecture(args):
@@ -61,6 +84,9 @@ def posmix_base_architecture(args):
             if getattr(args, f"{sub}_{option}", None) is None:  # never `or`: K=0 must reach validation
                 setattr(args, f"{sub}_{option}", default)
     args.length_ratio = getattr(args, "length_ratio", None)
+    args.decoder_cross_heads = getattr(args, "decoder_cross_heads", None)
+    args.no_encoder_ffn = getattr(args, "no_encoder_ffn", False)
+    args.no_decoder_ffn = getattr(args, "no_decoder_ffn", False)
     base_architecture(args)
 
 
@@ -80,8 +106,33 @@ def validate_posmix_args(args):
                              f"{', '.join(POSITION_EMBEDDING_KINDS)}")
     if args.length_ratio is not None and not args.length_ratio > 0:
         raise ValueError(f"--length-ratio must be > 0 (got {args.length_ratio})")
+    cross_heads(args)  # validates --decoder-cross-heads
     if getattr(args, "cross_self_attention", False) and args.decoder_self_mixer != "mha":
         raise ValueError("--cross-self-attention works only with --decoder-self-mixer mha")
+
+
+def cross_heads(cfg):
+    """Cross-attention heads of each decoder layer (``--decoder-cross-heads``); 0 = none."""
+    if hasattr(cfg, "decoder"):  # TransformerConfig (nested)
+        layers, heads, dim = cfg.decoder.layers, cfg.decoder.attention_heads, cfg.decoder.embed_dim
+    else:  # the flat argparse namespace
+        layers, heads, dim = cfg.decoder_layers, cfg.decoder_attention_heads, cfg.decoder_embed_dim
+    text = getattr(cfg, "decoder_cross_heads", None)
+    if text is None:
+        return [heads] * layers
+    try:
+        values = [int(v) for v in str(text).split(",")]
+    except ValueError:
+        raise ValueError(f"--decoder-cross-heads: {text!r} is not a comma list of integers") from None
+    if len(values) != layers:
+        raise ValueError(f"--decoder-cross-heads needs one number per decoder layer ({layers}); got {len(values)}")
+    for v in values:
+        if v < 0 or (v > 0 and dim % v != 0):
+            raise ValueError(f"--decoder-cross-heads: {v} heads is invalid: use 0 or a divisor of "
+                             f"--decoder-embed-dim {dim}")
+    if not any(values):
+        raise ValueError("--decoder-cross-heads: at least one decoder layer needs cross-attention")
+    return values
 
 
 def cross_mixer_uses_positions(args) -> bool:
@@ -111,6 +162,7 @@ class MixerPlan:
         entry = mixer_entry(name, flag(sublayer, "mixer"))
         gating = getattr(cfg, f"{sublayer}_gating", "default")
         side = cfg.encoder if sublayer == "encoder_self" else cfg.decoder
+        num_heads = cross_heads(cfg)[layer_idx] if sublayer == "decoder_cross" else side.attention_heads
         src_max, tgt_max = cfg.max_source_positions, cfg.max_target_positions
         src_opt, tgt_opt = "--max-source-positions", "--max-target-positions"
         if sublayer == "encoder_self":
@@ -129,8 +181,9 @@ class MixerPlan:
             name=name,
             placement=sublayer,
             layer_idx=layer_idx,
+            num_layers=side.layers,
             embed_dim=side.embed_dim,
-            num_heads=side.attention_heads,
+            num_heads=num_heads,
             kdim=cfg.encoder.embed_dim,
             attention_dropout=cfg.attention_dropout,
             gated=entry.gated_by_default if gating == "default" else gating == "on",
@@ -144,7 +197,13 @@ class MixerPlan:
             key_positions_option=k_opt,
             shared_tables=self.shared_tables,
             position_context=self.position_context,
+            options={option: self._option(sublayer, option, kwargs.get("default"))
+                     for option, kwargs in entry.options.items()},
         )
+
+    def _option(self, sublayer, option, default):
+        value = getattr(self.cfg, f"{sublayer}_{option.replace('-', '_')}", None)
+        return default if value is None else value
 
     def build(self, sublayer: str, layer_idx: int):
         return build_mixer(self.spec(sublayer, layer_idx))
@@ -158,19 +217,54 @@ def wrap_layer(cfg, layer):
     return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
 
 
-class PosMixEncoderLayer(TransformerEncoderLayerBase):
+class ZeroSublayer(nn.Module):
+    """Stands in for a removed feed-forward projection: outputs zeros of ``out_dim`` features."""
+
+    def __init__(self, out_dim: int):
+        super().__init__()
+        self.out_dim = out_dim
+
+    def forward(self, x):
+        return x.new_zeros(*x.shape[:-1], self.out_dim)
+
+
+class RemovableSublayers:
+    """Mixin of the posmix layers: a removed sublayer (mixer ``none``, ``--no-*-ffn``) adds 0 to
+    the residual, and its LayerNorm becomes the identity, so the layer equals one without it."""
+
+    def build_fc1(self, input_dim, output_dim, q_noise, qn_block_size):
+        if self._ffn_removed:
+            return ZeroSublayer(output_dim)
+        return super().build_fc1(input_dim, output_dim, q_noise, qn_block_size)
+
+    def build_fc2(self, input_dim, output_dim, q_noise, qn_block_size):
+        if self._ffn_removed:
+            return ZeroSublayer(output_dim)
+        return super().build_fc2(input_dim, output_dim, q_noise, qn_block_size)
+
+    def drop_norms_of_removed_sublayers(self):
+        if isinstance(self.self_attn, NoMixing):
+            self.self_attn_layer_norm = nn.Identity()
+        if self._ffn_removed:
+            self.final_layer_norm = nn.Identity()
+
+
+class PosMixEncoderLayer(RemovableSublayers, TransformerEncoderLayerBase):
     def __init__(self, cfg, plan: MixerPlan, layer_idx: int, return_fc=False):
-        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx)  # read by build_self_attention
+        # read by the build_* hooks during TransformerEncoderLayerBase.__init__
+        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx, _ffn_removed=bool(cfg.no_encoder_ffn))
         super().__init__(cfg, return_fc=return_fc)
+        self.drop_norms_of_removed_sublayers()
 
     def build_self_attention(self, embed_dim, cfg):
         return self._mixer_plan.build("encoder_self", self.layer_idx)
 
 
-class PosMixDecoderLayer(TransformerDecoderLayerBase):
+class PosMixDecoderLayer(RemovableSublayers, TransformerDecoderLayerBase):
     def __init__(self, cfg, plan: MixerPlan, layer_idx: int, no_encoder_attn=False):
-        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx)
+        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx, _ffn_removed=bool(cfg.no_decoder_ffn))
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
+        self.drop_norms_of_removed_sublayers()
 
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         if add_bias_kv or add_zero_attn:
@@ -211,6 +305,7 @@ class PosMixDecoder(TransformerDecoderBase):
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         layer_idx = self._mixer_plan.next_layer_index()
+        no_encoder_attn = no_encoder_attn or cross_heads(cfg)[layer_idx] == 0
         return wrap_layer(cfg, PosMixDecoderLayer(cfg, self._mixer_plan, layer_idx, no_encoder_attn))
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None,

@@ -1,0 +1,113 @@
+"""Hard-coded Gaussian attention (You, Sun & Iyyer 2020, "Hard-Coded Gaussian Attention for NMT").
+
+Each head h puts a FIXED Gaussian over key positions, centred at an offset from the query:
+
+    a_h(i, j) = N(j; f_h(i), sigma^2) = exp(-(j - f_h(i))^2 / (2 sigma^2)) / (sigma sqrt(2 pi))
+    f_h(i)    = floor(gamma * i + o_h)      (gamma = 1 in self-attention: f_h(i) = i + o_h)
+
+No query/key projections; the value projection is kept (an option drops it, the paper's
+footnote 6) and the output projection W^O mixes the heads. The distribution is cut at the
+sentence borders (and, in the decoder, at the current position) and NOT renormalised (footnote 5):
+the head centred on its query gives [0.054, 0.24, 0.40, 0.24, 0.054] on its 5-token neighbourhood
+(footnote 1). Cross-attention (HC-ALL) centres heads at floor(gamma*i - 1), floor(gamma*i),
+floor(gamma*i + 1) with gamma the training-set length ratio.
+
+Implementations (``--S-gaussian-impl``): ``full`` (weights over the whole sentence), ``conv``
+(window 3: the kernel [0.242, 0.399, 0.242] around the centre), ``index`` (a binary kernel: the
+head copies the value at its centre). All three are computed from the true (padding-aware)
+positions and the per-call gamma; there is no weight cache.
+
+Offsets (``--S-gaussian-offsets``): a comma list used by every layer, or one comma list per layer
+separated by ';'. A layer's list is repeated over its heads (head h gets offsets[h % len]).
+Defaults reproduce the paper's best HC-SA (Appendix Table 6): encoder heads at i-1 and i+1,
+decoder heads at i-1 and i; cross-attention (HC-ALL) at -1, 0, +1.
+Parameters per layer: 2(D^2 + D), or D^2 + D without the value projection.
+"""
+import math
+from typing import List
+
+import torch
+from torch import Tensor
+
+from .base import MixerSpec, register_mixer
+from .energy_attention import Energy, EnergyMixingAttention
+
+DEFAULT_OFFSETS = {"encoder_self": "-1,1", "decoder_self": "-1,0", "decoder_cross": "-1,0,1"}
+IMPLEMENTATIONS = ("full", "conv", "index")
+
+
+def parse_offsets(text: str, num_layers: int, num_heads: int, option: str) -> List[List[float]]:
+    """'-1,1' or '-1,1;0,1;...' (one group per layer) -> per layer, per head offsets."""
+    groups = [g for g in str(text).split(";")]
+    if len(groups) not in (1, num_layers):
+        raise ValueError(f"{option}: give one offset list for all layers or one per layer "
+                         f"({num_layers} groups separated by ';'); got {len(groups)} groups in {text!r}")
+    per_layer = []
+    for group in groups:
+        try:
+            values = [float(v) for v in group.split(",") if v.strip() != ""]
+        except ValueError:
+            raise ValueError(f"{option}: {group!r} is not a comma list of numbers") from None
+        if not values or len(values) > num_heads:
+            raise ValueError(f"{option}: each layer needs 1 to {num_heads} (the number of heads) offsets; "
+                             f"got {group!r}")
+        per_layer.append([values[h % len(values)] for h in range(num_heads)])
+    return per_layer * num_layers if len(per_layer) == 1 else per_layer
+
+
+class GaussianWeights(Energy):
+    """Fixed per-head weights N(j; floor(gamma i + o_h), sigma^2), cut, not renormalised."""
+
+    softmax_normalized = False
+
+    def __init__(self, spec: MixerSpec):
+        super().__init__()
+        opts = spec.options
+        option = spec.option_prefix + "-gaussian-offsets"
+        offsets = parse_offsets(opts["gaussian-offsets"] or DEFAULT_OFFSETS[spec.placement],
+                                spec.num_layers, spec.num_heads, option)[spec.layer_idx]
+        self.register_buffer("offsets", torch.tensor(offsets, dtype=torch.float64), persistent=False)
+        self.sigma = float(opts["gaussian-sigma"])
+        if not self.sigma > 0:
+            raise ValueError(f"{spec.option_prefix}-gaussian-sigma must be > 0 (got {self.sigma})")
+        self.impl = opts["gaussian-impl"]
+        if self.impl not in IMPLEMENTATIONS:
+            raise ValueError(f"{spec.option_prefix}-gaussian-impl: {self.impl!r} is not one of "
+                             f"{', '.join(IMPLEMENTATIONS)}")
+        self.length_ratio = spec.length_ratio
+
+    def centres(self, query_positions: Tensor) -> Tensor:
+        """(B, H, T) integer centres floor(gamma * i + o_h)."""
+        scaled = query_positions.double().unsqueeze(1) * self.length_ratio + self.offsets.view(1, -1, 1)
+        return torch.floor(scaled)
+
+    def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
+        distance = key_positions.double().view(key_positions.size(0), 1, 1, -1) - self.centres(
+            query_positions).unsqueeze(-1)  # (B, H, T, S)
+        if self.impl == "index":
+            return (distance == 0).to(query.dtype)
+        weights = torch.exp(-0.5 * (distance / self.sigma) ** 2) / (self.sigma * math.sqrt(2 * math.pi))
+        if self.impl == "conv":
+            weights = weights.masked_fill(distance.abs() > 1, 0.0)
+        return weights.to(query.dtype)
+
+    def logits(self, query, query_positions, keys, key_positions):
+        raise TypeError("hard-coded Gaussian heads have fixed mixing weights, not logits")
+
+
+@register_mixer(
+    "gaussian", gated_by_default=False, uses_positions=True,
+    description="hard-coded Gaussian heads (You et al. 2020): fixed N(floor(gamma i + o_h), sigma^2) weights",
+    options={
+        "gaussian-offsets": dict(type=str, default=None, metavar="OFFSETS",
+                                 help="per-head centre offsets: '-1,1' for all layers or '-1,1;0,1;...' per layer "
+                                      "(default: encoder -1,1; decoder -1,0; cross -1,0,1)"),
+        "gaussian-sigma": dict(type=float, default=1.0, help="standard deviation of the hard-coded heads (default 1)"),
+        "gaussian-impl": dict(choices=IMPLEMENTATIONS, default="full",
+                              help="full: whole sentence; conv: window-3 kernel; index: copy the centre value"),
+        "value-projection": dict(choices=("on", "off"), default="on",
+                                 help="keep W^V (on) or use the inputs as values (off, footnote 6)"),
+    })
+def build_gaussian(spec: MixerSpec):
+    return EnergyMixingAttention(spec, GaussianWeights(spec),
+                                 value_projection=spec.options["value-projection"] == "on")

@@ -1,0 +1,26 @@
+"""``none``: the sublayer removed (Hard-coded Gaussian attention, Section 5: BASE/-SA, SH-X/-SA).
+
+The mixer contributes nothing, and the posmix layers replace that sublayer's LayerNorm by the
+identity, so ``x + 0`` passes through unchanged: exactly a layer without the sublayer.
+For cross-attention use ``--decoder-cross-heads`` with 0 in the layers that have none.
+"""
+import torch
+
+from .base import MixerSpec, TokenMixer, register_mixer
+
+
+class NoMixing(TokenMixer):
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=True,
+                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
+        return torch.zeros_like(query), None
+
+
+@register_mixer("none", gated_by_default=False, uses_positions=False,
+                description="no self-attention sublayer (the -SA ablations)")
+def build_none(spec: MixerSpec):
+    if spec.is_cross:
+        raise ValueError("--decoder-cross-mixer none: remove cross-attention with --decoder-cross-heads "
+                         "(0 for each layer without it) instead")
+    if spec.gated:
+        raise ValueError(f"{spec.option_prefix}-gating on has no effect with {spec.option_prefix}-mixer none")
+    return NoMixing(spec.embed_dim, spec.num_heads)

@@ -1,0 +1,104 @@
+"""Hard-coded Gaussian attention: the paper's own numbers, gamma, removal switches, SH-X."""
+import pytest
+import torch
+
+from conftest import build_model, random_batch
+from posmix_fairseq.mixers.base import build_mixer
+from posmix_fairseq.mixers.hard_coded_gaussian import parse_offsets
+from test_mixers import spec
+
+
+def weights_of(mixer, n_query, n_key, qpos=None):
+    qpos = torch.arange(n_query).unsqueeze(0) if qpos is None else qpos
+    kpos = torch.arange(n_key).unsqueeze(0)
+    pad = torch.zeros(1, n_key, dtype=torch.bool)
+    return mixer.energy.mixing_weights(torch.zeros(n_query, 1, 16), qpos, None, kpos, pad)[0]
+
+
+def test_head_centred_on_query_matches_footnote_1():
+    mixer = build_mixer(spec("gaussian", gaussian_offsets="0"))
+    w = weights_of(mixer, 9, 9)[0, 4]  # query 4, keys 0..8
+    torch.testing.assert_close(w[2:7], torch.tensor([0.054, 0.242, 0.399, 0.242, 0.054]), atol=5e-4, rtol=0)
+    assert w.sum() < 1.0  # cut, not renormalised (footnote 5)
+
+
+def test_conv_kernel_is_window_3_and_index_copies_one_neighbour():
+    conv = weights_of(build_mixer(spec("gaussian", gaussian_offsets="1", gaussian_impl="conv")), 6, 6)[0]
+    torch.testing.assert_close(conv[2, 2:5], torch.tensor([0.242, 0.399, 0.242]), atol=5e-4, rtol=0)
+    assert conv[2, :2].abs().sum() == 0 and conv[2, 5:].abs().sum() == 0
+    index = build_mixer(spec("gaussian", gaussian_offsets="-1", gaussian_impl="index"))
+    w = weights_of(index, 5, 5)[0]
+    assert w.tolist() == [[1.0 if j == i - 1 else 0.0 for j in range(5)] for i in range(5)]
+    # the index head returns exactly the (projected) value of the previous token
+    x = torch.randn(5, 2, 16)
+    out, _ = index(x, x, x)
+    v = index.v_proj(x)
+    expected = index.out_proj(torch.cat([torch.zeros(1, 2, 16), v[:-1]], dim=0))
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
+
+
+def test_cross_attention_centres_use_gamma_per_call():
+    mixer = build_mixer(spec("gaussian", placement="decoder_cross", gamma=1.5, gaussian_offsets="-1,0,1",
+                             gaussian_impl="index", h=3, d=12))
+    w = weights_of(mixer, 4, 9)
+    for i in range(4):
+        for h, o in enumerate((-1, 0, 1)):
+            centre = int(torch.floor(torch.tensor(1.5 * i + o)))
+            expected = [1.0 if j == centre else 0.0 for j in range(9)]
+            assert w[h, i].tolist() == expected, (i, h)
+
+
+def test_offsets_expand_over_layers_and_heads_with_clear_errors():
+    assert parse_offsets("-1,1", 2, 4, "--x") == [[-1, 1, -1, 1]] * 2
+    assert parse_offsets("-1,1;0", 2, 4, "--x") == [[-1, 1, -1, 1], [0, 0, 0, 0]]
+    with pytest.raises(ValueError, match=r"--x: give one offset list for all layers or one per layer \(3"):
+        parse_offsets("1;2", 3, 4, "--x")
+    with pytest.raises(ValueError, match=r"--x: 'a' is not a comma list of numbers"):
+        parse_offsets("a", 1, 4, "--x")
+    with pytest.raises(ValueError, match=r"--encoder-self-gaussian-sigma must be > 0"):
+        build_model(["--arch", "hc_sa_iwslt_de_en", "--encoder-self-gaussian-sigma", "0"])
+
+
+def test_value_projection_can_be_dropped_footnote_6():
+    with_v = build_mixer(spec("gaussian"))
+    without_v = build_mixer(spec("gaussian", value_projection="off"))
+    assert sum(p.numel() for p in with_v.parameters()) == 2 * (16 * 16 + 16)
+    assert sum(p.numel() for p in without_v.parameters()) == 16 * 16 + 16
+
+
+def test_sh_x_has_a_single_learned_cross_head_in_the_last_layer_only():
+    model, _ = build_model(["--arch", "sh_x_iwslt_de_en", "--decoder-layers", "3"])
+    attn = [layer.encoder_attn for layer in model.decoder.layers]
+    assert attn[0] is None and attn[1] is None and attn[2].num_heads == 1
+    model, _ = build_model(["--arch", "hc_sa_iwslt_de_en", "--decoder-cross-heads", "2,0"])  # Figure 7 form
+    assert [l.encoder_attn.num_heads if l.encoder_attn is not None else 0 for l in model.decoder.layers] == [2, 0]
+    for bad, msg in [("1", r"one number per decoder layer \(2\)"), ("0,0", "at least one decoder layer"),
+                     ("3,1", r"3 heads is invalid: use 0 or a divisor of --decoder-embed-dim 32"),
+                     ("a,1", "not a comma list of integers")]:
+        with pytest.raises(ValueError, match=msg):
+            build_model(["--arch", "hc_sa_iwslt_de_en", "--decoder-cross-heads", bad])
+
+
+def test_removed_self_attention_and_ffn_sublayers_are_exactly_absent():
+    model, d = build_model(["--arch", "posmix_transformer", "--encoder-self-mixer", "none",
+                            "--decoder-self-mixer", "none", "--no-encoder-ffn"])
+    layer = model.encoder.layers[0]
+    x = torch.randn(5, 2, 32)
+    torch.testing.assert_close(layer(x, encoder_padding_mask=None), x)  # both sublayers gone
+    n_params = sum(p.numel() for p in layer.parameters())
+    assert n_params == 0
+    dec = model.decoder.layers[0]
+    assert isinstance(dec.self_attn_layer_norm, torch.nn.Identity) and dec.fc1.weight.numel() > 0
+    with pytest.raises(ValueError, match="--decoder-cross-heads"):
+        build_model(["--arch", "posmix_transformer", "--decoder-cross-mixer", "none"])
+
+
+def test_hc_all_cross_heads_follow_gamma_in_a_real_model():
+    model, d = build_model(["--arch", "hc_all_iwslt_de_en", "--length-ratio", "2.0",
+                            "--decoder-cross-gaussian-impl", "index", "--decoder-cross-gaussian-offsets", "0"])
+    src, src_len = random_batch(d, [9])
+    prev = torch.tensor([[d.eos(), 5, 6, 7]])
+    with torch.no_grad():
+        _, extra = model(src, src_len, prev, return_all_hiddens=False)
+    attn = extra["attn"][0][0]  # (tgt, src), mean over heads of the last layer
+    assert attn.argmax(-1).tolist() == [0, 2, 4, 6]  # floor(2 * i)
