@@ -101,3 +101,21 @@ EXTRA_CONFIGS.update({
     "sh_x_two_heads_each": ["--arch", "sh_x_wmt_en_de", "--decoder-cross-heads", "2,2"],
 })
 ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+EXTRA_CONFIGS.update({
+    # Appendix E (Table 7) ablation chain of light convolution, and its other placements
+    "lightconv_no_glu": ["--arch", "lightconvnet_iwslt_de_en", "--encoder-self-lightconv-glu", "off",
+                         "--decoder-self-lightconv-glu", "off"],
+    "lightconv_gelu_gating": ["--arch", "lightconvnet_iwslt_de_en", "--encoder-self-lightconv-glu", "off",
+                              "--decoder-self-lightconv-glu", "off", "--encoder-self-gating", "on",
+                              "--decoder-self-gating", "on"],
+    "lightconv_gating_global": ["--arch", "lightconvnet_wmt_en_de_big", "--encoder-self-lightconv-glu", "off",
+                                "--decoder-self-lightconv-glu", "off", "--encoder-self-gating", "on",
+                                "--decoder-self-gating", "on", "--encoder-self-lightconv-global-context", "on",
+                                "--decoder-self-lightconv-global-context", "on"],
+    "lightconv_cross_global": ["--arch", "lightconvnet_iwslt_de_en", "--decoder-cross-mixer", "lightconv",
+                               "--decoder-cross-lightconv-global-context", "on"],
+    "linear_cross": ["--arch", "glinearnet_iwslt_de_en", "--decoder-cross-mixer", "linear",
+                     "--encoder-self-linear-max-positions", "40"],
+})
+ALL_CONFIGS.update(EXTRA_CONFIGS)

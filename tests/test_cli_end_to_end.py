@@ -29,6 +29,14 @@ CASES = {
                                 "--decoder-cross-mixer", "aposnet"],
     "hc_all": ["--arch", "hc_all_iwslt_de_en"],  # hard-coded cross-attention, gamma from the data
     "sh_x": ["--arch", "sh_x_iwslt_de_en"],  # one learned cross head, last layer (alignment from it)
+    "fouriernet": ["--arch", "fouriernet_iwslt_de_en"],
+    "linearnet": ["--arch", "linearnet_iwslt_de_en"],
+    "glinearnet": ["--arch", "glinearnet_iwslt_de_en"],
+    "lightconvnet_gating_global": ["--arch", "lightconvnet_iwslt_de_en", "--encoder-self-lightconv-glu", "off",
+                                   "--decoder-self-lightconv-glu", "off", "--encoder-self-gating", "on",
+                                   "--decoder-self-gating", "on", "--encoder-self-lightconv-global-context", "on",
+                                   "--decoder-self-lightconv-global-context", "on"],
+    "lightconvnet": ["--arch", "lightconvnet_iwslt_de_en"],
 }
 
 

@@ -8,3 +8,6 @@ from . import relative_attention  # noqa: F401  shaw, relattn
 from . import position_attention  # noqa: F401  aposnet, rposnet
 from . import hard_coded_gaussian  # noqa: F401  gaussian (HC-SA / HC-ALL heads)
 from . import no_mixing  # noqa: F401  none (-SA ablations)
+from . import fourier  # noqa: F401  FourierNet
+from . import linear_mixing  # noqa: F401  LinearNet / gLinearNet
+from . import lightconv  # noqa: F401  light convolution and its ablation chain

@@ -68,16 +68,20 @@ class Energy(nn.Module, metaclass=abc.ABCMeta):
 class EnergyMixingAttention(TokenMixer):
     """A token mixer made of an :class:`Energy` and the (gated) value-mixing step."""
 
-    def __init__(self, spec: MixerSpec, energy: Energy, value_projection: bool = True):
+    def __init__(self, spec: MixerSpec, energy: Energy, value_projection=True):
+        """``value_projection``: True (W^V), False (the inputs are the values), or a module."""
         super().__init__(spec.embed_dim, spec.num_heads)
         self.placement = spec.placement
         self.layer_idx = spec.layer_idx
         self.attention_dropout = spec.attention_dropout
         self.energy = energy
-        if not value_projection and spec.kdim != spec.embed_dim:
+        if value_projection is False and spec.kdim != spec.embed_dim:
             raise ValueError(f"{spec.option_prefix}-value-projection off needs equal key and model dims "
                              f"({spec.kdim} != {spec.embed_dim})")
-        self.v_proj = xavier_linear(spec.kdim, spec.embed_dim) if value_projection else nn.Identity()
+        if isinstance(value_projection, nn.Module):
+            self.v_proj = value_projection
+        else:
+            self.v_proj = xavier_linear(spec.kdim, spec.embed_dim) if value_projection else nn.Identity()
         self.out_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
         self.gating = ValueGate(spec.embed_dim) if spec.gated else None
         # plain attribute (not a submodule): owned by the decoder

@@ -44,6 +44,15 @@ VARIANTS = {
     "sh_x": ("Hard-coded Gaussian attention", "SH-X: HC-SA + one learned cross head, last decoder layer only",
              dict(encoder_self_mixer="gaussian", decoder_self_mixer="gaussian",
                   decoder_cross_heads=lambda args: ",".join(["0"] * (args.decoder_layers - 1) + ["1"]))),
+    "fouriernet": ("Gated position-based attention", "FourierNet, Eq. 11 (encoder; decoder keeps MHA); Appendix A",
+                   dict(encoder_self_mixer="fourier", decoder_self_mixer="mha")),
+    "linearnet": ("Gated position-based attention", "LinearNet, Eq. 13; Appendix A",
+                  dict(encoder_self_mixer="linear", decoder_self_mixer="linear", no_token_positional_embeddings=True)),
+    "glinearnet": ("Gated position-based attention", "gLinearNet: LinearNet + gating (Eq. 4); Appendix A",
+                   dict(encoder_self_mixer="linear", decoder_self_mixer="linear", encoder_self_gating="on",
+                        decoder_self_gating="on", no_token_positional_embeddings=True)),
+    "lightconvnet": ("Gated position-based attention", "light convolution with GLU, Eq. 14; Appendix E Table 7",
+                     dict(encoder_self_mixer="lightconv", decoder_self_mixer="lightconv")),
 }
 
 # The Gaussian paper's own small IWSLT16 configuration (its Section 4): embedding 288, hidden 507,

@@ -1,0 +1,38 @@
+"""``fourier``: FourierNet, Gated position-based attention Eq. 11 (after FNet, Lee-Thorp et al. 2021).
+
+    c_n = Re( sum_m exp(-2 pi i n m / L) v_m ) = sum_m cos(2 pi n m / L) v_m,   v_m = W^V x_m
+    out_n = W^O c_n
+
+a 1D discrete Fourier transform along the sequence (real part, unnormalised), over each
+sentence's TRUE length L (padding excluded, positions from the padding mask), with value and
+output projections. The transform needs the whole sentence, so FourierNet is for encoder
+self-attention only; the decoder keeps multi-head attention. Parameters: 2(D^2 + D).
+"""
+import math
+
+import torch
+
+from .base import MixerSpec, register_mixer
+from .energy_attention import Energy, EnergyMixingAttention
+
+
+class FourierWeights(Energy):
+    softmax_normalized = False
+
+    def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
+        lengths = (~key_padding_mask).sum(dim=1).clamp(min=1).double()  # (B,)
+        phase = (2 * math.pi) * query_positions.double().unsqueeze(2) * key_positions.double().unsqueeze(1)
+        weights = torch.cos(phase / lengths.view(-1, 1, 1))  # (B, T, S), the same for every head
+        return weights.unsqueeze(1).to(query.dtype)
+
+    def logits(self, query, query_positions, keys, key_positions):
+        raise TypeError("FourierNet mixes with fixed DFT weights, not logits")
+
+
+@register_mixer("fourier", gated_by_default=False, uses_positions=True,
+                description="FourierNet (Eq. 11): real part of the DFT along each sentence (encoder only)")
+def build_fourier(spec: MixerSpec):
+    if spec.placement != "encoder_self":
+        raise ValueError(f"{spec.option_prefix}-mixer fourier: FourierNet transforms the whole sentence, so it is "
+                         "not causal and has no target-source form; use it as --encoder-self-mixer only")
+    return EnergyMixingAttention(spec, FourierWeights())

@@ -1,0 +1,84 @@
+"""``lightconv``: light convolution (Wu et al. 2019) as a token mixer, Gated position-based
+attention Eq. 14 and the ablation chain of its Appendix E (Table 7).
+
+    c_n^h = sum_{|n - m| <= K} softmax(w^h)[n - m] v_m^h,    v = GLU(W^{2D} x)   (GLU on the inputs)
+    out_n = W^O c_n
+
+One kernel of 2K+1 taps per head, softmax-normalised over its taps and shared across the head's
+features (K = 16 Small/Base, 8 Big). In decoder self-attention the kernel is causal: K+1 taps
+over distances 0..K. Distances are n - m (with floor(gamma n) - m in cross-attention), over true
+positions. The ablation chain, each a flag set on the same sublayer S:
+
+  Light Convolution             --S-lightconv-glu off
+  + GeLU gating (Eq. 4)          --S-lightconv-glu off --S-gating on
+  + global context               ... --S-lightconv-global-context on
+
+With global context the outermost taps w[+K], w[-K] are spread evenly over all keys at distance
+>= K (resp. <= -K) instead of only the key at exactly K, so the kernel reaches the whole sentence
+and the weights of an interior query still sum to 1. Parameters: 3(D^2 + D) + H(2K+1) with GLU,
+2(D^2 + D) + H(2K+1) without (H(K+1) in the causal decoder).
+"""
+import torch
+from torch import nn
+
+from .base import MixerSpec, register_mixer
+from .energy_attention import Energy, EnergyMixingAttention
+from .positions import clipped_relative_index
+
+
+class LightConvWeights(Energy):
+    softmax_normalized = False
+
+    def __init__(self, spec: MixerSpec):
+        super().__init__()
+        self.k, self.length_ratio = spec.max_relative_position, spec.length_ratio
+        self.causal = spec.placement == "decoder_self"
+        self.global_context = spec.options["lightconv-global-context"] == "on"
+        taps = self.k + 1 if self.causal else 2 * self.k + 1
+        self.kernel = nn.Parameter(torch.empty(spec.num_heads, taps))
+        nn.init.xavier_uniform_(self.kernel)
+
+    def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
+        k = self.k
+        index = clipped_relative_index(query_positions, key_positions, self.length_ratio, k)  # (B, T, S) in 0..2K
+        taps = torch.softmax(self.kernel.float(), dim=-1)
+        if self.causal:  # distances 0..K -> taps 0..K; negative distances are future keys (masked)
+            taps = torch.cat([taps.new_zeros(taps.size(0), k), taps], dim=-1)
+        b, t, s = index.shape
+        weights = taps[:, index.reshape(-1)].view(-1, b, t, s).transpose(0, 1)  # (B, H, T, S)
+        scaled = torch.floor(query_positions.double() * self.length_ratio).long() if self.length_ratio != 1.0 \
+            else query_positions
+        distance = scaled.unsqueeze(2) - key_positions.unsqueeze(1)
+        valid = ~key_padding_mask.unsqueeze(1)
+        if self.global_context:
+            for side in (distance >= k, distance <= -k):
+                share = (side & valid).sum(dim=-1, keepdim=True).clamp(min=1)  # keys sharing the outer tap
+                weights = torch.where(side.unsqueeze(1), weights / share.unsqueeze(1), weights)
+        else:
+            weights = weights.masked_fill((distance.abs() > k).unsqueeze(1), 0.0)
+        return weights.to(query.dtype)
+
+    def logits(self, query, query_positions, keys, key_positions):
+        raise TypeError("light convolution mixes with kernel weights, not logits")
+
+
+@register_mixer(
+    "lightconv", gated_by_default=False, uses_positions=True,
+    description="light convolution (Eq. 14): softmax kernel of 2K+1 taps per head; GLU / gating / global context",
+    options={
+        "lightconv-glu": dict(choices=("on", "off"), default="on", help="GLU on the inputs (default on)"),
+        "lightconv-global-context": dict(choices=("on", "off"), default="off",
+                                         help="spread the outermost taps over the whole sentence (default off)"),
+    })
+def build_lightconv(spec: MixerSpec):
+    glu = spec.options["lightconv-glu"] == "on"
+    if glu and spec.gated:
+        raise ValueError(f"{spec.option_prefix}-gating on replaces the GLU (Appendix E): also pass "
+                         f"{spec.option_prefix}-lightconv-glu off")
+    value_projection = True
+    if glu:
+        projection = nn.Linear(spec.kdim, 2 * spec.embed_dim)
+        nn.init.xavier_uniform_(projection.weight)
+        nn.init.zeros_(projection.bias)
+        value_projection = nn.Sequential(projection, nn.GLU(dim=-1))
+    return EnergyMixingAttention(spec, LightConvWeights(spec), value_projection=value_projection)

@@ -1,0 +1,49 @@
+"""``linear``: LinearNet, Gated position-based attention Eq. 13; gLinearNet = LinearNet + Eq. 4.
+
+    c_n^h = sum_m W^h[n, m] v_m^h,   v_m = W^V x_m,   out_n = W^O c_n
+
+a learnable spatial mixing matrix per head over (query position, key position), indexed by
+true positions (padding excluded), used as is (no softmax). Causal in decoder self-attention
+(the future mask zeroes W[n, m > n]). The matrix covers positions below
+``--S-linear-max-positions`` (default 256): a longer sentence raises a clear error naming that
+option. Parameters: 2(D^2 + D) + H * P^2 for P positions.
+"""
+import torch
+from torch import nn
+
+from .base import MixerSpec, register_mixer
+from .energy_attention import Energy, EnergyMixingAttention
+
+
+class LinearSpatialWeights(Energy):
+    softmax_normalized = False
+
+    def __init__(self, spec: MixerSpec):
+        super().__init__()
+        self.max_positions = int(spec.options["linear-max-positions"])
+        self.option = spec.option_prefix + "-linear-max-positions"
+        if self.max_positions < 1:
+            raise ValueError(f"{self.option} must be >= 1 (got {self.max_positions})")
+        self.weight = nn.Parameter(torch.empty(spec.num_heads, self.max_positions, self.max_positions))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
+        longest = max(int(query_positions.max()), int(key_positions.max())) if query_positions.numel() else 0
+        if longest >= self.max_positions:
+            raise ValueError(f"position {longest} is beyond the LinearNet mixing matrix of {self.max_positions} "
+                             f"positions; raise {self.option}")
+        h, b = self.weight.size(0), query_positions.size(0)
+        rows = self.weight[:, query_positions]  # (H, B, T, P)
+        index = key_positions.unsqueeze(0).unsqueeze(2).expand(h, b, query_positions.size(1), -1)
+        return torch.gather(rows, -1, index).transpose(0, 1).to(query.dtype)  # (B, H, T, S)
+
+    def logits(self, query, query_positions, keys, key_positions):
+        raise TypeError("LinearNet mixes with a learned matrix, not logits")
+
+
+@register_mixer("linear", gated_by_default=False, uses_positions=True,
+                description="LinearNet (Eq. 13): a learned spatial mixing matrix per head (gLinearNet: + gating)",
+                options={"linear-max-positions": dict(type=int, default=256, metavar="P",
+                                                      help="positions covered by the LinearNet matrix (default 256)")})
+def build_linear(spec: MixerSpec):
+    return EnergyMixingAttention(spec, LinearSpatialWeights(spec))

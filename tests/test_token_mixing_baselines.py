@@ -1,0 +1,114 @@
+"""FourierNet, LinearNet and light convolution checked against direct implementations."""
+import pytest
+import torch
+
+from conftest import build_model, random_batch
+from posmix_fairseq.mixers.base import build_mixer
+from test_mixers import spec
+
+
+def test_fourier_equals_real_part_of_fft_over_the_true_length():
+    torch.manual_seed(0)
+    mixer = build_mixer(spec("fourier"))
+    x = torch.randn(7, 2, 16)
+    pad = torch.zeros(2, 7, dtype=torch.bool)
+    pad[1, :3] = True  # sentence 1 is left-padded: true length 4
+    out, _ = mixer(x, x, x, key_padding_mask=pad)
+    v = mixer.v_proj(x)
+    for b, start in ((0, 0), (1, 3)):
+        c = torch.fft.fft(v[start:, b].double(), dim=0).real.float()
+        expected = mixer.out_proj(c)
+        torch.testing.assert_close(out[start:, b], expected, atol=1e-4, rtol=1e-4)
+
+
+def test_fourier_outside_encoder_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"--decoder-self-mixer fourier: .*use it as --encoder-self-mixer only"):
+        build_model(["--arch", "fouriernet_iwslt_de_en", "--decoder-self-mixer", "fourier"])
+
+
+def test_linearnet_uses_its_matrix_by_true_position_and_names_its_limit():
+    mixer = build_mixer(spec("linear", linear_max_positions=8))
+    qpos = torch.tensor([[0, 0, 1, 2]])  # left padded: the first slot is padding
+    pad = torch.tensor([[True, False, False, False]])
+    w = mixer.energy.mixing_weights(torch.zeros(4, 1, 16), qpos, None, qpos, pad)
+    torch.testing.assert_close(w[0, :, 3, 1:], mixer.energy.weight[:, 2, :3])
+    with pytest.raises(ValueError, match=r"beyond the LinearNet mixing matrix of 8 positions; raise "
+                                         r"--encoder-self-linear-max-positions"):
+        mixer(torch.randn(9, 1, 16), torch.randn(9, 1, 16), torch.randn(9, 1, 16))
+
+
+def direct_lightconv(kernel, n, length, k, causal, global_context):
+    taps = torch.softmax(kernel, dim=-1)
+    out = torch.zeros(taps.size(0), length)
+    for m in range(length):
+        d = n - m
+        if causal and d < 0:
+            continue
+        tap = taps[:, d] if causal and 0 <= d <= k else (taps[:, d + k] if not causal and abs(d) <= k else None)
+        if abs(d) <= k and not global_context:
+            out[:, m] = tap
+        elif global_context:
+            if d >= k:
+                share = sum(1 for j in range(length) if n - j >= k)
+                out[:, m] = (taps[:, k] if causal else taps[:, 2 * k]) / share
+            elif d <= -k:
+                share = sum(1 for j in range(length) if n - j <= -k)
+                out[:, m] = taps[:, 0] / share
+            else:
+                out[:, m] = tap
+    return out
+
+
+@pytest.mark.parametrize("placement", ["encoder_self", "decoder_self"])
+@pytest.mark.parametrize("global_context", ["off", "on"])
+def test_light_convolution_weights_equal_direct_kernel_sum(placement, global_context):
+    torch.manual_seed(0)
+    mixer = build_mixer(spec("lightconv", placement=placement, k=2, lightconv_global_context=global_context))
+    length = 8
+    pos = torch.arange(length).unsqueeze(0)
+    w = mixer.energy.mixing_weights(torch.zeros(length, 1, 16), pos, None, pos,
+                                    torch.zeros(1, length, dtype=torch.bool))[0]
+    for n in range(length):
+        expected = direct_lightconv(mixer.energy.kernel.detach(), n, length, 2, placement == "decoder_self",
+                                    global_context == "on")
+        if placement == "decoder_self":
+            expected[:, n + 1:] = 0
+            w_n = w[:, n].masked_fill(torch.arange(length) > n, 0)
+        else:
+            w_n = w[:, n]
+        torch.testing.assert_close(w_n, expected, atol=1e-6, rtol=1e-5)
+        if global_context == "on" and placement == "encoder_self" and 2 <= n <= length - 3:
+            torch.testing.assert_close(w_n.sum(-1), torch.ones(4))  # interior query: the kernel mass is kept
+
+
+def test_lightconv_glu_and_gating_together_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"--encoder-self-gating on replaces the GLU"):
+        build_model(["--arch", "lightconvnet_iwslt_de_en", "--encoder-self-gating", "on"])
+
+
+@pytest.mark.parametrize("name,options,gated,expected", [
+    ("fourier", {}, False, lambda d, h, k: 2 * (d * d + d)),
+    ("linear", {"linear_max_positions": 10}, False, lambda d, h, k: 2 * (d * d + d) + h * 100),
+    ("linear", {"linear_max_positions": 10}, True, lambda d, h, k: 3 * (d * d + d) + 2 * d + h * 100),
+    ("lightconv", {}, False, lambda d, h, k: 3 * (d * d + d) + h * (2 * k + 1)),
+    ("lightconv", {"lightconv_glu": "off"}, False, lambda d, h, k: 2 * (d * d + d) + h * (2 * k + 1)),
+    ("lightconv", {"lightconv_glu": "off"}, True, lambda d, h, k: 3 * (d * d + d) + 2 * d + h * (2 * k + 1)),
+])
+def test_parameter_counts_match_formulas(name, options, gated, expected):
+    for d, h, k in [(512, 8, 16), (1024, 16, 8)]:
+        mixer = build_mixer(spec(name, gated=gated, k=k, d=d, h=h, **options))
+        assert sum(p.numel() for p in mixer.parameters()) == expected(d, h, k), (name, options, d)
+    causal = build_mixer(spec("lightconv", placement="decoder_self", k=16, d=512, h=8))
+    assert causal.energy.kernel.numel() == 8 * 17
+
+
+def test_lightconv_cross_attention_follows_gamma():
+    model, d = build_model(["--arch", "lightconvnet_iwslt_de_en", "--decoder-cross-mixer", "lightconv",
+                            "--length-ratio", "2.0", "--decoder-cross-max-relative-position", "1"])
+    src, src_len = random_batch(d, [9])
+    with torch.no_grad():
+        _, extra = model(src, src_len, torch.tensor([[d.eos(), 5, 6, 7]]))
+    attn = extra["attn"][0][0]
+    for i in range(4):  # support: floor(2 i) - 1 .. floor(2 i) + 1 within the sentence
+        support = (attn[i] > 0).nonzero().flatten().tolist()
+        assert support == [j for j in range(2 * i - 1, 2 * i + 2) if 0 <= j < 9]
