@@ -55,9 +55,22 @@ def count_params(train_log):
     return int(m.group(1).replace(",", "")) if m else None
 
 
-def last_valid_loss(train_log):
-    losses = re.findall(r"valid on 'valid' subset \| loss ([\d.]+)", open(train_log).read())
-    return float(losses[-1]) if losses else None
+def last_valid_losses(train_log):
+    """(label-smoothed loss, nll) of the last validation, bits/token."""
+    found = re.findall(r"valid on 'valid' subset \| loss ([\d.]+) \| nll_loss ([\d.]+)", open(train_log).read())
+    return (float(found[-1][0]), float(found[-1][1])) if found else (None, None)
+
+
+def system_flags(name):
+    """A label of SYSTEMS, or any registered posmix architecture name."""
+    if name in SYSTEMS:
+        return SYSTEMS[name]
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    if ARCH_MODEL_REGISTRY.get(name) is not None and ARCH_MODEL_REGISTRY[name].__module__.startswith(
+            posmix_fairseq.__name__):
+        return ["--arch", name]
+    raise SystemExit(f"--systems: {name!r} is neither one of {', '.join(SYSTEMS)} nor a posmix architecture")
 
 
 def hypotheses(generate_out, n, sp):
@@ -83,14 +96,12 @@ def main():
     p.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary (real data only)")
     p.add_argument("--max-train-sentences", type=int, default=0, help="use only the first N training pairs")
     p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list of {', '.join(SYSTEMS)}")
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help=f"comma list of {', '.join(SYSTEMS)} or posmix arch names (e.g. hc_sa_iwslt_de_en)")
     args = p.parse_args()
     if args.max_update < 1:
         raise SystemExit(f"--max-update must be >= 1 (got {args.max_update})")
-    systems = args.systems.split(",")
-    for s in systems:
-        if s not in SYSTEMS:
-            raise SystemExit(f"--systems: unknown system {s!r}; valid: {', '.join(SYSTEMS)}")
+    systems = {name: system_flags(name) for name in args.systems.split(",")}
     if args.data_dir and (args.src, args.tgt) == ("src", "tgt"):
         raise SystemExit("--data-dir needs --src and --tgt (the language suffixes of its files, e.g. en de)")
 
@@ -123,13 +134,13 @@ def main():
     import sacrebleu
 
     results = {}
-    for name in systems:
+    for name, flags in systems.items():
         save_dir = os.path.join(out, "checkpoints", name)
         train_log = os.path.join(out, f"train.{name}.log")
-        log(f"fairseq-train {name} ({' '.join(SYSTEMS[name])}), {args.max_update} updates")
+        log(f"fairseq-train {name} ({' '.join(flags)}), {args.max_update} updates")
         t0 = time.time()
         run(fairseq_cli("fairseq-train") + [
-            data_bin, "--user-dir", posmix_fairseq.USER_DIR, *SYSTEMS[name], *SMALL,
+            data_bin, "--user-dir", posmix_fairseq.USER_DIR, *flags, *SMALL,
             "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt",
             "--warmup-updates", "300", "--clip-norm", "1.0", "--criterion", "label_smoothed_cross_entropy",
             "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens), "--max-update", str(args.max_update),
@@ -143,21 +154,24 @@ def main():
             "--gen-subset", "test", "--beam", str(args.beam), "--max-tokens", "4000", "--cpu",
             "--required-batch-size-multiple", "1"], gen_out)  # fairseq drops sentences otherwise (#5351)
         hyps = hypotheses(gen_out, len(references), sp)
+        valid_loss, valid_nll = last_valid_losses(train_log)
         results[name] = {
             "bleu": sacrebleu.corpus_bleu(hyps, [references]).score,
             "chrf": sacrebleu.corpus_chrf(hyps, [references]).score,
             "params": count_params(train_log),
-            "valid_loss": last_valid_loss(train_log),
+            "valid_loss": valid_loss,
+            "valid_nll": valid_nll,
             "train_seconds": train_time,
             "updates": args.max_update,
         }
         with open(os.path.join(out, f"hyp.{name}.txt"), "w", encoding="utf-8") as f:
             f.writelines(h + "\n" for h in hyps)
 
-    header = f"| system | BLEU | chrF | valid loss | params | train time ({args.max_update} updates) |"
-    rows = [header, "|---|---|---|---|---|---|"]
+    header = (f"| system | BLEU | chrF | valid loss | valid nll (bits) | params | "
+              f"train time ({args.max_update} updates) |")
+    rows = [header, "|---|---|---|---|---|---|---|"]
     for name, r in results.items():
-        rows.append(f"| {name} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['valid_loss']:.3f} | "
+        rows.append(f"| {name} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['valid_loss']:.3f} | {r['valid_nll']:.3f} | "
                     f"{r['params']:,} | {r['train_seconds']:.0f} s |")
     table = "\n".join(rows)
     with open(os.path.join(out, "results.md"), "w") as f:

@@ -65,6 +65,16 @@ class Energy(nn.Module, metaclass=abc.ABCMeta):
         return None
 
 
+class DirectWeights(Energy):
+    """Base of the mixers whose weights a_nm are given directly (no softmax over keys):
+    they implement ``mixing_weights``; ``logits`` does not exist for them."""
+
+    softmax_normalized = False
+
+    def logits(self, query, query_positions, keys, key_positions):
+        raise TypeError(f"{type(self).__name__} gives mixing weights directly, not logits")
+
+
 class EnergyMixingAttention(TokenMixer):
     """A token mixer made of an :class:`Energy` and the (gated) value-mixing step."""
 
@@ -103,6 +113,54 @@ class EnergyMixingAttention(TokenMixer):
             v = self.gating.values(v)
         return split_heads(v, self.num_heads)
 
+    def _keys_and_values(self, key, value, key_padding_mask, query_positions, key_positions,
+                         incremental_state, static_kv):
+        """Values, cached keys, key positions and key padding, extended (self-attention) or
+        reused (cross-attention, ``static_kv``) across incremental decoding steps."""
+        buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
+        if buffer is not None and static_kv and "values" in buffer:
+            # cross-attention during decoding: the source keys/values are computed once
+            return buffer["values"], buffer.get("keys"), buffer["key_positions"], buffer["key_padding_mask"]
+        batch, src_len = key.size(1), key.size(0)
+        if key_positions is None:
+            if self.placement == "decoder_self":
+                key_positions = query_positions  # the new keys are the new queries
+            else:
+                key_positions = positions_from_padding(key_padding_mask, batch, src_len, key.device)
+        key_pad = (key_padding_mask if key_padding_mask is not None
+                   else torch.zeros(batch, src_len, dtype=torch.bool, device=key.device))
+        values = self._values(value)
+        keys = self.energy.project_keys(key, key_positions)
+        if buffer is not None and not static_kv and "values" in buffer:
+            values = torch.cat([buffer["values"], values], dim=2)
+            if keys is not None:
+                keys = torch.cat([buffer["keys"], keys], dim=2)
+            key_positions = torch.cat([buffer["key_positions"], key_positions], dim=1)
+            key_pad = torch.cat([buffer["key_padding_mask"], key_pad], dim=1)
+        if buffer is not None:
+            buffer = {"values": values, "key_positions": key_positions, "key_padding_mask": key_pad}
+            if keys is not None:
+                buffer["keys"] = keys
+            self._set_input_buffer(incremental_state, buffer)
+        return values, keys, key_positions, key_pad
+
+    def _mixing_weights(self, query, query_positions, keys, key_positions, key_pad, attn_mask):
+        """(B, H, T, S) float weights: softmax of the energies, or the energy's own weights."""
+        if self.energy.softmax_normalized:
+            logits = self.energy.logits(query, query_positions, keys, key_positions).float()
+            if attn_mask is not None:
+                logits = logits + attn_mask.float().unsqueeze(0).unsqueeze(0)
+            logits = logits.masked_fill(key_pad.unsqueeze(1).unsqueeze(2), float("-inf"))
+            # a query whose every key is masked (e.g. a left-padded target's first pad) gets a
+            # zero context instead of NaN
+            dead = torch.isneginf(logits).all(dim=-1, keepdim=True)
+            return F.softmax(logits.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+        probs = self.energy.mixing_weights(query, query_positions, keys, key_positions, key_pad).float()
+        excluded = key_pad.unsqueeze(1).unsqueeze(2)
+        if attn_mask is not None:  # additive mask: -inf (or fairseq's -1e8) excludes a key
+            excluded = excluded | (attn_mask.float() < -1e3).unsqueeze(0).unsqueeze(0)
+        return probs.masked_fill(excluded, 0.0)
+
     def forward(
         self,
         query: Tensor,
@@ -124,49 +182,9 @@ class EnergyMixingAttention(TokenMixer):
         if query_positions is None:
             query_positions = self._query_positions(batch, tgt_len, key_padding_mask, query.device)
 
-        buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
-        if buffer is not None and static_kv and "values" in buffer:
-            # cross-attention during decoding: keys/values of the source are computed once
-            values, keys = buffer["values"], buffer.get("keys")
-            key_positions, key_pad = buffer["key_positions"], buffer["key_padding_mask"]
-        else:
-            src_len = key.size(0)
-            if key_positions is None:
-                if self.placement == "decoder_self":
-                    key_positions = query_positions  # the new keys are the new queries
-                else:
-                    key_positions = positions_from_padding(key_padding_mask, batch, src_len, key.device)
-            key_pad = (key_padding_mask if key_padding_mask is not None
-                       else torch.zeros(batch, src_len, dtype=torch.bool, device=key.device))
-            values = self._values(value)
-            keys = self.energy.project_keys(key, key_positions)
-            if buffer is not None and not static_kv and "values" in buffer:
-                values = torch.cat([buffer["values"], values], dim=2)
-                if keys is not None:
-                    keys = torch.cat([buffer["keys"], keys], dim=2)
-                key_positions = torch.cat([buffer["key_positions"], key_positions], dim=1)
-                key_pad = torch.cat([buffer["key_padding_mask"], key_pad], dim=1)
-            if buffer is not None:
-                buffer = {"values": values, "key_positions": key_positions, "key_padding_mask": key_pad}
-                if keys is not None:
-                    buffer["keys"] = keys
-                self._set_input_buffer(incremental_state, buffer)
-
-        if self.energy.softmax_normalized:
-            logits = self.energy.logits(query, query_positions, keys, key_positions).float()
-            if attn_mask is not None:
-                logits = logits + attn_mask.float().unsqueeze(0).unsqueeze(0)
-            logits = logits.masked_fill(key_pad.unsqueeze(1).unsqueeze(2), float("-inf"))
-            # a query whose every key is masked (e.g. a left-padded target's first pad) gets a
-            # zero context instead of NaN
-            dead = torch.isneginf(logits).all(dim=-1, keepdim=True)
-            probs = F.softmax(logits.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
-        else:
-            probs = self.energy.mixing_weights(query, query_positions, keys, key_positions, key_pad).float()
-            excluded = key_pad.unsqueeze(1).unsqueeze(2)
-            if attn_mask is not None:  # additive mask: -inf (or fairseq's -1e8) excludes a key
-                excluded = excluded | (attn_mask.float() < -1e3).unsqueeze(0).unsqueeze(0)
-            probs = probs.masked_fill(excluded, 0.0)
+        values, keys, key_positions, key_pad = self._keys_and_values(
+            key, value, key_padding_mask, query_positions, key_positions, incremental_state, static_kv)
+        probs = self._mixing_weights(query, query_positions, keys, key_positions, key_pad, attn_mask)
         weights = probs
         probs = F.dropout(probs, p=self.attention_dropout, training=self.training).to(values.dtype)
 

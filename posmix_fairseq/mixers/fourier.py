@@ -13,20 +13,15 @@ import math
 import torch
 
 from .base import MixerSpec, register_mixer
-from .energy_attention import Energy, EnergyMixingAttention
+from .energy_attention import DirectWeights, EnergyMixingAttention
 
 
-class FourierWeights(Energy):
-    softmax_normalized = False
-
+class FourierWeights(DirectWeights):
     def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
         lengths = (~key_padding_mask).sum(dim=1).clamp(min=1).double()  # (B,)
         phase = (2 * math.pi) * query_positions.double().unsqueeze(2) * key_positions.double().unsqueeze(1)
         weights = torch.cos(phase / lengths.view(-1, 1, 1))  # (B, T, S), the same for every head
         return weights.unsqueeze(1).to(query.dtype)
-
-    def logits(self, query, query_positions, keys, key_positions):
-        raise TypeError("FourierNet mixes with fixed DFT weights, not logits")
 
 
 @register_mixer("fourier", gated_by_default=False, uses_positions=True,

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from .base import MixerSpec, register_mixer
-from .energy_attention import Energy, EnergyMixingAttention
+from .energy_attention import DirectWeights, EnergyMixingAttention
 
 DEFAULT_OFFSETS = {"encoder_self": "-1,1", "decoder_self": "-1,0", "decoder_cross": "-1,0,1"}
 IMPLEMENTATIONS = ("full", "conv", "index")
@@ -55,10 +55,8 @@ def parse_offsets(text: str, num_layers: int, num_heads: int, option: str) -> Li
     return per_layer * num_layers if len(per_layer) == 1 else per_layer
 
 
-class GaussianWeights(Energy):
+class GaussianWeights(DirectWeights):
     """Fixed per-head weights N(j; floor(gamma i + o_h), sigma^2), cut, not renormalised."""
-
-    softmax_normalized = False
 
     def __init__(self, spec: MixerSpec):
         super().__init__()
@@ -90,9 +88,6 @@ class GaussianWeights(Energy):
         if self.impl == "conv":
             weights = weights.masked_fill(distance.abs() > 1, 0.0)
         return weights.to(query.dtype)
-
-    def logits(self, query, query_positions, keys, key_positions):
-        raise TypeError("hard-coded Gaussian heads have fixed mixing weights, not logits")
 
 
 @register_mixer(

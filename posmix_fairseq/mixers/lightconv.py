@@ -22,13 +22,11 @@ import torch
 from torch import nn
 
 from .base import MixerSpec, register_mixer
-from .energy_attention import Energy, EnergyMixingAttention
+from .energy_attention import DirectWeights, EnergyMixingAttention
 from .positions import clipped_relative_index
 
 
-class LightConvWeights(Energy):
-    softmax_normalized = False
-
+class LightConvWeights(DirectWeights):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         self.k, self.length_ratio = spec.max_relative_position, spec.length_ratio
@@ -57,9 +55,6 @@ class LightConvWeights(Energy):
         else:
             weights = weights.masked_fill((distance.abs() > k).unsqueeze(1), 0.0)
         return weights.to(query.dtype)
-
-    def logits(self, query, query_positions, keys, key_positions):
-        raise TypeError("light convolution mixes with kernel weights, not logits")
 
 
 @register_mixer(

@@ -12,12 +12,10 @@ import torch
 from torch import nn
 
 from .base import MixerSpec, register_mixer
-from .energy_attention import Energy, EnergyMixingAttention
+from .energy_attention import DirectWeights, EnergyMixingAttention
 
 
-class LinearSpatialWeights(Energy):
-    softmax_normalized = False
-
+class LinearSpatialWeights(DirectWeights):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         self.max_positions = int(spec.options["linear-max-positions"])
@@ -32,13 +30,9 @@ class LinearSpatialWeights(Energy):
         if longest >= self.max_positions:
             raise ValueError(f"position {longest} is beyond the LinearNet mixing matrix of {self.max_positions} "
                              f"positions; raise {self.option}")
-        h, b = self.weight.size(0), query_positions.size(0)
-        rows = self.weight[:, query_positions]  # (H, B, T, P)
-        index = key_positions.unsqueeze(0).unsqueeze(2).expand(h, b, query_positions.size(1), -1)
-        return torch.gather(rows, -1, index).transpose(0, 1).to(query.dtype)  # (B, H, T, S)
-
-    def logits(self, query, query_positions, keys, key_positions):
-        raise TypeError("LinearNet mixes with a learned matrix, not logits")
+        # W^h[n, m] for every (query n, key m) of each sentence, indexed in one step: (H, B, T, S)
+        weights = self.weight[:, query_positions.unsqueeze(2), key_positions.unsqueeze(1)]
+        return weights.transpose(0, 1).to(query.dtype)
 
 
 @register_mixer("linear", gated_by_default=False, uses_positions=True,
