@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 
-from conftest import build_model, make_dictionary, parse_model_args, random_batch
+from conftest import build_model, parse_model_args, random_batch
 from posmix_fairseq.mixers.base import MIXER_REGISTRY, MixerSpec, build_mixer
 from posmix_fairseq.mixers.content_attention import ContentEnergy
 from posmix_fairseq.mixers.energy_attention import EnergyMixingAttention
@@ -222,7 +222,3 @@ def test_plugin_imports_twice_without_duplicate_registration(tmp_path):
     finally:
         for name in [n for n in sys.modules if n == "posmix_copy" or n.startswith("posmix_copy.")]:
             del sys.modules[name]
-
-
-def test_make_dictionary_helper_is_deterministic():
-    assert make_dictionary().symbols == make_dictionary().symbols
