@@ -23,7 +23,7 @@ from torch import nn
 
 from .base import MixerSpec, register_mixer
 from .energy_attention import DirectWeights, EnergyMixingAttention
-from .positions import clipped_relative_index
+from .positions import relative_distance
 
 
 class LightConvWeights(DirectWeights):
@@ -38,15 +38,13 @@ class LightConvWeights(DirectWeights):
 
     def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
         k = self.k
-        index = clipped_relative_index(query_positions, key_positions, self.length_ratio, k)  # (B, T, S) in 0..2K
+        distance = relative_distance(query_positions, key_positions, self.length_ratio)  # floor(gamma n) - m
+        index = distance.clamp(-k, k) + k  # (B, T, S) tap index in 0..2K
         taps = torch.softmax(self.kernel.float(), dim=-1)
         if self.causal:  # distances 0..K -> taps 0..K; negative distances are future keys (masked)
             taps = torch.cat([taps.new_zeros(taps.size(0), k), taps], dim=-1)
         b, t, s = index.shape
         weights = taps[:, index.reshape(-1)].view(-1, b, t, s).transpose(0, 1)  # (B, H, T, S)
-        scaled = torch.floor(query_positions.double() * self.length_ratio).long() if self.length_ratio != 1.0 \
-            else query_positions
-        distance = scaled.unsqueeze(2) - key_positions.unsqueeze(1)
         valid = ~key_padding_mask.unsqueeze(1)
         if self.global_context:
             for side in (distance >= k, distance <= -k):

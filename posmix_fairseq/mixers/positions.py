@@ -20,6 +20,15 @@ def positions_from_padding(padding_mask: Optional[Tensor], batch: int, length: i
     return ((torch.cumsum(not_pad, dim=1) - 1) * not_pad).clamp_(min=0)
 
 
+def relative_distance(query_positions: Tensor, key_positions: Tensor, length_ratio: float) -> Tensor:
+    """(B, T, S) distances floor(gamma * n) - m; gamma = 1 in self-attention."""
+    if length_ratio == 1.0:
+        scaled = query_positions
+    else:
+        scaled = torch.floor(query_positions.double() * length_ratio).long()
+    return scaled.unsqueeze(2) - key_positions.unsqueeze(1)
+
+
 def clipped_relative_index(query_positions: Tensor, key_positions: Tensor, length_ratio: float, k: int) -> Tensor:
     """Index in [0, 2K] of the clipped distance clip(floor(gamma * n) - m, K) + K.
 
@@ -29,12 +38,7 @@ def clipped_relative_index(query_positions: Tensor, key_positions: Tensor, lengt
 
     query_positions: (B, T); key_positions: (B, S) -> (B, T, S) long.
     """
-    if length_ratio == 1.0:
-        scaled = query_positions
-    else:
-        scaled = torch.floor(query_positions.double() * length_ratio).long()
-    distance = scaled.unsqueeze(2) - key_positions.unsqueeze(1)
-    return distance.clamp(-k, k) + k
+    return relative_distance(query_positions, key_positions, length_ratio).clamp(-k, k) + k
 
 
 def sinusoidal_encoding(positions: Tensor, dim: int) -> Tensor:
