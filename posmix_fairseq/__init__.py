@@ -1,7 +1,7 @@
 """posmix_fairseq: position-based token mixing for fairseq NMT (a ``--user-dir`` plugin).
 
 Importing this package registers the ``posmix_transformer`` model, its named architectures
-and the token mixers. Registration is idempotent: importing the package under a second module
+and the token mixers and position encodings. Registration is idempotent: importing the package under a second module
 name (``--user-dir`` pointing at a copy, a test importing it by path) does not raise fairseq's
 "Cannot register duplicate" errors.
 """
@@ -12,6 +12,7 @@ import os
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 from . import mixers  # noqa: E402,F401  (registers the token mixers)
+from . import position_encodings  # noqa: E402,F401  (registers the embedding-level position modules)
 from . import models  # noqa: E402,F401  (registers the model and the named architectures)
 
 __version__ = "0.1.0"

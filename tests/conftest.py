@@ -17,7 +17,8 @@ from posmix_fairseq.models.architectures import ARCHITECTURES  # noqa: E402
 TINY = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "32",
         "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
         "--encoder-attention-heads", "4", "--decoder-attention-heads", "4", "--dropout", "0",
-        "--max-source-positions", "64", "--max-target-positions", "64"]
+        "--max-source-positions", "64", "--max-target-positions", "64",
+        "--encoder-posnet-dim", "16", "--decoder-posnet-dim", "16"]  # PosNet-Embed: d_p 16, not 128
 
 # every registered arch, plus the sublayer placements/gating switches the archs do not name
 EXTRA_CONFIGS = {
@@ -81,9 +82,6 @@ def random_batch(d: Dictionary, lengths, seed=0, left_pad=True):
     return tokens, torch.tensor(lengths)
 
 
-@pytest.fixture(params=sorted(ALL_CONFIGS), ids=sorted(ALL_CONFIGS))
-def any_config(request):
-    return request.param, ALL_CONFIGS[request.param]
 
 EXTRA_CONFIGS.update({
     "hc_conv": ["--arch", "hc_all_iwslt_de_en", "--length-ratio", "1.2", "--encoder-self-gaussian-impl", "conv",
@@ -92,8 +90,8 @@ EXTRA_CONFIGS.update({
                                "--encoder-self-gaussian-impl", "index", "--decoder-self-gaussian-impl", "index",
                                "--decoder-cross-gaussian-impl", "index", "--encoder-self-value-projection", "off",
                                "--decoder-self-value-projection", "off"],
-    "hc_per_layer_offsets_gated": ["--arch", "hc_sa_iwslt_de_en", "--encoder-self-gaussian-offsets", "-2,2;-1,1",
-                                   "--decoder-self-gaussian-offsets", "-1;-2,-1", "--decoder-self-gating", "on"],
+    "hc_per_layer_offsets_gated": ["--arch", "hc_sa_iwslt_de_en", "--encoder-self-gaussian-offsets=-2,2;-1,1",
+                                   "--decoder-self-gaussian-offsets=-1;-2,-1", "--decoder-self-gating", "on"],
     "base_minus_sa": ["--arch", "posmix_transformer_iwslt_de_en", "--encoder-self-mixer", "none",
                       "--decoder-self-mixer", "none"],
     "sh_x_minus_sa_minus_ff": ["--arch", "sh_x_iwslt_de_en", "--encoder-self-mixer", "none",
@@ -119,3 +117,35 @@ EXTRA_CONFIGS.update({
                      "--encoder-self-linear-max-positions", "40"],
 })
 ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+EXTRA_CONFIGS.update({
+    # positional-encoding family: options and placements the archs do not name
+    "rpe_lstm_cell_bidirectional_encoder": ["--arch", "rpehead_iwslt_de_en", "--encoder-rpe-cell", "lstm",
+                                            "--decoder-rpe-cell", "lstm", "--encoder-rpe-direction", "bidirectional"],
+    "rpe_rnn_cell_backward_no_sinusoids": ["--arch", "rpehead_wmt_en_de", "--encoder-rpe-cell", "rnn",
+                                           "--encoder-rpe-direction", "backward", "--encoder-rpe-sinusoids", "off",
+                                           "--decoder-rpe-sinusoids", "off", "--encoder-rpe-heads", "2"],
+    "mpr_encoder_only_gated_first_layer": ["--arch", "mprhead_iwslt_de_en", "--decoder-position-encoding", "sinusoidal",
+                                           "--encoder-self-gating", "on"],
+    "lstm_two_layers_encoder_learned_decoder": ["--arch", "lstmpe_iwslt_de_en", "--encoder-position-lstm-layers", "2",
+                                                "--decoder-position-encoding", "learned"],
+    "posnet_attn_per_layer_kernels_cross": ["--arch", "posnet_attn_iwslt_de_en", "--encoder-self-posnet-share-kernels",
+                                            "off", "--decoder-cross-mixer", "posnet", "--decoder-self-gating", "on"],
+    "posnet_embed_relu_with_layernorm": ["--arch", "posnet_embed_wmt_en_de", "--encoder-posnet-activation", "relu",
+                                         "--layernorm-embedding"],
+    "t5_saturating_buckets": ["--arch", "t5bias_iwslt_de_en", "--encoder-self-t5-buckets", "8",
+                              "--encoder-self-t5-max-distance", "5", "--decoder-self-t5-buckets", "6",
+                              "--decoder-self-t5-max-distance", "4"],
+    "at5_saturating_buckets": ["--arch", "at5bias_wmt_en_de", "--encoder-self-t5-buckets", "8",
+                               "--encoder-self-t5-max-distance", "5", "--decoder-self-t5-buckets", "6",
+                               "--decoder-self-t5-max-distance", "4"],
+    "shaw_konly_cross": ["--arch", "shaw_konly_iwslt_de_en", "--decoder-cross-mixer", "shaw",
+                         "--decoder-cross-shaw-value-term", "off", "--length-ratio", "1.4"],
+})
+ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+
+# defined last: the parameters are read when the decorator runs, so every update above counts
+@pytest.fixture(params=sorted(ALL_CONFIGS), ids=sorted(ALL_CONFIGS))
+def any_config(request):
+    return request.param, ALL_CONFIGS[request.param]

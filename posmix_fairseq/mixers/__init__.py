@@ -11,3 +11,6 @@ from . import no_mixing  # noqa: F401  none (-SA ablations)
 from . import fourier  # noqa: F401  FourierNet
 from . import linear_mixing  # noqa: F401  LinearNet / gLinearNet
 from . import lightconv  # noqa: F401  light convolution and its ablation chain
+from . import posnet_attention  # noqa: F401  PosNet-Attn
+from . import t5_bias  # noqa: F401  T5 scalar relative bias, AT5
+from . import sliced_heads  # noqa: F401  head-sliced MHA (RPEHead / MPRHead first layer)

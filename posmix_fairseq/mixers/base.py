@@ -47,7 +47,7 @@ class MixerSpec:
     query_positions_option: str  # the command-line option that bounds query positions
     key_positions_option: str
     shared_tables: "object" = None  # positions.SharedPositionTables of the encoder/decoder
-    position_context: "object" = None  # positions.DecoderPositionContext (decoder sublayers)
+    position_context: "object" = None  # positions.PositionContext (decoder sublayers)
     options: Dict = None  # the mixer's own options (declared in register_mixer), by name
 
     @property
@@ -108,23 +108,9 @@ def build_mixer(spec: MixerSpec) -> nn.Module:
 
 
 @with_incremental_state
-class TokenMixer(nn.Module):
-    """Base class of the mixers written in this package (fairseq's MHA is used as is).
-
-    Subclasses implement ``forward`` with the signature documented in this module. The
-    incremental buffer is a dict of tensors whose first dimension is the batch; reordering
-    for beam search index-selects every entry.
-    """
-
-    def __init__(self, embed_dim: int, num_heads: int):
-        super().__init__()
-        if embed_dim % num_heads != 0:
-            raise ValueError(
-                f"embed_dim {embed_dim} is not divisible by the number of attention heads {num_heads}"
-            )
-        self.embed_dim = embed_dim
-        self.num_heads = num_heads
-        self.head_dim = embed_dim // num_heads
+class BatchFirstIncrementalState(nn.Module):
+    """A module that keeps a dict of tensors in fairseq's incremental state, each with the batch
+    as its first dimension; beam search's reordering index-selects every entry."""
 
     def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
         result = self.get_incremental_state(incremental_state, "mix_state")
@@ -142,3 +128,20 @@ class TokenMixer(nn.Module):
                     buffer[key] = value.index_select(0, new_order)
             incremental_state = self._set_input_buffer(incremental_state, buffer)
         return incremental_state
+
+
+class TokenMixer(BatchFirstIncrementalState):
+    """Base class of the mixers written in this package (fairseq's MHA is used as is).
+
+    Subclasses implement ``forward`` with the signature documented in this module.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(
+                f"embed_dim {embed_dim} is not divisible by the number of attention heads {num_heads}"
+            )
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads

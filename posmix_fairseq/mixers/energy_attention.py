@@ -107,7 +107,9 @@ class EnergyMixingAttention(TokenMixer):
         return self._position_context.get(batch, length)
 
     # values ------------------------------------------------------------------------------
-    def _values(self, value: Tensor) -> Tensor:
+    def _values(self, value: Tensor, key_positions: Tensor, key_padding_mask: Tensor) -> Tensor:
+        """(B, H, S, D_h) values of the new keys; their positions and padding (B, S) serve the
+        mixers whose values depend on position (PosNet-Attn)."""
         v = self.v_proj(value)
         if self.gating is not None:
             v = self.gating.values(v)
@@ -129,7 +131,7 @@ class EnergyMixingAttention(TokenMixer):
                 key_positions = positions_from_padding(key_padding_mask, batch, src_len, key.device)
         key_pad = (key_padding_mask if key_padding_mask is not None
                    else torch.zeros(batch, src_len, dtype=torch.bool, device=key.device))
-        values = self._values(value)
+        values = self._values(value, key_positions, key_pad)
         keys = self.energy.project_keys(key, key_positions)
         if buffer is not None and not static_kv and "values" in buffer:
             values = torch.cat([buffer["values"], values], dim=2)

@@ -100,6 +100,12 @@ class SharedPositionTables:
     def __init__(self):
         self.tables = nn.ModuleDict()
 
+    def shared(self, key: str, factory) -> nn.Module:
+        """The module stored under ``key``, made by ``factory()`` on first use."""
+        if key not in self.tables:
+            self.tables[key] = factory()
+        return self.tables[key]
+
     def get(self, role: str, kind: str, dim: int, max_positions: int, option: str) -> nn.Module:
         key = f"{role}_{kind}_{dim}"
         if key not in self.tables:
@@ -112,28 +118,36 @@ class SharedPositionTables:
         return self.tables[key]
 
 
-class DecoderPositionContext:
-    """Target positions of the current decoder call, set by the decoder before its layers run.
+class PositionContext:
+    """Positions of the current encoder or decoder call, set by its owner before the
+    embedding-level position module and the layers run.
 
-    The decoder computes them from the full ``prev_output_tokens`` (padding-aware, like
-    fairseq's ``make_positions``), so they are exact during incremental decoding and with
-    left-padded targets. Cross-attention needs them: its query carries no padding mask.
+    They are computed from the full token tensor (padding-aware, like fairseq's
+    ``make_positions``), so they are exact during incremental decoding and with left padding.
+    In incremental decoding (decoder only) the fields hold the last step only and
+    ``incremental_state`` is fairseq's state dict. Cross-attention needs the target positions:
+    its query carries no padding mask.
     """
 
     def __init__(self):
         self.query_positions: Optional[Tensor] = None
+        self.padding_mask: Optional[Tensor] = None
+        self.incremental_state = None
 
-    def set(self, prev_output_tokens: Tensor, padding_idx: int, incremental: bool):
-        positions = positions_from_padding(prev_output_tokens.eq(padding_idx), *prev_output_tokens.shape,
-                                           prev_output_tokens.device)
-        self.query_positions = positions[:, -1:] if incremental else positions
+    def set(self, tokens: Tensor, padding_idx: int, incremental_state=None):
+        padding_mask = tokens.eq(padding_idx)
+        positions = positions_from_padding(padding_mask, *tokens.shape, tokens.device)
+        if incremental_state is not None:
+            positions, padding_mask = positions[:, -1:], padding_mask[:, -1:]
+        self.query_positions, self.padding_mask = positions, padding_mask
+        self.incremental_state = incremental_state
 
     def get(self, batch: int, length: int) -> Tensor:
         qp = self.query_positions
         if qp is None or qp.shape != (batch, length):
             raise RuntimeError(
-                "decoder mixer called without target positions for this input; call it through "
-                "PosMixDecoder (which sets them) or pass query_positions explicitly"
+                "position-aware module called without positions for this input; call it through "
+                "PosMixEncoder/PosMixDecoder (which set them) or pass query_positions explicitly"
             )
         return qp
 
@@ -158,3 +172,30 @@ class RelativePositionTable(nn.Module):
 
     def forward(self) -> Tensor:
         return self.weight
+
+
+def apply_position_kernels(x: Tensor, positions: Tensor, padding_mask: Optional[Tensor], kernels: Tensor,
+                           option: str) -> Tensor:
+    """out[b, s, g] = x[b, s, g] @ kernels[positions[b, s], g]: a (d x d) kernel per true position
+    and group (PosNet, Eqs. 23-24).
+
+    x: (B, S, G, d); positions: (B, S) from the padding mask; kernels: (P, G, d, d). A position
+    >= P raises a ValueError naming ``option``. A whole sentence (S > 1) is aligned so that
+    column p holds position p, which lets one batched product use kernels[:S] (no per-token
+    copy of the kernels); a single decoding step gathers its kernels.
+    """
+    table_size = kernels.size(0)
+    longest = int(positions.max()) if positions.numel() else 0
+    if longest >= table_size:
+        raise ValueError(f"position {longest} is beyond the PosNet kernel table of {table_size} positions; "
+                         f"raise {option}")
+    kernels = kernels.to(x.dtype)
+    if x.size(1) == 1:
+        return torch.einsum("bgd,bgde->bge", x[:, 0], kernels[positions[:, 0]]).unsqueeze(1)
+    if padding_mask is None:
+        order = torch.arange(x.size(1), device=x.device).unsqueeze(0).expand_as(positions)
+    else:  # the columns of the real tokens first, in order: column p of a row = its position p
+        order = torch.argsort(padding_mask.to(torch.int8), dim=1, stable=True)
+    index = order[:, :, None, None].expand_as(x)
+    aligned = torch.einsum("bpgd,pgde->bpge", torch.gather(x, 1, index), kernels[: x.size(1)])
+    return torch.gather(aligned, 1, positions[:, :, None, None].expand_as(x))

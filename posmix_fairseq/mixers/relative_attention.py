@@ -5,6 +5,9 @@
     c_n  = sum_m a_nm (W^V x_m + a^V_nm)
 with a^K, a^V learned embeddings of the clipped distance clip(floor(gamma n) - m, K), shared
 across heads, one table pair per layer. Parameters: 4(D^2 + D) + 2(2K + 1) D_h.
+Variants of the positional-encoding analysis: K-only (``--S-shaw-value-term off``, the a^V term
+omitted: 4(D^2 + D) + (2K + 1) D_h) and relative sinusoidal (``--S-position-embedding
+sinusoidal``: a^K, a^V are the sinusoids of the clipped distance, no position parameters).
 
 ``relattn`` (Gated position-based attention, Section 7.2, "relative attention"): queries from
 token content, keys from relative positions only (token-position interactions):
@@ -75,9 +78,12 @@ class RelativeKeyEnergy(Energy):
 
 
 @register_mixer("shaw", gated_by_default=False, uses_positions=True,
-                description="Shaw et al. (2018) relative position representations (K and V terms)")
+                description="Shaw et al. (2018) relative position representations (K and V terms)",
+                options={"shaw-value-term": dict(choices=("on", "off"), default="on",
+                                                 help="the a^V term of Shaw Eq. 3 (off: K-only, the positional-"
+                                                      "encoding analysis' variant; default on)")})
 def build_shaw(spec: MixerSpec):
-    return EnergyMixingAttention(spec, ShawEnergy(spec))
+    return EnergyMixingAttention(spec, ShawEnergy(spec, value_term=spec.options["shaw-value-term"] == "on"))
 
 
 @register_mixer("relattn", gated_by_default=False, uses_positions=True,

@@ -53,6 +53,45 @@ VARIANTS = {
                         decoder_self_gating="on", no_token_positional_embeddings=True)),
     "lightconvnet": ("Gated position-based attention", "light convolution with GLU, Eq. 14; Appendix E Table 7",
                      dict(encoder_self_mixer="lightconv", decoder_self_mixer="lightconv")),
+    # Analysis of positional encodings
+    "nope": ("Analysis of positional encodings", "no position signal at all (encoder and decoder)",
+             dict(encoder_position_encoding="none", decoder_position_encoding="none")),
+    "learnedpe": ("Analysis of positional encodings", "learned absolute position embeddings",
+                  dict(encoder_position_encoding="learned", decoder_position_encoding="learned")),
+    "shaw_konly": ("Analysis of positional encodings", "Shaw relative positions, K term only (no a^V)",
+                   dict(encoder_self_mixer="shaw", decoder_self_mixer="shaw", encoder_self_shaw_value_term="off",
+                        decoder_self_shaw_value_term="off", encoder_position_encoding="none",
+                        decoder_position_encoding="none")),
+    "shaw_sin": ("Analysis of positional encodings", "Shaw relative positions with sinusoidal a^K, a^V (no "
+                 "position parameters)",
+                 dict(encoder_self_mixer="shaw", decoder_self_mixer="shaw",
+                      encoder_self_position_embedding="sinusoidal", decoder_self_position_embedding="sinusoidal",
+                      encoder_position_encoding="none", decoder_position_encoding="none")),
+    "shaw_abs": ("Analysis of positional encodings", "relative + absolute: Shaw (K and V) with sinusoidal "
+                 "absolute embeddings",
+                 dict(encoder_self_mixer="shaw", decoder_self_mixer="shaw", encoder_position_encoding="sinusoidal",
+                      decoder_position_encoding="sinusoidal")),
+    "lstmpe": ("Analysis of positional encodings", "LSTM positional encoding: biLSTM encoder input, LSTM "
+               "decoder input",
+               dict(encoder_position_encoding="lstm", decoder_position_encoding="lstm")),
+    # Recurrent positional embedding
+    "rpehead": ("Recurrent positional embedding", "RPEHead, Eqs. 1-4",
+                dict(encoder_position_encoding="rpehead", decoder_position_encoding="rpehead")),
+    "mprhead": ("Recurrent positional embedding", "MPRHead, Eqs. 1-3, 5",
+                dict(encoder_position_encoding="mprhead", decoder_position_encoding="mprhead")),
+    # PosNet and its baselines
+    "posnet_embed": ("PosNet", "PosNet-Embed, Eq. 24 (replaces the absolute embeddings)",
+                     dict(encoder_position_encoding="posnet", decoder_position_encoding="posnet")),
+    "posnet_attn": ("PosNet", "PosNet-Attn, Eqs. 20, 23 (kernels on the self-attention values)",
+                    dict(encoder_self_mixer="posnet", decoder_self_mixer="posnet", encoder_position_encoding="none",
+                         decoder_position_encoding="none")),
+    "t5bias": ("PosNet (baseline: Raffel et al. 2020)", "T5 scalar relative position bias",
+               dict(encoder_self_mixer="t5bias", decoder_self_mixer="t5bias", encoder_position_encoding="none",
+                    decoder_position_encoding="none")),
+    "at5bias": ("PosNet (baseline: Wu et al. 2021)", "AT5: T5 bias with learnable monotone buckets",
+                dict(encoder_self_mixer="t5bias", decoder_self_mixer="t5bias", encoder_self_t5_adaptive="on",
+                     decoder_self_t5_adaptive="on", encoder_position_encoding="none",
+                     decoder_position_encoding="none")),
 }
 
 # The Gaussian paper's own small IWSLT16 configuration (its Section 4): embedding 288, hidden 507,

@@ -1,10 +1,13 @@
-"""``posmix_transformer``: fairseq's Transformer with a token mixer chosen per attention sublayer.
+"""``posmix_transformer``: fairseq's Transformer with a token mixer chosen per attention sublayer
+and a position encoding chosen per encoder/decoder.
 
 Built on fairseq's transformer through its hooks: the model's ``build_encoder``/``build_decoder``,
 the encoder's/decoder's ``build_*_layer``, and the layers' ``build_self_attention`` /
 ``build_encoder_attention``. Each sublayer (``encoder_self``, ``decoder_self``,
 ``decoder_cross``) takes its mixer and options from ``--<sublayer>-mixer``, ``-gating``,
-``-max-relative-position`` and ``-position-embedding``.
+``-max-relative-position`` and ``-position-embedding``. The encoder and the decoder each take an
+embedding-level position module from ``--encoder-position-encoding`` / ``--decoder-position-encoding``
+(see :mod:`posmix_fairseq.position_encodings`).
 """
 import logging
 
@@ -25,7 +28,9 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from ..length_ratio import training_length_ratio
 from ..mixers.base import MIXER_REGISTRY, POSITION_EMBEDDING_KINDS, MixerSpec, build_mixer, mixer_entry
 from ..mixers.no_mixing import NoMixing
-from ..mixers.positions import DecoderPositionContext, SharedPositionTables
+from ..mixers.positions import PositionContext, SharedPositionTables
+from ..position_encodings.base import (POSITION_ENCODING_REGISTRY, SIDES, EmbeddingStage, PositionEncodingSpec,
+                                       position_encoding_entry)
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +59,16 @@ def add_posmix_args(parser):
         kwargs = {k: v for k, v in kwargs.items() if k != "default"}
         for sub in SUBLAYERS:
             group.add_argument(flag(sub, option), **kwargs)
+    for side in SIDES:
+        group.add_argument(f"--{side}-position-encoding", choices=sorted(POSITION_ENCODING_REGISTRY),
+                           metavar="KIND",
+                           help=f"position module of the {side} input: {', '.join(sorted(POSITION_ENCODING_REGISTRY))} "
+                                "(default: fairseq's flags: sinusoidal, learned with --" + side + "-learned-pos, "
+                                "none with --no-token-positional-embeddings)")
+    for option, kwargs in position_encoding_options().items():
+        kwargs = {k: v for k, v in kwargs.items() if k != "default"}
+        for side in SIDES:
+            group.add_argument(f"--{side}-{option}", **kwargs)
     group.add_argument("--decoder-cross-heads", type=str, metavar="H1,H2,...",
                        help="learned cross-attention heads per decoder layer, one number per layer; 0 removes "
                             "that layer's cross-attention (SH-X: 0,0,0,0,0,1). Default: --decoder-attention-heads "
@@ -76,6 +91,19 @@ def mixer_options():
     return merged
 
 
+def position_encoding_options():
+    """Every registered position encoding's own options (name -> argparse kwargs), merged."""
+    merged = {}
+    for entry in POSITION_ENCODING_REGISTRY.values():
+        merged.update(entry.options)
+    return merged
+
+
+def option_value(cfg, prefix: str, option: str, default):
+    value = getattr(cfg, f"{prefix}_{option.replace('-', '_')}", None)
+    return default if value is None else value
+
+
 def posmix_base_architecture(args):
     defaults = {"mixer": "mha", "gating": "default", "max_relative_position": DEFAULT_MAX_RELATIVE_POSITION,
                 "position_embedding": None}
@@ -83,6 +111,11 @@ def posmix_base_architecture(args):
         for option, default in defaults.items():
             if getattr(args, f"{sub}_{option}", None) is None:  # never `or`: K=0 must reach validation
                 setattr(args, f"{sub}_{option}", default)
+    for side in SIDES:
+        if getattr(args, f"{side}_position_encoding", None) is None:  # fairseq's own flags decide
+            kind = ("none" if getattr(args, "no_token_positional_embeddings", False)
+                    else "learned" if getattr(args, f"{side}_learned_pos", False) else "sinusoidal")
+            setattr(args, f"{side}_position_encoding", kind)
     args.length_ratio = getattr(args, "length_ratio", None)
     args.decoder_cross_heads = getattr(args, "decoder_cross_heads", None)
     args.no_encoder_ffn = getattr(args, "no_encoder_ffn", False)
@@ -104,6 +137,13 @@ def validate_posmix_args(args):
         if kind is not None and kind not in POSITION_EMBEDDING_KINDS:
             raise ValueError(f"{flag(sub, 'position-embedding')}: {kind!r} is not one of "
                              f"{', '.join(POSITION_EMBEDDING_KINDS)}")
+    for side in SIDES:
+        name = getattr(args, f"{side}_position_encoding")
+        entry = position_encoding_entry(name, f"--{side}-position-encoding")
+        if entry.first_self_mixer and getattr(args, f"{side}_self_mixer") != "mha":
+            raise ValueError(f"--{side}-position-encoding {name} feeds its first self-attention layer head by head "
+                             f"({entry.first_self_mixer}); it needs --{side}-self-mixer mha "
+                             f"(got {getattr(args, f'{side}_self_mixer')})")
     if args.length_ratio is not None and not args.length_ratio > 0:
         raise ValueError(f"--length-ratio must be > 0 (got {args.length_ratio})")
     cross_heads(args)  # validates --decoder-cross-heads
@@ -159,6 +199,11 @@ class MixerPlan:
     def spec(self, sublayer: str, layer_idx: int) -> MixerSpec:
         cfg = self.cfg
         name = getattr(cfg, f"{sublayer}_mixer", "mha")
+        if sublayer != "decoder_cross" and layer_idx == 0:
+            side = sublayer.split("_")[0]
+            encoding = position_encoding_entry(getattr(cfg, f"{side}_position_encoding", "sinusoidal"),
+                                               f"--{side}-position-encoding")
+            name = encoding.first_self_mixer or name  # RPEHead/MPRHead: heads from input slices
         entry = mixer_entry(name, flag(sublayer, "mixer"))
         gating = getattr(cfg, f"{sublayer}_gating", "default")
         side = cfg.encoder if sublayer == "encoder_self" else cfg.decoder
@@ -202,8 +247,7 @@ class MixerPlan:
         )
 
     def _option(self, sublayer, option, default):
-        value = getattr(self.cfg, f"{sublayer}_{option.replace('-', '_')}", None)
-        return default if value is None else value
+        return option_value(self.cfg, sublayer, option, default)
 
     def build(self, sublayer: str, layer_idx: int):
         return build_mixer(self.spec(sublayer, layer_idx))
@@ -275,14 +319,59 @@ class PosMixDecoderLayer(RemovableSublayers, TransformerDecoderLayerBase):
         return self._mixer_plan.build("decoder_cross", self.layer_idx)
 
 
+def side_config(args, side: str) -> TransformerConfig:
+    """The encoder's or decoder's config: fairseq's additive position embeddings on or off and
+    learned or sinusoidal as ``--<side>-position-encoding`` says (fairseq's flags are global)."""
+    cfg = TransformerConfig.from_namespace(args)
+    entry = position_encoding_entry(getattr(args, f"{side}_position_encoding"), f"--{side}-position-encoding")
+    cfg.no_token_positional_embeddings = entry.token_positions is None
+    getattr(cfg, side).learned_pos = entry.token_positions == "learned"
+    return cfg
+
+
+def install_position_encoding(owner, cfg, side: str, context: PositionContext):
+    """Build the side's embedding-level position module (if it is not fairseq's additive one) and
+    run it in the ``layernorm_embedding`` slot, before the original LayerNorm."""
+    name = getattr(cfg, f"{side}_position_encoding", "sinusoidal")
+    entry = position_encoding_entry(name, f"--{side}-position-encoding")
+    side_cfg = getattr(cfg, side)
+    spec = PositionEncodingSpec(
+        name=name, side=side, embed_dim=side_cfg.embed_dim, num_heads=side_cfg.attention_heads, dropout=cfg.dropout,
+        options={option: option_value(cfg, side, option, kwargs.get("default"))
+                 for option, kwargs in entry.options.items()})
+    module = entry.builder(spec)
+    if module is not None:
+        owner.layernorm_embedding = EmbeddingStage(module, context, owner.layernorm_embedding)
+    owner.__dict__["_learned_positions_limit"] = (
+        (getattr(cfg, f"max_{'source' if side == 'encoder' else 'target'}_positions"),
+         f"--max-{'source' if side == 'encoder' else 'target'}-positions")
+        if entry.token_positions == "learned" else None)
+
+
+def check_learned_positions(owner, positions):
+    """A clear error instead of fairseq's index error beyond a learned position table."""
+    limit = owner.__dict__.get("_learned_positions_limit")
+    if limit is not None and positions.numel() and int(positions.max()) >= limit[0]:
+        raise ValueError(f"position {int(positions.max())} is beyond the learned position embeddings of "
+                         f"{limit[0]} positions; raise {limit[1]} (it sizes the table) or use sinusoidal ones")
+
+
 class PosMixEncoder(TransformerEncoderBase):
-    """Transformer encoder whose self-attention sublayers are token mixers."""
+    """Transformer encoder whose self-attention sublayers are token mixers and whose input gets the
+    position module of ``--encoder-position-encoding``."""
 
     def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
-        plan = MixerPlan(cfg, SharedPositionTables())
+        plan = MixerPlan(cfg, SharedPositionTables(), PositionContext())
         self.__dict__["_mixer_plan"] = plan  # plain attribute, set before nn.Module.__init__
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
         self.mixer_position_tables = plan.shared_tables.tables
+        install_position_encoding(self, cfg, "encoder", plan.position_context)
+
+    def forward_embedding(self, src_tokens, token_embedding=None):
+        context = self._mixer_plan.position_context
+        context.set(src_tokens, self.padding_idx)
+        check_learned_positions(self, context.query_positions)
+        return super().forward_embedding(src_tokens, token_embedding)
 
     def build_encoder_layer(self, cfg):
         layer_idx = self._mixer_plan.next_layer_index()
@@ -290,18 +379,20 @@ class PosMixEncoder(TransformerEncoderBase):
 
 
 class PosMixDecoder(TransformerDecoderBase):
-    """Transformer decoder whose self- and cross-attention sublayers are token mixers.
+    """Transformer decoder whose self- and cross-attention sublayers are token mixers and whose
+    input gets the position module of ``--decoder-position-encoding``.
 
-    Before its layers run it publishes the padding-aware target positions (from the full
-    ``prev_output_tokens``, exact in incremental decoding) to its mixers.
+    Before embedding it publishes the padding-aware target positions (from the full
+    ``prev_output_tokens``, exact in incremental decoding) to its position module and mixers.
     """
 
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
-        plan = MixerPlan(cfg, SharedPositionTables(), DecoderPositionContext())
+        plan = MixerPlan(cfg, SharedPositionTables(), PositionContext())
         self.__dict__["_mixer_plan"] = plan
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
                          output_projection=output_projection)
         self.mixer_position_tables = plan.shared_tables.tables
+        install_position_encoding(self, cfg, "decoder", plan.position_context)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         layer_idx = self._mixer_plan.next_layer_index()
@@ -310,8 +401,9 @@ class PosMixDecoder(TransformerDecoderBase):
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None,
                          full_context_alignment=False, alignment_layer=None, alignment_heads=None):
-        self._mixer_plan.position_context.set(prev_output_tokens, self.padding_idx,
-                                              incremental=incremental_state is not None)
+        context = self._mixer_plan.position_context
+        context.set(prev_output_tokens, self.padding_idx, incremental_state)
+        check_learned_positions(self, context.query_positions)
         return super().extract_features(prev_output_tokens, encoder_out, incremental_state,
                                         full_context_alignment, alignment_layer, alignment_heads)
 
@@ -336,11 +428,11 @@ class PosMixTransformerModel(TransformerModel):
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
-        return PosMixEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
+        return PosMixEncoder(side_config(args, "encoder"), src_dict, embed_tokens)
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
-        cfg = TransformerConfig.from_namespace(args)
+        cfg = side_config(args, "decoder")
         return PosMixDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
 
 

@@ -1,0 +1,77 @@
+"""``posnet``: PosNet-Attn, positional kernels on the attention values (PosNet, Eqs. 20 and 23).
+
+    head_h(n)     = sum_m softmax_m(q^h_n k^h_m^T / sqrt(d_k)) PosNet(v^h_m; Phi)     (Eq. 20)
+    PosNet(v; Phi) = act(v^h_m Phi[p_m, h]) + v^h_m                                    (Eq. 23)
+
+with q, k, v the usual projections and Phi a (D_h x D_h) kernel per key position p_m and head h.
+p_m is the key's TRUE position (padding excluded; fairseq left-pads sources). By default one
+kernel tensor (P x H x D_h x D_h) is shared by the layers of each sublayer kind
+(``--S-posnet-share-kernels``); the encoder and the decoder never share one. The table covers
+positions below ``--S-posnet-max-positions`` (default 256); a longer sentence raises a clear error.
+
+Parameters: 4(D^2 + D) per layer, plus P * H * D_h^2 = P * D * D_h per kernel tensor.
+"""
+import torch
+from fairseq import utils
+from torch import nn
+
+from .base import MixerSpec, register_mixer
+from .content_attention import ContentEnergy
+from .energy_attention import EnergyMixingAttention
+from .positions import apply_position_kernels
+
+ON_OFF = ("on", "off")
+
+
+def position_kernels(positions: int, groups: int, dim: int) -> nn.Parameter:
+    """(P, G, d, d) kernels, N(0, 1/d): x @ Phi keeps the scale of x."""
+    return nn.Parameter(torch.randn(positions, groups, dim, dim) * dim ** -0.5)
+
+
+class PositionKernels(nn.Module):
+    def __init__(self, positions: int, groups: int, dim: int):
+        super().__init__()
+        self.weight = position_kernels(positions, groups, dim)
+
+
+class PosNetAttention(EnergyMixingAttention):
+    def __init__(self, spec: MixerSpec):
+        super().__init__(spec, ContentEnergy(spec))
+        opts = spec.options
+        self.max_positions_option = spec.option_prefix + "-posnet-max-positions"
+        max_positions = int(opts["posnet-max-positions"])
+        if max_positions < 1:
+            raise ValueError(f"{self.max_positions_option} must be >= 1 (got {max_positions})")
+        self.activation_fn = utils.get_activation_fn(opts["posnet-activation"])
+        if opts["posnet-share-kernels"] == "on":
+            # plain attribute: the encoder/decoder registers the shared tensor once
+            self.__dict__["_shared_kernels"] = spec.shared_tables.shared(
+                f"posnet_{spec.placement}", lambda: PositionKernels(max_positions, self.num_heads, self.head_dim))
+        else:
+            self.kernels = PositionKernels(max_positions, self.num_heads, self.head_dim)
+
+    @property
+    def kernel_weight(self):
+        shared = self.__dict__.get("_shared_kernels")
+        return (shared if shared is not None else self.kernels).weight
+
+    def _values(self, value, key_positions, key_padding_mask):
+        v = super()._values(value, key_positions, key_padding_mask).transpose(1, 2)  # (B, S, H, Dh)
+        kernelled = apply_position_kernels(v, key_positions, key_padding_mask, self.kernel_weight,
+                                           self.max_positions_option)
+        return (self.activation_fn(kernelled) + v).transpose(1, 2)
+
+
+@register_mixer("posnet", gated_by_default=False, uses_positions=True,
+                description="PosNet-Attn (PosNet Eqs. 20, 23): content attention over values with per-position kernels",
+                options={
+                    "posnet-max-positions": dict(type=int, default=256, metavar="P",
+                                                 help="positions covered by the PosNet kernel table (default 256)"),
+                    "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="gelu",
+                                              help="act of PosNet (Eqs. 23-24; default gelu)"),
+                    "posnet-share-kernels": dict(choices=ON_OFF, default="on",
+                                                 help="one PosNet-Attn kernel tensor for all layers of this "
+                                                      "sublayer kind (default on) or one per layer"),
+                })
+def build_posnet(spec: MixerSpec):
+    return PosNetAttention(spec)

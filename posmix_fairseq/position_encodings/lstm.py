@@ -1,0 +1,64 @@
+"""``lstm``: LSTM positional encoding (Analysis of positional encodings).
+
+An LSTM between the embeddings and the first layer is the only position signal:
+
+    encoder: x'_j = [LSTM_fwd(x_1..x_j) : LSTM_bwd(x_j..x_J)]   (D/2 units per direction)
+    decoder: x'_i = LSTM(x_1..x_i)                               (D units; left to right)
+
+and x' replaces x as the input of the first layer (no residual connection, no other
+position embedding). Padding is excluded (each sentence runs over its own tokens, left- or
+right-padded alike); in incremental decoding the decoder LSTM's (h, c) lives in fairseq's
+incremental state, reordered with the beams, so a step costs O(1) in the prefix length.
+Parameters per direction and layer: 4 (h (d_in + h) + 2 h) for h units.
+"""
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from ..mixers.base import BatchFirstIncrementalState
+from .base import PositionEncodingSpec, gather_rows, left_aligned, register_position_encoding
+
+
+class LstmPositionEncoding(BatchFirstIncrementalState):
+    def __init__(self, spec: PositionEncodingSpec):
+        super().__init__()
+        layers = int(spec.options["position-lstm-layers"])
+        if layers < 1:
+            raise ValueError(f"{spec.option_prefix}-position-lstm-layers must be >= 1 (got {layers})")
+        self.bidirectional = not spec.causal
+        if self.bidirectional and spec.embed_dim % 2:
+            raise ValueError(f"--encoder-position-encoding lstm needs an even --encoder-embed-dim "
+                             f"(D/2 units per direction; got {spec.embed_dim})")
+        hidden = spec.embed_dim // 2 if self.bidirectional else spec.embed_dim
+        self.lstm = nn.LSTM(spec.embed_dim, hidden, num_layers=layers, batch_first=True,
+                            bidirectional=self.bidirectional, dropout=spec.dropout if layers > 1 else 0.0)
+
+    def forward(self, x, context):
+        if context.incremental_state is not None:
+            return self._step(x, context)
+        order, lengths = left_aligned(context.padding_mask, x.size(0), x.size(1), x.device)
+        packed = pack_padded_sequence(gather_rows(x, order), lengths.clamp(min=1).cpu(), batch_first=True,
+                                      enforce_sorted=False)
+        out, _ = pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=x.size(1))
+        return gather_rows(out, context.query_positions)  # back to each token's column
+
+    def _step(self, x, context):
+        """One decoding step (B, 1, D); a padding token leaves the state unchanged."""
+        buffer = self._get_input_buffer(context.incremental_state)
+        state = None
+        if "h" in buffer:  # stored batch first: (B, layers, units)
+            state = (buffer["h"].transpose(0, 1).contiguous(), buffer["c"].transpose(0, 1).contiguous())
+        out, (h, c) = self.lstm(x, state)
+        if state is not None:
+            keep = context.padding_mask[:, 0].view(1, -1, 1)
+            h, c = torch.where(keep, state[0], h), torch.where(keep, state[1], c)
+        self._set_input_buffer(context.incremental_state, {"h": h.transpose(0, 1), "c": c.transpose(0, 1)})
+        return out
+
+
+@register_position_encoding(
+    "lstm", description="LSTM positional encoding: biLSTM (encoder) / LSTM (decoder) after the embeddings",
+    options={"position-lstm-layers": dict(type=int, default=1, metavar="N",
+                                          help="layers of the positional LSTM (default 1)")})
+def build_lstm_positions(spec: PositionEncodingSpec):
+    return LstmPositionEncoding(spec)

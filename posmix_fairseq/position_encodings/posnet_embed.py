@@ -1,0 +1,66 @@
+"""``posnet``: PosNet-Embed, positional kernels at the embeddings (PosNet, Eq. 24).
+
+    H = Dropout(act((X W_1) (x) Phi) W_2) + X,   ((X W_1) (x) Phi)_j = (x_j W_1) Phi[p_j]
+
+W_1 (D x d_p), W_2 (d_p x D) and a kernel Phi[p] (d_p x d_p) per position p; d_p =
+``--S-posnet-dim`` (default 128, or 256 when the embedding dim is >= 1024: the paper's Base and
+Big); its own dropout ``--S-posnet-dropout`` (default: --dropout) before the residual. It
+replaces the absolute position embedding. p_j is the token's TRUE position (padding excluded:
+the paper's code turned left padding off instead, and shared one PosNet between encoder and
+decoder, leaving the decoder without a position signal; here each side has its own). The
+kernel table covers positions below ``--S-posnet-max-positions`` (default 256); a longer
+sentence raises a clear error naming it. Parameters: 2 D d_p + P d_p^2.
+"""
+import torch
+from fairseq import utils
+from torch import nn
+
+from ..mixers.positions import apply_position_kernels
+from .base import PositionEncodingSpec, register_position_encoding
+
+
+class PosNetEmbedding(nn.Module):
+    def __init__(self, spec: PositionEncodingSpec):
+        super().__init__()
+        opts, prefix = spec.options, spec.option_prefix
+        d_p = opts["posnet-dim"]
+        d_p = int(d_p) if d_p is not None else (256 if spec.embed_dim >= 1024 else 128)
+        max_positions = int(opts["posnet-max-positions"])
+        self.max_positions_option = prefix + "-posnet-max-positions"
+        if d_p < 1:
+            raise ValueError(f"{prefix}-posnet-dim must be >= 1 (got {d_p})")
+        if max_positions < 1:
+            raise ValueError(f"{self.max_positions_option} must be >= 1 (got {max_positions})")
+        dropout = opts["posnet-dropout"]
+        dropout = spec.dropout if dropout is None else float(dropout)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"{prefix}-posnet-dropout must be in [0, 1) (got {dropout})")
+        self.w1 = nn.Linear(spec.embed_dim, d_p, bias=False)
+        self.w2 = nn.Linear(d_p, spec.embed_dim, bias=False)
+        nn.init.xavier_uniform_(self.w1.weight)
+        nn.init.xavier_uniform_(self.w2.weight)
+        self.kernels = nn.Parameter(torch.randn(max_positions, 1, d_p, d_p) * d_p ** -0.5)
+        self.activation_fn = utils.get_activation_fn(opts["posnet-activation"])
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, context):
+        projected = self.w1(x).unsqueeze(2)  # (B, T, 1, d_p)
+        kernelled = apply_position_kernels(projected, context.query_positions, context.padding_mask,
+                                           self.kernels, self.max_positions_option).squeeze(2)
+        return self.dropout(self.w2(self.activation_fn(kernelled))) + x
+
+
+@register_position_encoding(
+    "posnet", description="PosNet-Embed (PosNet Eq. 24): per-position kernels at the embeddings",
+    options={
+        "posnet-dim": dict(type=int, default=None, metavar="D_P",
+                           help="d_p of PosNet-Embed (default 128; 256 when the embedding dim >= 1024)"),
+        "posnet-max-positions": dict(type=int, default=256, metavar="P",
+                                     help="positions covered by the PosNet-Embed kernel table (default 256)"),
+        "posnet-dropout": dict(type=float, default=None, metavar="P",
+                               help="dropout of PosNet-Embed before its residual (default: --dropout)"),
+        "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="gelu",
+                                  help="act of PosNet-Embed (default gelu)"),
+    })
+def build_posnet_embed(spec: PositionEncodingSpec):
+    return PosNetEmbedding(spec)
