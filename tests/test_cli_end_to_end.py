@@ -37,6 +37,12 @@ CASES = {
                                    "--decoder-self-gating", "on", "--encoder-self-lightconv-global-context", "on",
                                    "--decoder-self-lightconv-global-context", "on"],
     "lightconvnet": ["--arch", "lightconvnet_iwslt_de_en"],
+    # the positional-encoding family
+    **{variant: ["--arch", f"{variant}_iwslt_de_en"]
+       for variant in ("nope", "learnedpe", "shaw_konly", "shaw_sin", "shaw_abs", "lstmpe", "rpehead", "mprhead",
+                       "posnet_embed", "posnet_attn", "t5bias", "at5bias")},
+    "rpe_lstm_bidirectional": ["--arch", "mprhead_iwslt_de_en", "--encoder-rpe-cell", "lstm",
+                               "--encoder-rpe-direction", "bidirectional", "--decoder-rpe-cell", "lstm"],
 }
 
 

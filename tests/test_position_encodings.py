@@ -1,0 +1,368 @@
+"""The positional-encoding family: symmetry, length generalisation, the papers' equations,
+parameter formulas and clear errors."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import build_model, random_batch
+from posmix_fairseq.mixers.t5_bias import ScalarRelativeBias, t5_bucket
+from posmix_fairseq.mixers.positions import PositionContext, sinusoidal_encoding
+from posmix_fairseq.position_encodings.base import PositionEncodingSpec
+from posmix_fairseq.position_encodings.recurrent import RecurrentPositionalEmbedding
+
+POSITION_METHODS = ["posmix_transformer", "learnedpe", "shaw", "shaw_konly", "shaw_sin", "shaw_abs", "relattn",
+                    "lstmpe", "rpehead", "mprhead", "posnet_embed", "posnet_attn", "t5bias", "at5bias",
+                    "rposnet", "aposnet", "linearnet", "hc_sa", "fouriernet", "lightconvnet"]
+
+
+def encoder_states(model, src):
+    with torch.no_grad():
+        return model.encoder(src, torch.tensor([src.size(1)] * src.size(0)))["encoder_out"][0]  # (T, B, D)
+
+
+def test_encoder_without_position_signal_is_permutation_equivariant():
+    model, d = build_model(["--arch", "nope_iwslt_de_en"])
+    src, _ = random_batch(d, [12], seed=7)
+    perm = torch.randperm(12, generator=torch.Generator().manual_seed(0))
+    out, out_perm = encoder_states(model, src), encoder_states(model, src[:, perm])
+    torch.testing.assert_close(out_perm, out[perm], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("variant", POSITION_METHODS)
+def test_each_position_method_breaks_permutation_equivariance(variant):
+    model, d = build_model(["--arch", f"{variant}_iwslt_de_en"])
+    src, _ = random_batch(d, [12], seed=7)
+    perm = torch.randperm(12, generator=torch.Generator().manual_seed(0))
+    out, out_perm = encoder_states(model, src), encoder_states(model, src[:, perm])
+    assert (out_perm - out[perm]).abs().max().item() > 1e-3, f"{variant}: the encoder ignores word order"
+
+
+def last_decoder_state(model, d, prev):
+    src, src_len = random_batch(d, [5], seed=3)
+    with torch.no_grad():
+        features, _ = model.decoder(prev, encoder_out=model.encoder(src, src_len), features_only=True)
+    return features[0, -1]
+
+
+def prefix_permutation_changes_the_last_state(variant, *flags):
+    """A one-layer decoder: without a position signal its last state sees the prefix as a set,
+    so permuting the earlier tokens leaves it unchanged."""
+    model, d = build_model(["--arch", f"{variant}_iwslt_de_en", "--decoder-layers", "1", *flags])
+    prev = torch.arange(d.nspecial, d.nspecial + 8).unsqueeze(0)
+    permuted = prev[:, [3, 0, 6, 1, 5, 2, 4, 7]]  # the last token stays last
+    return (last_decoder_state(model, d, prev) - last_decoder_state(model, d, permuted)).abs().max().item()
+
+
+def test_decoder_without_position_signal_sees_its_prefix_as_a_set():
+    assert prefix_permutation_changes_the_last_state("nope") < 1e-5
+
+
+@pytest.mark.parametrize("variant", ["posmix_transformer", "learnedpe", "shaw_konly", "shaw_sin", "lstmpe", "rpehead",
+                                     "mprhead", "posnet_embed", "posnet_attn", "t5bias", "at5bias"])
+def test_each_decoder_position_method_gives_the_decoder_a_position_signal(variant):
+    assert prefix_permutation_changes_the_last_state(variant) > 1e-3, f"{variant}: decoder has no position signal"
+
+
+# ---------------------------------------------------------------------------------------------
+# length generalisation: TINY models have --max-source/target-positions 64; sentences of 80 tokens
+EXTRAPOLATING = ["posmix_transformer", "nope", "shaw", "shaw_konly", "shaw_sin", "shaw_abs", "relattn", "lstmpe",
+                 "rpehead", "mprhead", "t5bias", "at5bias", "aposnet", "hc_sa"]  # aposnet: sinusoidal n~, m~
+BOUNDED = {  # arch flags -> the option the error must name
+    "learnedpe": ([], "--max-source-positions"),
+    "rposnet": ([], "--max-source-positions"),  # its learned absolute query table n~ (Eq. 9)
+    "posnet_embed": (["--encoder-posnet-max-positions", "70"], "--encoder-posnet-max-positions"),
+    "posnet_attn": (["--encoder-self-posnet-max-positions", "70"], "--encoder-self-posnet-max-positions"),
+    "linearnet": (["--encoder-self-linear-max-positions", "70"], "--encoder-self-linear-max-positions"),
+}
+
+
+def long_batch(d, length=80):
+    return random_batch(d, [length, 30], seed=11)
+
+
+@pytest.mark.parametrize("variant", EXTRAPOLATING)
+def test_relative_and_recurrent_methods_run_beyond_the_trained_lengths(variant):
+    model, d = build_model(["--arch", f"{variant}_iwslt_de_en"])
+    src, src_len = long_batch(d)
+    prev = torch.cat([torch.full((2, 1), d.eos()), src[:, :-1].flip(1)], dim=1)  # targets of 80 too
+    with torch.no_grad():
+        logits, _ = model(src, src_len, prev)
+    assert torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("variant", sorted(BOUNDED))
+def test_position_tables_raise_a_clear_error_beyond_their_length(variant):
+    flags, option = BOUNDED[variant]
+    model, d = build_model(["--arch", f"{variant}_iwslt_de_en", *flags])
+    src, src_len = long_batch(d)
+    with pytest.raises(ValueError, match=option):
+        model.encoder(src, src_len)
+    short, short_len = random_batch(d, [20], seed=1)
+    model.encoder(short, short_len)  # within the table: fine
+
+
+def test_learned_decoder_positions_raise_a_clear_error_naming_max_target_positions():
+    model, d = build_model(["--arch", "learnedpe_iwslt_de_en"])
+    src, src_len = random_batch(d, [5], seed=1)
+    prev = torch.full((1, 70), d.nspecial + 2)
+    with pytest.raises(ValueError, match="--max-target-positions"):
+        model(src, src_len, prev)
+
+
+def test_shaw_beyond_k_equals_clipped_distance():
+    """Relative methods extrapolate by clipping: a key at distance 70 scores like one at K."""
+    model, d = build_model(["--arch", "shaw_konly_iwslt_de_en", "--encoder-self-max-relative-position", "4"])
+    energy = model.encoder.layers[0].self_attn.energy
+    q = torch.randn(1, 1, 32)
+    keys = torch.randn(1, 4, 1, 8).expand(1, 4, 2, 8)
+    far = energy.logits(q, torch.tensor([[70]]), keys, torch.tensor([[0, 66]]))
+    torch.testing.assert_close(far[..., 0], far[..., 1])
+
+
+# ---------------------------------------------------------------------------------------------
+# the papers' equations
+def context_for(length, batch=1, padding_mask=None):
+    ctx = PositionContext()
+    tokens = torch.full((batch, length), 5)
+    if padding_mask is not None:
+        tokens[padding_mask] = 1
+    ctx.set(tokens, 1)
+    return ctx
+
+
+def rpe_spec(side="encoder", **options):
+    opts = {"rpe-heads": 1, "rpe-cell": "gru", "rpe-direction": "forward", "rpe-sinusoids": "on"}
+    opts.update({k.replace("_", "-"): v for k, v in options.items()})
+    return PositionEncodingSpec(name="rpehead", side=side, embed_dim=16, num_heads=4, dropout=0.0, options=opts)
+
+
+@pytest.mark.parametrize("per_head", [False, True])
+def test_rpe_equals_direct_implementation_of_eqs_1_to_5(per_head):
+    torch.manual_seed(0)
+    rpe = RecurrentPositionalEmbedding(rpe_spec(), per_head=per_head)
+    x = torch.randn(1, 6, 16)
+    out = rpe(x, context_for(6))
+    d_r, d_p = 4, 12  # t = 1 of H = 4 heads, D = 16
+    cell = rpe.cells[0]
+    r_prev, rs = torch.zeros(1, d_r), []
+    for j in range(6):  # Eq. 1: r_j = tanh(f_RNN(x^r_j, r_{j-1}) W^r + b^r)
+        h = cell.cell(x[:, j, d_p:], r_prev)
+        r_prev = torch.tanh(h @ cell.output.weight.t() + cell.output.bias)
+        rs.append(r_prev)
+    r = torch.stack(rs, dim=1)
+    p = x[..., :d_p] + sinusoidal_encoding(torch.arange(6), d_p)  # Eqs. 2-3
+    if not per_head:
+        expected = torch.cat([p, r], dim=-1)  # Eq. 4
+    else:  # Eq. 5: [p^1 : r^1 : ... : p^4 : r^4]
+        expected = torch.cat([torch.cat([p[..., 3 * h: 3 * h + 3], r[..., h: h + 1]], -1) for h in range(4)], -1)
+    torch.testing.assert_close(out, expected)
+
+
+def test_rpe_backward_and_bidirectional_read_the_sentence_right_to_left():
+    torch.manual_seed(0)
+    x = torch.randn(1, 5, 16)
+    backward = RecurrentPositionalEmbedding(rpe_spec(rpe_direction="backward"), per_head=False)
+    out = backward(x, context_for(5))
+    flipped = backward.cells[0].run(x[..., 12:].flip(1)).flip(1)
+    torch.testing.assert_close(out[..., 12:], flipped)
+    bi = RecurrentPositionalEmbedding(rpe_spec(rpe_direction="bidirectional"), per_head=False)
+    r = bi(x, context_for(5))[..., 12:]
+    torch.testing.assert_close(r[..., :2], bi.cells[0].run(x[..., 12:]))
+    torch.testing.assert_close(r[..., 2:], bi.cells[1].run(x[..., 12:].flip(1)).flip(1))
+
+
+def test_rpehead_first_layer_feeds_t_heads_from_the_recurrent_part_only():
+    """Eq. 4 with d_r = t D / H: perturbing R changes the attention of the last t heads only."""
+    model, d = build_model(["--arch", "rpehead_iwslt_de_en", "--encoder-rpe-heads", "1"])
+    attn = model.encoder.layers[0].self_attn  # sliced_mha
+    x = torch.randn(7, 1, 32)
+    y = x.clone()
+    y[..., 24:] += torch.randn(7, 1, 8)  # R = the last t * D / H = 8 dims
+    _, wx = attn(x, x, x, need_weights=False, need_head_weights=True)
+    _, wy = attn(y, y, y, need_weights=False, need_head_weights=True)
+    assert torch.allclose(wx[:3], wy[:3]) and not torch.allclose(wx[3], wy[3])
+    assert type(model.encoder.layers[1].self_attn).__name__ == "MultiheadAttention"  # later layers unchanged
+
+
+def test_posnet_embed_equals_eq_24_with_true_positions():
+    model, d = build_model(["--arch", "posnet_embed_iwslt_de_en", "--encoder-posnet-activation", "relu"])
+    stage = model.encoder.layernorm_embedding
+    posnet = stage.encoding
+    x = torch.randn(2, 5, 32)
+    pad = torch.tensor([[True, True, False, False, False], [False] * 5])  # row 0 left-padded
+    out = posnet(x, context_for(5, 2, pad))
+    for b, offset in ((0, 2), (1, 0)):
+        for j in range(offset, 5):
+            h = F.relu((x[b, j] @ posnet.w1.weight.t()) @ posnet.kernels[j - offset, 0]) @ posnet.w2.weight.t()
+            torch.testing.assert_close(out[b, j], h + x[b, j])
+
+
+def test_posnet_attn_equals_eqs_20_and_23():
+    model, d = build_model(["--arch", "posnet_attn_iwslt_de_en"])
+    attn = model.encoder.layers[0].self_attn
+    x = torch.randn(6, 2, 32)
+    pad = torch.tensor([[True, False, False, False, False, False], [False] * 6])
+    out, _ = attn(x, x, x, key_padding_mask=pad)
+    e = attn.energy
+    phi = attn.kernel_weight  # (P, H, Dh, Dh)
+    for b, offset in ((0, 1), (1, 0)):
+        xs = x[offset:, b]
+        q = (xs @ e.q_proj.weight.t() + e.q_proj.bias).view(-1, 4, 8).transpose(0, 1) / math.sqrt(8)
+        k = (xs @ e.k_proj.weight.t() + e.k_proj.bias).view(-1, 4, 8).transpose(0, 1)
+        v = (xs @ attn.v_proj.weight.t() + attn.v_proj.bias).view(-1, 4, 8).transpose(0, 1)  # (H, M, Dh)
+        v_pos = F.gelu(torch.einsum("hmd,mhde->hme", v, phi[: v.size(1)])) + v  # Eq. 23, true positions
+        c = torch.softmax(q @ k.transpose(1, 2), dim=-1) @ v_pos  # Eq. 20
+        expected = c.transpose(0, 1).reshape(-1, 32) @ attn.out_proj.weight.t() + attn.out_proj.bias
+        torch.testing.assert_close(out[offset:, b], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_posnet_kernels_are_shared_across_layers_but_not_between_encoder_and_decoder():
+    model, _ = build_model(["--arch", "posnet_attn_iwslt_de_en"])
+    enc = [layer.self_attn.kernel_weight for layer in model.encoder.layers]
+    dec = [layer.self_attn.kernel_weight for layer in model.decoder.layers]
+    assert enc[0] is enc[1] and dec[0] is dec[1] and enc[0] is not dec[0]
+    unshared, _ = build_model(["--arch", "posnet_attn_iwslt_de_en", "--encoder-self-posnet-share-kernels", "off"])
+    assert unshared.encoder.layers[0].self_attn.kernel_weight is not unshared.encoder.layers[1].self_attn.kernel_weight
+
+
+def reference_t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
+    """Raffel et al.'s bucket of memory_position - query_position, written out per element."""
+    ret, n = 0, -relative_position
+    if bidirectional:
+        num_buckets //= 2
+        ret += num_buckets if n < 0 else 0
+        n = abs(n)
+    else:
+        n = max(n, 0)
+    max_exact = num_buckets // 2
+    if n < max_exact:
+        return ret + n
+    large = max_exact + int(math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact))
+    return ret + min(large, num_buckets - 1)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_t5_buckets_equal_the_reference_definition(bidirectional):
+    distances = torch.arange(-300, 301)  # query - key
+    ours = t5_bucket(distances, bidirectional, 32, 128)
+    ref = [reference_t5_bucket(-int(dd), bidirectional, 32, 128) for dd in distances]
+    assert ours.tolist() == ref
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_at5_equals_t5_at_initialisation_and_stays_monotone(bidirectional):
+    torch.manual_seed(0)
+    t5 = ScalarRelativeBias(4, 32, 128, bidirectional, adaptive=False, embed_dim=16)
+    at5 = ScalarRelativeBias(4, 32, 128, bidirectional, adaptive=True, embed_dim=16)
+    with torch.no_grad():
+        at5.bias.copy_(t5.bias)
+    qp, kp = torch.arange(200).unsqueeze(0), torch.arange(200).unsqueeze(0)
+    torch.testing.assert_close(at5(qp, kp), t5(qp, kp), atol=0, rtol=0)
+    # gradients reach the bucket boundaries, and any increments keep u monotone
+    at5(qp, kp).pow(2).sum().backward()
+    assert at5.increments.grad.abs().sum() > 0
+    with torch.no_grad():
+        at5.increments.add_(torch.randn_like(at5.increments))
+    u = at5.bucket_coordinates()
+    assert (u[:, 1:] >= u[:, :-1]).all()
+
+
+def test_t5_bias_table_is_shared_by_the_layers_of_one_side():
+    model, _ = build_model(["--arch", "t5bias_iwslt_de_en"])
+    enc = [layer.self_attn.energy.relative_bias for layer in model.encoder.layers]
+    dec = [layer.self_attn.energy.relative_bias for layer in model.decoder.layers]
+    assert enc[0] is enc[1] and dec[0] is dec[1] and enc[0] is not dec[0]
+    assert enc[0].bidirectional and not dec[0].bidirectional
+
+
+def test_lstm_encoder_equals_torch_bilstm_on_the_unpadded_sentence():
+    model, d = build_model(["--arch", "lstmpe_iwslt_de_en"])
+    stage = model.encoder.layernorm_embedding
+    x = torch.randn(2, 6, 32)
+    pad = torch.tensor([[True, True, False, False, False, False], [False] * 6])
+    out = stage.encoding(x, context_for(6, 2, pad))
+    with torch.no_grad():
+        ref, _ = stage.encoding.lstm(x[0:1, 2:])
+    torch.testing.assert_close(out[0, 2:], ref[0])
+
+
+def test_position_encoding_is_chosen_per_side():
+    model, _ = build_model(["--arch", "posmix_transformer_iwslt_de_en", "--encoder-position-encoding", "learned",
+                            "--decoder-position-encoding", "none"])
+    assert type(model.encoder.embed_positions).__name__ == "LearnedPositionalEmbedding"
+    assert model.decoder.embed_positions is None
+    model, _ = build_model(["--arch", "nope_iwslt_de_en", "--decoder-position-encoding", "sinusoidal"])
+    assert model.encoder.embed_positions is None
+    assert type(model.decoder.embed_positions).__name__ == "SinusoidalPositionalEmbedding"
+
+
+# ---------------------------------------------------------------------------------------------
+# parameter formulas (D = 32, H = 4, D_h = 8, FFN 64, 2 + 2 layers, 44-word joined dictionary)
+def n_params(module):
+    return sum(p.numel() for p in module.parameters())
+
+
+def test_parameter_counts_match_the_formulas():
+    D, H, Dh = 32, 4, 8
+    base, _ = build_model(["--arch", "nope_iwslt_de_en"])
+    # LSTM PE: biLSTM of D/2 units per direction (encoder), LSTM of D units (decoder)
+    lstm, _ = build_model(["--arch", "lstmpe_iwslt_de_en"])
+    half = D // 2
+    assert n_params(lstm) - n_params(base) == 2 * 4 * (half * (D + half) + 2 * half) + 4 * (D * (D + D) + 2 * D)
+    # RPEHead, GRU: d_r = t D / H = 8; cell 3 (d_r d_r + d_r d_r + 2 d_r) + W^r (d_r^2 + d_r);
+    # first layer sliced: 3 (D^2/H + D) + (D^2 + D) instead of 4 (D^2 + D)
+    rpe, _ = build_model(["--arch", "rpehead_iwslt_de_en"])
+    d_r = 8
+    side = 3 * (2 * d_r * d_r + 2 * d_r) + d_r * d_r + d_r + 3 * (D * D // H + D) - 3 * (D * D + D)
+    assert n_params(rpe) - n_params(base) == 2 * side
+    # PosNet-Embed: 2 D d_p + P d_p^2 per side (d_p = 16 in the tiny models, P = 256)
+    embed, _ = build_model(["--arch", "posnet_embed_iwslt_de_en"])
+    assert n_params(embed) - n_params(base) == 2 * (2 * D * 16 + 256 * 16 * 16)
+    # PosNet-Attn: P H Dh^2 per side (shared across layers)
+    attn, _ = build_model(["--arch", "posnet_attn_iwslt_de_en"])
+    assert n_params(attn) - n_params(base) == 2 * 256 * H * Dh * Dh
+    # T5: B H per side; AT5 adds max_distance increments per direction (2 in the encoder)
+    t5, _ = build_model(["--arch", "t5bias_iwslt_de_en"])
+    assert n_params(t5) - n_params(base) == 2 * 32 * H
+    at5, _ = build_model(["--arch", "at5bias_iwslt_de_en"])
+    assert n_params(at5) - n_params(t5) == 2 * 128 + 128
+    # Shaw K-only: (2K + 1) D_h per layer, learned (K = 16); sinusoidal Shaw: none at all
+    konly, _ = build_model(["--arch", "shaw_konly_iwslt_de_en"])
+    assert n_params(konly) - n_params(base) == 4 * 33 * Dh
+    sin, _ = build_model(["--arch", "shaw_sin_iwslt_de_en"])
+    assert n_params(sin) == n_params(base)
+
+
+def test_big_posnet_embed_uses_d_p_256_and_base_128():
+    from conftest import parse_model_args  # noqa: F401  (sizes from the arch, not TINY)
+    for arch, d_p in (("posnet_embed_wmt_en_de", 128), ("posnet_embed_wmt_en_de_big", 256)):
+        model, _ = build_model(["--arch", arch, "--encoder-layers", "1", "--decoder-layers", "1",
+                                "--encoder-posnet-max-positions", "4", "--decoder-posnet-max-positions", "4"],
+                               tiny=False)
+        assert model.encoder.layernorm_embedding.encoding.kernels.shape == (4, 1, d_p, d_p)
+
+
+# ---------------------------------------------------------------------------------------------
+ERRORS = [
+    (["--arch", "rpehead_iwslt_de_en", "--decoder-rpe-direction", "bidirectional"], "--decoder-rpe-direction"),
+    (["--arch", "rpehead_iwslt_de_en", "--encoder-self-mixer", "shaw"], "--encoder-self-mixer mha"),
+    (["--arch", "rpehead_iwslt_de_en", "--encoder-rpe-heads", "4"], "--encoder-rpe-heads"),
+    (["--arch", "mprhead_iwslt_de_en", "--encoder-embed-dim", "24", "--decoder-embed-dim", "24"],
+     "--encoder-rpe-heads"),  # d_r = 6 cannot be split into 4 heads
+    (["--arch", "t5bias_iwslt_de_en", "--decoder-cross-mixer", "t5bias"], "self-attention only"),
+    (["--arch", "t5bias_iwslt_de_en", "--encoder-self-t5-buckets", "2"], "--encoder-self-t5-buckets"),
+    (["--arch", "t5bias_iwslt_de_en", "--decoder-self-t5-max-distance", "8"], "--decoder-self-t5-max-distance"),
+    (["--arch", "posnet_embed_iwslt_de_en", "--decoder-posnet-dropout", "1.5"], "--decoder-posnet-dropout"),
+    (["--arch", "posnet_embed_iwslt_de_en", "--encoder-posnet-dim", "0"], "--encoder-posnet-dim"),
+    (["--arch", "posnet_attn_iwslt_de_en", "--decoder-self-posnet-max-positions", "0"],
+     "--decoder-self-posnet-max-positions"),
+    (["--arch", "lstmpe_iwslt_de_en", "--encoder-position-lstm-layers", "0"], "--encoder-position-lstm-layers"),
+]
+
+
+@pytest.mark.parametrize("flags,message", ERRORS, ids=[m for _, m in ERRORS])
+def test_bad_options_raise_clear_errors(flags, message):
+    with pytest.raises(ValueError, match=message):
+        build_model(flags)
