@@ -336,7 +336,7 @@ def test_parameter_counts_match_the_formulas():
 
 
 def test_big_posnet_embed_uses_d_p_256_and_base_128():
-    from conftest import parse_model_args  # noqa: F401  (sizes from the arch, not TINY)
+    """Sizes from the arch itself (not the tiny test sizes)."""
     for arch, d_p in (("posnet_embed_wmt_en_de", 128), ("posnet_embed_wmt_en_de_big", 256)):
         model, _ = build_model(["--arch", arch, "--encoder-layers", "1", "--decoder-layers", "1",
                                 "--encoder-posnet-max-positions", "4", "--decoder-posnet-max-positions", "4"],

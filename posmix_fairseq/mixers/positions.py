@@ -6,7 +6,7 @@ sources by default, and a sentence must get the same positions alone or in a pad
 Positions are 0-based; padding slots get position 0 (their attention weights are masked).
 """
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -174,6 +174,27 @@ class RelativePositionTable(nn.Module):
         return self.weight
 
 
+def left_aligned(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tuple[Tensor, Tensor]:
+    """(order, lengths): ``order[b, p]`` is the column of row b's p-th real token (padding columns
+    after them), ``lengths`` the real tokens per row; gather with ``order`` to move every sentence
+    to the start of its row, and back with the true positions."""
+    if padding_mask is None:
+        order = torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
+        return order, torch.full((batch,), length, dtype=torch.long, device=device)
+    order = torch.argsort(padding_mask.to(torch.int8), dim=1, stable=True)
+    return order, (~padding_mask).sum(dim=1)
+
+
+def gather_rows(x: Tensor, index: Tensor) -> Tensor:
+    """x (B, T, D), index (B, T) -> x[b, index[b, t]]."""
+    return torch.gather(x, 1, index.unsqueeze(-1).expand(-1, -1, x.size(-1)))
+
+
+def position_kernels(positions: int, groups: int, dim: int) -> nn.Parameter:
+    """(P, G, d, d) PosNet kernels, N(0, 1/d): x @ Phi keeps the scale of x."""
+    return nn.Parameter(torch.randn(positions, groups, dim, dim) * dim ** -0.5)
+
+
 def apply_position_kernels(x: Tensor, positions: Tensor, padding_mask: Optional[Tensor], kernels: Tensor,
                            option: str) -> Tensor:
     """out[b, s, g] = x[b, s, g] @ kernels[positions[b, s], g]: a (d x d) kernel per true position
@@ -192,10 +213,7 @@ def apply_position_kernels(x: Tensor, positions: Tensor, padding_mask: Optional[
     kernels = kernels.to(x.dtype)
     if x.size(1) == 1:
         return torch.einsum("bgd,bgde->bge", x[:, 0], kernels[positions[:, 0]]).unsqueeze(1)
-    if padding_mask is None:
-        order = torch.arange(x.size(1), device=x.device).unsqueeze(0).expand_as(positions)
-    else:  # the columns of the real tokens first, in order: column p of a row = its position p
-        order = torch.argsort(padding_mask.to(torch.int8), dim=1, stable=True)
+    order, _ = left_aligned(padding_mask, x.size(0), x.size(1), x.device)  # column p of a row = position p
     index = order[:, :, None, None].expand_as(x)
     aligned = torch.einsum("bpgd,pgde->bpge", torch.gather(x, 1, index), kernels[: x.size(1)])
     return torch.gather(aligned, 1, positions[:, :, None, None].expand_as(x))

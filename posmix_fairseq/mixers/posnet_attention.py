@@ -11,21 +11,15 @@ positions below ``--S-posnet-max-positions`` (default 256); a longer sentence ra
 
 Parameters: 4(D^2 + D) per layer, plus P * H * D_h^2 = P * D * D_h per kernel tensor.
 """
-import torch
 from fairseq import utils
 from torch import nn
 
 from .base import MixerSpec, register_mixer
 from .content_attention import ContentEnergy
 from .energy_attention import EnergyMixingAttention
-from .positions import apply_position_kernels
+from .positions import apply_position_kernels, position_kernels
 
 ON_OFF = ("on", "off")
-
-
-def position_kernels(positions: int, groups: int, dim: int) -> nn.Parameter:
-    """(P, G, d, d) kernels, N(0, 1/d): x @ Phi keeps the scale of x."""
-    return nn.Parameter(torch.randn(positions, groups, dim, dim) * dim ** -0.5)
 
 
 class PositionKernels(nn.Module):

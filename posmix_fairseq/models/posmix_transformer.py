@@ -342,10 +342,11 @@ def install_position_encoding(owner, cfg, side: str, context: PositionContext):
     module = entry.builder(spec)
     if module is not None:
         owner.layernorm_embedding = EmbeddingStage(module, context, owner.layernorm_embedding)
-    owner.__dict__["_learned_positions_limit"] = (
-        (getattr(cfg, f"max_{'source' if side == 'encoder' else 'target'}_positions"),
-         f"--max-{'source' if side == 'encoder' else 'target'}-positions")
-        if entry.token_positions == "learned" else None)
+    limit = None
+    if entry.token_positions == "learned":  # fairseq's table has one row per position up to the limit
+        which = "source" if side == "encoder" else "target"
+        limit = (getattr(cfg, f"max_{which}_positions"), f"--max-{which}-positions")
+    owner.__dict__["_learned_positions_limit"] = limit
 
 
 def check_learned_positions(owner, positions):

@@ -14,7 +14,7 @@ the embedded input), wrapped by :class:`EmbeddingStage`. ``context`` is the
 embedding: true positions, padding mask and (decoding) fairseq's incremental state.
 """
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional
 
 import torch
 from torch import Tensor, nn
@@ -86,22 +86,6 @@ class EmbeddingStage(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = self.encoding(x, self._context)
         return self.layer_norm(x) if self.layer_norm is not None else x
-
-
-def left_aligned(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tuple[Tensor, Tensor]:
-    """(order, lengths): ``order[b, p]`` is the column of row b's p-th real token (padding columns
-    after them), ``lengths`` the real tokens per row; gather with ``order`` to move every sentence
-    to the start of its row, and back with the true positions."""
-    if padding_mask is None:
-        order = torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
-        return order, torch.full((batch,), length, dtype=torch.long, device=device)
-    order = torch.argsort(padding_mask.to(torch.int8), dim=1, stable=True)
-    return order, (~padding_mask).sum(dim=1)
-
-
-def gather_rows(x: Tensor, index: Tensor) -> Tensor:
-    """x (B, T, D), index (B, T) -> x[b, index[b, t]]."""
-    return torch.gather(x, 1, index.unsqueeze(-1).expand(-1, -1, x.size(-1)))
 
 
 def reversed_within_length(lengths: Tensor, length: int) -> Tensor:

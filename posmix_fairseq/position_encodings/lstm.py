@@ -16,7 +16,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..mixers.base import BatchFirstIncrementalState
-from .base import PositionEncodingSpec, gather_rows, left_aligned, register_position_encoding
+from ..mixers.positions import gather_rows, left_aligned
+from .base import PositionEncodingSpec, register_position_encoding
 
 
 class LstmPositionEncoding(BatchFirstIncrementalState):

@@ -11,11 +11,10 @@ decoder, leaving the decoder without a position signal; here each side has its o
 kernel table covers positions below ``--S-posnet-max-positions`` (default 256); a longer
 sentence raises a clear error naming it. Parameters: 2 D d_p + P d_p^2.
 """
-import torch
 from fairseq import utils
 from torch import nn
 
-from ..mixers.positions import apply_position_kernels
+from ..mixers.positions import apply_position_kernels, position_kernels
 from .base import PositionEncodingSpec, register_position_encoding
 
 
@@ -39,7 +38,7 @@ class PosNetEmbedding(nn.Module):
         self.w2 = nn.Linear(d_p, spec.embed_dim, bias=False)
         nn.init.xavier_uniform_(self.w1.weight)
         nn.init.xavier_uniform_(self.w2.weight)
-        self.kernels = nn.Parameter(torch.randn(max_positions, 1, d_p, d_p) * d_p ** -0.5)
+        self.kernels = position_kernels(max_positions, 1, d_p)
         self.activation_fn = utils.get_activation_fn(opts["posnet-activation"])
         self.dropout = nn.Dropout(dropout)
 

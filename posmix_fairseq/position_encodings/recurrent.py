@@ -25,9 +25,8 @@ import torch
 from torch import Tensor, nn
 
 from ..mixers.base import BatchFirstIncrementalState
-from ..mixers.positions import sinusoidal_encoding
-from .base import (PositionEncodingSpec, gather_rows, left_aligned, register_position_encoding,
-                   reversed_within_length)
+from ..mixers.positions import gather_rows, left_aligned, sinusoidal_encoding
+from .base import PositionEncodingSpec, register_position_encoding, reversed_within_length
 
 CELLS = {"gru": nn.GRUCell, "lstm": nn.LSTMCell, "rnn": nn.RNNCell}
 DIRECTIONS = ("forward", "backward", "bidirectional")
