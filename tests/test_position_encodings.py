@@ -199,6 +199,15 @@ def test_posnet_embed_equals_eq_24_with_true_positions():
             torch.testing.assert_close(out[b, j], h + x[b, j])
 
 
+def test_posnet_kernels_allow_a_batch_wider_than_the_table_when_its_sentences_fit():
+    model, d = build_model(["--arch", "posnet_embed_iwslt_de_en", "--encoder-posnet-max-positions", "8"])
+    posnet = model.encoder.layernorm_embedding.encoding
+    x = torch.randn(1, 12, 32)
+    pad = torch.tensor([[True] * 5 + [False] * 7])  # 7 tokens, left-padded to 12 columns
+    wide = posnet(x, context_for(12, 1, pad))
+    torch.testing.assert_close(wide[0, 5:], posnet(x[:, 5:], context_for(7))[0])
+
+
 def test_posnet_attn_equals_eqs_20_and_23():
     model, d = build_model(["--arch", "posnet_attn_iwslt_de_en"])
     attn = model.encoder.layers[0].self_attn

@@ -214,6 +214,7 @@ def apply_position_kernels(x: Tensor, positions: Tensor, padding_mask: Optional[
     if x.size(1) == 1:
         return torch.einsum("bgd,bgde->bge", x[:, 0], kernels[positions[:, 0]]).unsqueeze(1)
     order, _ = left_aligned(padding_mask, x.size(0), x.size(1), x.device)  # column p of a row = position p
-    index = order[:, :, None, None].expand_as(x)
-    aligned = torch.einsum("bpgd,pgde->bpge", torch.gather(x, 1, index), kernels[: x.size(1)])
+    width = min(x.size(1), table_size)  # padding may make the batch wider than any sentence
+    aligned = torch.gather(x, 1, order[:, :, None, None].expand_as(x))[:, :width]
+    aligned = torch.einsum("bpgd,pgde->bpge", aligned, kernels[:width])
     return torch.gather(aligned, 1, positions[:, :, None, None].expand_as(x))
