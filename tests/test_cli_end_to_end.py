@@ -131,3 +131,31 @@ def test_length_ratio_computed_from_data_stored_and_reused_at_generation(long_ta
     run_train(data, str(tmp_path / "explicit"), CASES["rposnet_cross"] + ["--length-ratio", "0.75"], updates=1)
     state = torch.load(str(tmp_path / "explicit" / "checkpoint_last.pt"), map_location="cpu", weights_only=False)
     assert state["cfg"]["model"].length_ratio == 0.75
+
+
+def generate_raw(data, checkpoint, *extra):
+    cmd = [sys.executable, "-m", "fairseq_cli.generate", data, "--user-dir", posmix_fairseq.USER_DIR,
+           "--path", checkpoint, "--beam", "2", "--gen-subset", "test", "--cpu", "--required-batch-size-multiple", "1",
+           *extra]
+    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("arch,extrapolates", [("shaw_sin_iwslt_de_en", True), ("lstmpe_iwslt_de_en", True),
+                                               ("learnedpe_iwslt_de_en", False)])
+def test_fairseq_generate_beyond_the_trained_length(toy_data, tmp_path, arch, extrapolates):
+    """Trained with 14 positions; the test split has longer sentences. Raising fairseq's limits at
+    generation lets the extrapolating methods translate them; a learned table names its limit."""
+    limits = ["--max-source-positions", "14", "--max-target-positions", "14"]
+    run_train(toy_data, str(tmp_path), ["--arch", arch, *limits, "--skip-invalid-size-inputs-valid-test"], updates=2)
+    checkpoint = str(tmp_path / "checkpoint_last.pt")
+    refused = generate_raw(toy_data, checkpoint)
+    assert refused.returncode != 0 and "is invalid" in refused.stderr  # fairseq's own length filter
+    raised = generate_raw(toy_data, checkpoint, "--model-overrides",
+                          "{'max_source_positions': 1024, 'max_target_positions': 1024}")
+    if extrapolates:
+        assert raised.returncode == 0, raised.stderr[-2000:]
+        assert sum(line.startswith("H-") for line in raised.stdout.splitlines()) == 25
+    else:  # a learned table cannot grow: the checkpoint's 14-row table does not load into 1024 rows
+        assert raised.returncode != 0
+        assert "size mismatch for encoder.embed_positions.weight" in raised.stderr, raised.stderr[-2000:]
