@@ -107,15 +107,12 @@ class SharedPositionTables:
         return self.tables[key]
 
     def get(self, role: str, kind: str, dim: int, max_positions: int, option: str) -> nn.Module:
-        key = f"{role}_{kind}_{dim}"
-        if key not in self.tables:
-            if kind == "sinusoidal":
-                self.tables[key] = SinusoidalPositionTable(dim)
-            elif kind == "learned":
-                self.tables[key] = LearnedPositionTable(max_positions, dim, option)
-            else:
-                raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
-        return self.tables[key]
+        """The absolute position table of ``role`` (source/target): sinusoidal or learned."""
+        if kind == "sinusoidal":
+            return self.shared(f"{role}_{kind}_{dim}", lambda: SinusoidalPositionTable(dim))
+        if kind == "learned":
+            return self.shared(f"{role}_{kind}_{dim}", lambda: LearnedPositionTable(max_positions, dim, option))
+        raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
 
 
 class PositionContext:
