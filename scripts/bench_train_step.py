@@ -11,26 +11,20 @@ entropy). Reports the median step time of each arch and its ratio to the first a
 import argparse
 import os
 import statistics
+import sys
 import time
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from fairseq import options  # noqa: E402
-from fairseq.data import Dictionary  # noqa: E402
-from fairseq.models import ARCH_MODEL_REGISTRY  # noqa: E402
-from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa: E402
 
-import posmix_fairseq  # noqa: E402
+from helpers import build_model_from_args, make_dictionary, parse_model_args  # noqa: E402  (tests/helpers.py)
 
 
 def build(arch, extra, vocab):
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, ["unused", "--task", "translation", "--user-dir",
-                                                posmix_fairseq.USER_DIR, "--arch", arch, *extra])
-    task = TranslationTask(TranslationConfig(data="unused"), vocab, vocab)
-    return ARCH_MODEL_REGISTRY[arch].build_model(args, task)
+    model, _ = build_model_from_args(parse_model_args(["--arch", arch, *extra], tiny=False), vocab)
+    return model
 
 
 def main():
@@ -47,9 +41,7 @@ def main():
     p.add_argument("--model-args", default="", help="extra fairseq model flags, e.g. '--encoder-layers 3'")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    vocab = Dictionary()
-    for i in range(args.vocab - 4):
-        vocab.add_symbol(f"w{i}")
+    vocab = make_dictionary(args.vocab - 4)
     g = torch.Generator().manual_seed(0)
     src = torch.randint(4, len(vocab), (args.batch, args.src_len), generator=g)
     tgt = torch.randint(4, len(vocab), (args.batch, args.tgt_len), generator=g)

@@ -1,24 +1,8 @@
-"""Shared helpers: tiny models of every registered architecture, built through fairseq's own
-argument parser exactly as ``fairseq-train --user-dir ... --arch X`` builds them."""
-import os
+"""The every-arch configurations and their fixture; the helpers live in :mod:`helpers`."""
+import pytest
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from fairseq import options  # noqa: E402
-from fairseq.data import Dictionary  # noqa: E402
-from fairseq.models import ARCH_MODEL_REGISTRY  # noqa: E402
-from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa: E402
-
-import posmix_fairseq  # noqa: E402
-from posmix_fairseq.models.architectures import ARCHITECTURES  # noqa: E402
-
-TINY = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "32",
-        "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
-        "--encoder-attention-heads", "4", "--decoder-attention-heads", "4", "--dropout", "0",
-        "--max-source-positions", "64", "--max-target-positions", "64",
-        "--encoder-posnet-dim", "16", "--decoder-posnet-dim", "16"]  # PosNet-Embed: d_p 16, not 128
+from helpers import build_model, make_dictionary, parse_model_args, random_batch  # noqa: F401  (re-exported)
+from posmix_fairseq.models.architectures import ARCHITECTURES
 
 # every registered arch, plus the sublayer placements/gating switches the archs do not name
 EXTRA_CONFIGS = {
@@ -29,58 +13,14 @@ EXTRA_CONFIGS = {
     "mha_gated": ["--arch", "posmix_transformer", "--encoder-self-gating", "on", "--decoder-self-gating", "on",
                   "--decoder-cross-gating", "on"],
     "shaw_gated_sinusoidal": ["--arch", "shaw_wmt_en_de", "--encoder-self-gating", "on",
-                              "--decoder-self-gating", "on", "--encoder-self-position-embedding", "sinusoidal"],
+                              "--decoder-self-gating", "on", "--encoder-self-position-table", "sinusoidal"],
     "rposnet_ungated_sinusoidal": ["--arch", "rposnet_wmt_en_de", "--encoder-self-gating", "off",
-                                   "--decoder-self-gating", "off", "--encoder-self-position-embedding", "sinusoidal"],
-    "aposnet_learned": ["--arch", "aposnet_wmt_en_de", "--encoder-self-position-embedding", "learned",
-                        "--decoder-self-position-embedding", "learned"],
+                                   "--decoder-self-gating", "off", "--encoder-self-position-table", "sinusoidal"],
+    "aposnet_learned": ["--arch", "aposnet_wmt_en_de", "--encoder-self-position-table", "learned",
+                        "--decoder-self-position-table", "learned"],
 }
 ALL_CONFIGS = {name: ["--arch", name] for name in ["posmix_transformer", *ARCHITECTURES]}
 ALL_CONFIGS.update(EXTRA_CONFIGS)
-
-
-def make_dictionary(n_words: int = 40) -> Dictionary:
-    d = Dictionary()
-    for i in range(n_words):
-        d.add_symbol(f"w{i}")
-    return d
-
-
-def parse_model_args(flags, tiny=True):
-    parser = options.get_training_parser()
-    argv = ["unused-data-dir", "--task", "translation", "--user-dir", posmix_fairseq.USER_DIR]
-    argv += (TINY if tiny else []) + list(flags)  # the test's own flags win over the tiny sizes
-    return options.parse_args_and_arch(parser, argv)
-
-
-def build_model(flags, tiny=True, seed=0, dictionary=None, default_length_ratio=1.25):
-    """There is no training data here: position-aware cross mixers get gamma = 1.25 unless the
-    flags give one (a non-integer gamma exercises floor(gamma * n))."""
-    args = parse_model_args(flags, tiny)
-    if getattr(args, "length_ratio", None) is None:
-        args.length_ratio = default_length_ratio
-    d = dictionary or make_dictionary()
-    task = TranslationTask(TranslationConfig(data="unused-data-dir"), d, d)
-    torch.manual_seed(seed)
-    model = ARCH_MODEL_REGISTRY[args.arch].build_model(args, task)
-    model.eval()
-    return model, d
-
-
-def random_batch(d: Dictionary, lengths, seed=0, left_pad=True):
-    """src_tokens padded on the left (fairseq's default) or right, each ending in EOS."""
-    g = torch.Generator().manual_seed(seed)
-    n, width = len(lengths), max(lengths)
-    tokens = torch.full((n, width), d.pad(), dtype=torch.long)
-    for i, length in enumerate(lengths):
-        row = torch.randint(d.nspecial, len(d), (length,), generator=g)
-        row[-1] = d.eos()
-        if left_pad:
-            tokens[i, width - length:] = row
-        else:
-            tokens[i, :length] = row
-    return tokens, torch.tensor(lengths)
-
 
 
 EXTRA_CONFIGS.update({
@@ -88,8 +28,8 @@ EXTRA_CONFIGS.update({
                 "--decoder-self-gaussian-impl", "conv", "--decoder-cross-gaussian-impl", "conv"],
     "hc_index_no_value_proj": ["--arch", "hc_all_wmt_en_de", "--length-ratio", "0.9",
                                "--encoder-self-gaussian-impl", "index", "--decoder-self-gaussian-impl", "index",
-                               "--decoder-cross-gaussian-impl", "index", "--encoder-self-value-projection", "off",
-                               "--decoder-self-value-projection", "off"],
+                               "--decoder-cross-gaussian-impl", "index", "--encoder-self-gaussian-value-projection", "off",
+                               "--decoder-self-gaussian-value-projection", "off"],
     "hc_per_layer_offsets_gated": ["--arch", "hc_sa_iwslt_de_en", "--encoder-self-gaussian-offsets=-2,2;-1,1",
                                    "--decoder-self-gaussian-offsets=-1;-2,-1", "--decoder-self-gating", "on"],
     "base_minus_sa": ["--arch", "posmix_transformer_iwslt_de_en", "--encoder-self-mixer", "none",

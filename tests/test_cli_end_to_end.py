@@ -3,20 +3,13 @@ fairseq-generate with beam search in a FRESH process reloading the checkpoint.
 Modelled on fairseq's tests/test_binaries.py (in-process train, like upstream)."""
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
-from fairseq import options
-from fairseq_cli import preprocess, train
 
-import posmix_fairseq
+from helpers import binarize, run_train
+from helpers import run_generate as run_generate_raw
 from posmix_fairseq.toy_corpus import write_corpus
-
-TINY = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 32 --decoder-embed-dim 32 "
-        "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 4 "
-        "--decoder-attention-heads 4").split()
 
 CASES = {
     "transformer": ["--arch", "posmix_transformer_iwslt_de_en"],
@@ -44,36 +37,6 @@ CASES = {
     "rpe_lstm_bidirectional": ["--arch", "mprhead_iwslt_de_en", "--encoder-rpe-cell", "lstm",
                                "--encoder-rpe-direction", "bidirectional", "--decoder-rpe-cell", "lstm"],
 }
-
-
-def binarize(raw_prefix_dir, dest, src="src", tgt="tgt"):
-    parser = options.get_preprocessing_parser()
-    args = parser.parse_args([
-        "--source-lang", src, "--target-lang", tgt, "--trainpref", f"{raw_prefix_dir}/train",
-        "--validpref", f"{raw_prefix_dir}/valid", "--testpref", f"{raw_prefix_dir}/test",
-        "--destdir", dest, "--workers", "1", "--joined-dictionary"])
-    preprocess.main(args)
-
-
-def run_train(data, save_dir, flags, updates=6):
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
-        data, "--user-dir", posmix_fairseq.USER_DIR, "--task", "translation", "--optimizer", "adam",
-        "--lr", "0.001", "--max-tokens", "1500", "--max-update", str(updates), "--save-dir", save_dir,
-        "--no-progress-bar", "--num-workers", "0", "--seed", "1", "--cpu", *TINY, *flags])
-    train.main(args)
-
-
-def run_generate(data, checkpoint, *extra):
-    """fairseq-generate in a fresh Python process (the console script of the installed fairseq)."""
-    cmd = [sys.executable, "-m", "fairseq_cli.generate", data, "--user-dir", posmix_fairseq.USER_DIR,
-           "--path", checkpoint, "--beam", "4", "--max-tokens", "2000", "--gen-subset", "test", "--cpu",
-           # fairseq silently drops sentences with the default multiple of 8 (fairseq issue #5351)
-           "--required-batch-size-multiple", "1", *extra]
-    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout, proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -134,11 +97,13 @@ def test_length_ratio_computed_from_data_stored_and_reused_at_generation(long_ta
 
 
 def generate_raw(data, checkpoint, *extra):
-    cmd = [sys.executable, "-m", "fairseq_cli.generate", data, "--user-dir", posmix_fairseq.USER_DIR,
-           "--path", checkpoint, "--beam", "2", "--gen-subset", "test", "--cpu", "--required-batch-size-multiple", "1",
-           *extra]
-    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    return run_generate_raw(data, checkpoint, *extra, beam=2)
+
+
+def run_generate(data, checkpoint, *extra):
+    proc = run_generate_raw(data, checkpoint, *extra)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, proc.stderr
 
 
 @pytest.mark.parametrize("arch,extrapolates", [("shaw_sin_iwslt_de_en", True), ("lstmpe_iwslt_de_en", True),

@@ -2,17 +2,16 @@
 import pytest
 import torch
 
-from conftest import build_model, random_batch
+from helpers import build_model, mix, mixer_spec as spec, random_batch
 from posmix_fairseq.mixers.base import build_mixer
-from posmix_fairseq.mixers.hard_coded_gaussian import parse_offsets
-from test_mixers import spec
+from posmix_fairseq.mixers.gaussian import parse_offsets
 
 
 def weights_of(mixer, n_query, n_key, qpos=None):
     qpos = torch.arange(n_query).unsqueeze(0) if qpos is None else qpos
     kpos = torch.arange(n_key).unsqueeze(0)
     pad = torch.zeros(1, n_key, dtype=torch.bool)
-    return mixer.energy.mixing_weights(torch.zeros(n_query, 1, 16), qpos, None, kpos, pad)[0]
+    return mixer.energy.direct_weights(torch.zeros(n_query, 1, 16), qpos, None, kpos, pad)[0]
 
 
 def test_head_centred_on_query_matches_footnote_1():
@@ -31,8 +30,8 @@ def test_conv_kernel_is_window_3_and_index_copies_one_neighbour():
     assert w.tolist() == [[1.0 if j == i - 1 else 0.0 for j in range(5)] for i in range(5)]
     # the index head returns exactly the (projected) value of the previous token
     x = torch.randn(5, 2, 16)
-    out, _ = index(x, x, x)
-    v = index.v_proj(x)
+    out, _ = mix(index, x)
+    v = index.values.projection(x)
     expected = index.out_proj(torch.cat([torch.zeros(1, 2, 16), v[:-1]], dim=0))
     torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
 
@@ -61,7 +60,7 @@ def test_offsets_expand_over_layers_and_heads_with_clear_errors():
 
 def test_value_projection_can_be_dropped_footnote_6():
     with_v = build_mixer(spec("gaussian"))
-    without_v = build_mixer(spec("gaussian", value_projection="off"))
+    without_v = build_mixer(spec("gaussian", gaussian_value_projection="off"))
     assert sum(p.numel() for p in with_v.parameters()) == 2 * (16 * 16 + 16)
     assert sum(p.numel() for p in without_v.parameters()) == 16 * 16 + 16
 

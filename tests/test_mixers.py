@@ -7,22 +7,15 @@ import torch
 import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 
-from conftest import build_model, parse_model_args, random_batch
-from posmix_fairseq.mixers.base import MIXER_REGISTRY, MixerSpec, build_mixer
-from posmix_fairseq.mixers.content_attention import ContentEnergy
-from posmix_fairseq.mixers.energy_attention import EnergyMixingAttention
-from posmix_fairseq.mixers.positions import SharedPositionTables, clipped_relative_index, sinusoidal_encoding
+from helpers import build_model, mix, mixer_spec, parse_model_args, random_batch
+from posmix_fairseq.core.position_tables import sinusoidal_encoding
+from posmix_fairseq.core.positions import clipped_relative_index
+from posmix_fairseq.mixers.base import MIXER_REGISTRY, build_mixer
+from posmix_fairseq.mixers.mha import ContentEnergy
+from posmix_fairseq.mixers.mixing import EnergyMixingAttention
 
 
-def spec(name, placement="encoder_self", gated=False, k=4, pe="sinusoidal", gamma=1.0, d=16, h=4, **options):
-    declared = MIXER_REGISTRY[name].options
-    opts = {o: options.get(o.replace("-", "_"), kw.get("default")) for o, kw in declared.items()}
-    return MixerSpec(name=name, placement=placement, layer_idx=0, num_layers=1, options=opts,
-                     embed_dim=d, num_heads=h, kdim=d,
-                     attention_dropout=0.0, gated=gated, max_relative_position=k, position_embedding=pe,
-                     length_ratio=gamma, max_query_positions=64, max_key_positions=64,
-                     query_positions_option="--max-source-positions",
-                     key_positions_option="--max-source-positions", shared_tables=SharedPositionTables())
+spec = mixer_spec
 
 
 def test_ungated_content_mixer_equals_fairseq_multihead_attention():
@@ -31,13 +24,13 @@ def test_ungated_content_mixer_equals_fairseq_multihead_attention():
     ref = MultiheadAttention(16, 4, self_attention=True)
     with torch.no_grad():
         for a, b in [(ours.energy.q_proj, ref.q_proj), (ours.energy.k_proj, ref.k_proj),
-                     (ours.v_proj, ref.v_proj), (ours.out_proj, ref.out_proj)]:
+                     (ours.values.projection, ref.v_proj), (ours.out_proj, ref.out_proj)]:
             a.weight.copy_(b.weight)
             a.bias.copy_(b.bias)
     x = torch.randn(7, 3, 16)
     mask = torch.zeros(3, 7, dtype=torch.bool)
     mask[1, :2] = True
-    out, w = ours(x, x, x, key_padding_mask=mask)
+    out, w = mix(ours, x, key_padding_mask=mask)
     ref_out, ref_w = ref(x, x, x, key_padding_mask=mask, need_weights=True)
     torch.testing.assert_close(out, ref_out, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(w, ref_w, atol=1e-6, rtol=1e-5)
@@ -48,14 +41,14 @@ def test_gated_aposnet_equals_direct_implementation_of_eq4_and_eq8():
     s = spec("aposnet", gated=True)
     mixer = build_mixer(s)
     x = torch.randn(5, 2, 16)
-    out, _ = mixer(x, x, x)
+    out, _ = mix(mixer, x)
     # direct: positions 0..4, n~ = m~ = sinusoids (Section 5.2), Eq. 8 energies, Eq. 4 gating
     pos = sinusoidal_encoding(torch.arange(5), 16)
     q = (pos @ mixer.energy.q_proj.weight.t() + mixer.energy.q_proj.bias).view(5, 4, 4).transpose(0, 1)
     k = (pos @ mixer.energy.k_proj.weight.t() + mixer.energy.k_proj.bias).view(5, 4, 4).transpose(0, 1)
     a = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(4), dim=-1)  # (H, N, M), same for every sentence
-    v = F.layer_norm(F.gelu(x @ mixer.v_proj.weight.t() + mixer.v_proj.bias), (16,),
-                     mixer.gating.value_norm.weight, mixer.gating.value_norm.bias)
+    v = F.layer_norm(F.gelu(x @ mixer.values.projection.weight.t() + mixer.values.projection.bias), (16,),
+                     mixer.values.norm.weight, mixer.values.norm.bias)
     v = v.view(5, 2, 4, 4).permute(1, 2, 0, 3)  # (B, H, M, Dh)
     c = (a.unsqueeze(0) @ v).permute(2, 0, 1, 3).reshape(5, 2, 16)
     g = F.gelu(x @ mixer.gating.gate_proj.weight.t() + mixer.gating.gate_proj.bias)
@@ -65,7 +58,7 @@ def test_gated_aposnet_equals_direct_implementation_of_eq4_and_eq8():
 
 def test_rposnet_energy_equals_eq10_with_gamma_and_clipping():
     torch.manual_seed(0)
-    s = spec("rposnet", placement="decoder_cross", gated=True, k=2, pe="learned", gamma=1.5)
+    s = spec("rposnet", placement="decoder_cross", gated=True, k=2, table="learned", gamma=1.5)
     mixer = build_mixer(s)
     qpos, kpos = torch.tensor([[0, 1, 2, 3]]), torch.tensor([[0, 1, 2, 3, 4, 5]])
     energy = mixer.energy.logits(torch.zeros(4, 1, 16), qpos, None, kpos)
@@ -87,12 +80,12 @@ def test_clipped_relative_index():
 
 def test_shaw_value_term_equals_direct_sum():
     torch.manual_seed(0)
-    s = spec("shaw", k=2, pe="learned")
+    s = spec("shaw", k=2, table="learned")
     mixer = build_mixer(s)
     probs = torch.softmax(torch.randn(1, 4, 3, 5), dim=-1)
     qpos, kpos = torch.arange(3).unsqueeze(0), torch.arange(5).unsqueeze(0)
-    term = mixer.energy.value_term(probs, qpos, kpos)
-    table = mixer.energy.relative_values.weight
+    term = mixer.values.relative_term(probs, qpos, kpos)
+    table = mixer.values.relative_values.weight
     for n in range(3):
         expected = sum(probs[0, :, n, m, None] * table[max(-2, min(2, n - m)) + 2] for m in range(5))
         torch.testing.assert_close(term[0, :, n], expected, atol=1e-6, rtol=1e-5)
@@ -115,14 +108,14 @@ def expected_params(name, gated, d, h, k):
 @pytest.mark.parametrize("name", ["mha", "shaw", "relattn", "aposnet", "rposnet"])
 def test_parameter_counts_match_table8_formulas(name, gated):
     for d, h, k in [(512, 8, 16), (1024, 16, 8)]:
-        mixer = build_mixer(spec(name, gated=gated, k=k, pe="learned" if name != "aposnet" else "sinusoidal",
+        mixer = build_mixer(spec(name, gated=gated, k=k, table="learned" if name != "aposnet" else "sinusoidal",
                                  d=d, h=h))
         got = sum(p.numel() for p in mixer.parameters())
         assert got == expected_params(name, gated, d, h, k), (name, gated, d)
 
 
 def test_position_tables_are_shared_across_layers_not_duplicated():
-    model, _ = build_model(["--arch", "rposnet_iwslt_de_en", "--encoder-self-position-embedding", "learned"])
+    model, _ = build_model(["--arch", "rposnet_iwslt_de_en", "--encoder-self-position-table", "learned"])
     names = [n for n, _ in model.named_parameters() if "mixer_position_tables" in n]
     assert names == ["encoder.mixer_position_tables.source_learned_32.weight",
                      "decoder.mixer_position_tables.target_learned_32.weight"]
@@ -143,7 +136,7 @@ def test_fully_masked_query_rows_give_no_nan():
     mixer = build_mixer(spec("rposnet", gated=True))
     x = torch.randn(4, 2, 16)
     mask = torch.tensor([[True] * 4, [False] * 4])
-    out, w = mixer(x, x, x, key_padding_mask=mask)
+    out, w = mix(mixer, x, key_padding_mask=mask)
     assert torch.isfinite(out).all() and torch.isfinite(w).all()
 
 
@@ -163,12 +156,11 @@ def test_half_precision_forward_runs(arch, dtype):
 def test_unknown_mixer_is_a_clear_error():
     with pytest.raises(SystemExit):  # argparse: "invalid choice: 'nope' (choose from ...)"
         parse_model_args(["--arch", "posmix_transformer", "--encoder-self-mixer", "nope"])
-    from posmix_fairseq.mixers.base import mixer_entry
-    valid = ", ".join(sorted(MIXER_REGISTRY))
+    valid = ", ".join(MIXER_REGISTRY.names())
     assert valid.startswith("aposnet, ") and "rposnet" in valid
     with pytest.raises(ValueError, match=re.escape(f"--encoder-self-mixer: unknown token mixer 'nope'; "
-                                                   f"valid mixers: {valid}")):
-        mixer_entry("nope", "--encoder-self-mixer")
+                                                   f"valid: {valid}")):
+        MIXER_REGISTRY.get("nope", "--encoder-self-mixer")
 
 
 def test_unknown_mixer_message_lists_valid_names(capsys):

@@ -10,7 +10,7 @@ import torch
 from fairseq.data import data_utils
 
 from posmix_fairseq.raw_text import prepare_bpe
-from test_cli_end_to_end import binarize, run_train
+from helpers import binarize, run_train
 
 MULTI30K = os.environ.get("POSMIX_MULTI30K", "")
 pytestmark = pytest.mark.skipif(

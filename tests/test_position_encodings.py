@@ -6,9 +6,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import build_model, random_batch
-from posmix_fairseq.mixers.t5_bias import ScalarRelativeBias, t5_bucket
-from posmix_fairseq.mixers.positions import PositionContext, sinusoidal_encoding
+from helpers import build_model, mix, random_batch
+from posmix_fairseq.core.placement import DECODER, ENCODER
+from posmix_fairseq.core.position_tables import sinusoidal_encoding
+from posmix_fairseq.core.positions import PositionFrame
+from posmix_fairseq.mixers.t5bias import ScalarRelativeBias, t5_bucket
 from posmix_fairseq.position_encodings.base import PositionEncodingSpec
 from posmix_fairseq.position_encodings.recurrent import RecurrentPositionalEmbedding
 
@@ -124,18 +126,14 @@ def test_shaw_beyond_k_equals_clipped_distance():
 # ---------------------------------------------------------------------------------------------
 # the papers' equations
 def context_for(length, batch=1, padding_mask=None):
-    ctx = PositionContext()
-    tokens = torch.full((batch, length), 5)
-    if padding_mask is not None:
-        tokens[padding_mask] = 1
-    ctx.set(tokens, 1)
-    return ctx
+    return PositionFrame.of_padding(padding_mask, batch, length)
 
 
 def rpe_spec(side="encoder", **options):
     opts = {"rpe-heads": 1, "rpe-cell": "gru", "rpe-direction": "forward", "rpe-sinusoids": "on"}
     opts.update({k.replace("_", "-"): v for k, v in options.items()})
-    return PositionEncodingSpec(name="rpehead", side=side, embed_dim=16, num_heads=4, dropout=0.0, options=opts)
+    return PositionEncodingSpec(name="rpehead", side={"encoder": ENCODER, "decoder": DECODER}[side], embed_dim=16,
+                                num_heads=4, dropout=0.0, options=opts)
 
 
 @pytest.mark.parametrize("per_head", [False, True])
@@ -180,8 +178,8 @@ def test_rpehead_first_layer_feeds_t_heads_from_the_recurrent_part_only():
     x = torch.randn(7, 1, 32)
     y = x.clone()
     y[..., 24:] += torch.randn(7, 1, 8)  # R = the last t * D / H = 8 dims
-    _, wx = attn(x, x, x, need_weights=False, need_head_weights=True)
-    _, wy = attn(y, y, y, need_weights=False, need_head_weights=True)
+    _, wx = mix(attn, x, need_weights=False, need_head_weights=True)
+    _, wy = mix(attn, y, need_weights=False, need_head_weights=True)
     assert torch.allclose(wx[:3], wy[:3]) and not torch.allclose(wx[3], wy[3])
     assert type(model.encoder.layers[1].self_attn).__name__ == "MultiheadAttention"  # later layers unchanged
 
@@ -213,14 +211,14 @@ def test_posnet_attn_equals_eqs_20_and_23():
     attn = model.encoder.layers[0].self_attn
     x = torch.randn(6, 2, 32)
     pad = torch.tensor([[True, False, False, False, False, False], [False] * 6])
-    out, _ = attn(x, x, x, key_padding_mask=pad)
+    out, _ = mix(attn, x, key_padding_mask=pad)
     e = attn.energy
-    phi = attn.kernel_weight  # (P, H, Dh, Dh)
+    phi = attn.values.kernel_weight  # (P, H, Dh, Dh)
     for b, offset in ((0, 1), (1, 0)):
         xs = x[offset:, b]
         q = (xs @ e.q_proj.weight.t() + e.q_proj.bias).view(-1, 4, 8).transpose(0, 1) / math.sqrt(8)
         k = (xs @ e.k_proj.weight.t() + e.k_proj.bias).view(-1, 4, 8).transpose(0, 1)
-        v = (xs @ attn.v_proj.weight.t() + attn.v_proj.bias).view(-1, 4, 8).transpose(0, 1)  # (H, M, Dh)
+        v = (xs @ attn.values.projection.weight.t() + attn.values.projection.bias).view(-1, 4, 8).transpose(0, 1)  # (H, M, Dh)
         v_pos = F.gelu(torch.einsum("hmd,mhde->hme", v, phi[: v.size(1)])) + v  # Eq. 23, true positions
         c = torch.softmax(q @ k.transpose(1, 2), dim=-1) @ v_pos  # Eq. 20
         expected = c.transpose(0, 1).reshape(-1, 32) @ attn.out_proj.weight.t() + attn.out_proj.bias
@@ -229,11 +227,11 @@ def test_posnet_attn_equals_eqs_20_and_23():
 
 def test_posnet_kernels_are_shared_across_layers_but_not_between_encoder_and_decoder():
     model, _ = build_model(["--arch", "posnet_attn_iwslt_de_en"])
-    enc = [layer.self_attn.kernel_weight for layer in model.encoder.layers]
-    dec = [layer.self_attn.kernel_weight for layer in model.decoder.layers]
+    enc = [layer.self_attn.values.kernel_weight for layer in model.encoder.layers]
+    dec = [layer.self_attn.values.kernel_weight for layer in model.decoder.layers]
     assert enc[0] is enc[1] and dec[0] is dec[1] and enc[0] is not dec[0]
     unshared, _ = build_model(["--arch", "posnet_attn_iwslt_de_en", "--encoder-self-posnet-share-kernels", "off"])
-    assert unshared.encoder.layers[0].self_attn.kernel_weight is not unshared.encoder.layers[1].self_attn.kernel_weight
+    assert unshared.encoder.layers[0].self_attn.values.kernel_weight is not unshared.encoder.layers[1].self_attn.values.kernel_weight
 
 
 def reference_t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
@@ -299,7 +297,7 @@ def test_lstm_encoder_equals_torch_bilstm_on_the_unpadded_sentence():
 
 def test_position_encoding_is_chosen_per_side():
     model, _ = build_model(["--arch", "posmix_transformer_iwslt_de_en", "--encoder-position-encoding", "learned",
-                            "--decoder-position-encoding", "none"])
+                            "--decoder-position-encoding", "none", "--position-blind", "decoder"])
     assert type(model.encoder.embed_positions).__name__ == "LearnedPositionalEmbedding"
     assert model.decoder.embed_positions is None
     model, _ = build_model(["--arch", "nope_iwslt_de_en", "--decoder-position-encoding", "sinusoidal"])

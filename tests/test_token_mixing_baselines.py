@@ -2,9 +2,8 @@
 import pytest
 import torch
 
-from conftest import build_model, random_batch
+from helpers import build_model, mix, mixer_spec as spec, random_batch
 from posmix_fairseq.mixers.base import build_mixer
-from test_mixers import spec
 
 
 def test_fourier_equals_real_part_of_fft_over_the_true_length():
@@ -13,8 +12,8 @@ def test_fourier_equals_real_part_of_fft_over_the_true_length():
     x = torch.randn(7, 2, 16)
     pad = torch.zeros(2, 7, dtype=torch.bool)
     pad[1, :3] = True  # sentence 1 is left-padded: true length 4
-    out, _ = mixer(x, x, x, key_padding_mask=pad)
-    v = mixer.v_proj(x)
+    out, _ = mix(mixer, x, key_padding_mask=pad)
+    v = mixer.values.projection(x)
     for b, start in ((0, 0), (1, 3)):
         c = torch.fft.fft(v[start:, b].double(), dim=0).real.float()
         expected = mixer.out_proj(c)
@@ -30,11 +29,11 @@ def test_linearnet_uses_its_matrix_by_true_position_and_names_its_limit():
     mixer = build_mixer(spec("linear", linear_max_positions=8))
     qpos = torch.tensor([[0, 0, 1, 2]])  # left padded: the first slot is padding
     pad = torch.tensor([[True, False, False, False]])
-    w = mixer.energy.mixing_weights(torch.zeros(4, 1, 16), qpos, None, qpos, pad)
+    w = mixer.energy.direct_weights(torch.zeros(4, 1, 16), qpos, None, qpos, pad)
     torch.testing.assert_close(w[0, :, 3, 1:], mixer.energy.weight[:, 2, :3])
     with pytest.raises(ValueError, match=r"beyond the LinearNet mixing matrix of 8 positions; raise "
                                          r"--encoder-self-linear-max-positions"):
-        mixer(torch.randn(9, 1, 16), torch.randn(9, 1, 16), torch.randn(9, 1, 16))
+        mix(mixer, torch.randn(9, 1, 16))
 
 
 def direct_lightconv(kernel, n, length, k, causal, global_context):
@@ -66,7 +65,7 @@ def test_light_convolution_weights_equal_direct_kernel_sum(placement, global_con
     mixer = build_mixer(spec("lightconv", placement=placement, k=2, lightconv_global_context=global_context))
     length = 8
     pos = torch.arange(length).unsqueeze(0)
-    w = mixer.energy.mixing_weights(torch.zeros(length, 1, 16), pos, None, pos,
+    w = mixer.energy.direct_weights(torch.zeros(length, 1, 16), pos, None, pos,
                                     torch.zeros(1, length, dtype=torch.bool))[0]
     for n in range(length):
         expected = direct_lightconv(mixer.energy.kernel.detach(), n, length, 2, placement == "decoder_self",

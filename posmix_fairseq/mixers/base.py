@@ -9,21 +9,26 @@ call signature, so fairseq's own layers call it unchanged::
 
 with ``query`` of shape (tgt_len, batch, embed_dim), ``key``/``value`` (src_len, batch, kdim),
 ``key_padding_mask`` (batch, src_len) True at padding, and ``attn_mask`` an additive
-(tgt_len, src_len) float mask. It exposes ``num_heads`` and ``head_dim`` (read by fairseq's
-decoder layer) and, being an incremental-state module, ``_get_input_buffer``,
-``_set_input_buffer`` and ``reorder_incremental_state`` (called by beam search).
+(tgt_len, src_len) float mask (0 or -inf). It exposes ``num_heads`` and ``head_dim`` (read by
+fairseq's decoder layer) and, being an incremental-state module, ``_get_input_buffer``,
+``_set_input_buffer`` and ``reorder_incremental_state`` (called by beam search). Positions come
+from the :class:`~posmix_fairseq.core.positions.PositionFrame` of the running forward call.
 
-Adding a mixer = one small module that calls :func:`register_mixer`.
+Adding a mixer = one small module named like the mixer that calls :func:`register_mixer`.
 """
-from dataclasses import dataclass
-from typing import Callable, Dict, Optional
+from dataclasses import dataclass, field
+from typing import Dict, Optional
 
-import torch
-from torch import Tensor, nn
-from fairseq.incremental_decoding_utils import with_incremental_state
+from torch import nn
 
-PLACEMENTS = ("encoder_self", "decoder_self", "decoder_cross")
-POSITION_EMBEDDING_KINDS = ("sinusoidal", "learned")
+from ..core.incremental import BatchFirstIncrementalState
+from ..core.placement import Placement
+from ..core.position_tables import SharedPositionTables
+from ..core.positions import PositionRoute
+from ..core.registry import Entry, Registry
+
+POSITION_TABLE_KINDS = ("sinusoidal", "learned")
+DEFAULT_MAX_RELATIVE_POSITION = 16
 
 
 @dataclass
@@ -31,7 +36,7 @@ class MixerSpec:
     """Everything a mixer builder needs to know about the sublayer it fills."""
 
     name: str
-    placement: str  # one of PLACEMENTS
+    placement: Placement
     layer_idx: int
     num_layers: int  # layers of this encoder/decoder (per-layer options are lists over them)
     embed_dim: int
@@ -39,102 +44,71 @@ class MixerSpec:
     kdim: int
     attention_dropout: float
     gated: bool
-    max_relative_position: int  # K: relative distances are clipped to [-K, K]
-    position_embedding: str  # one of POSITION_EMBEDDING_KINDS
     length_ratio: float  # gamma; 1.0 for self-attention
     max_query_positions: int
     max_key_positions: int
-    query_positions_option: str  # the command-line option that bounds query positions
-    key_positions_option: str
-    shared_tables: "object" = None  # positions.SharedPositionTables of the encoder/decoder
-    position_context: "object" = None  # positions.PositionContext (decoder sublayers)
-    options: Dict = None  # the mixer's own options (declared in register_mixer), by name
+    shared_tables: SharedPositionTables = None  # tables shared by the layers of the owning side
+    route: PositionRoute = None  # the owning side's positions route
+    options: Dict = field(default_factory=dict)  # the mixer's own options (declared in register_mixer)
 
-    @property
-    def option_prefix(self) -> str:
-        return "--" + self.placement.replace("_", "-")
-
-    @property
-    def is_cross(self) -> bool:
-        return self.placement == "decoder_cross"
+    def flag(self, option: str) -> str:
+        return self.placement.flag(option)
 
 
 @dataclass
-class MixerEntry:
-    builder: Callable[[MixerSpec], nn.Module]
-    gated_by_default: bool
-    uses_positions: bool
-    description: str
-    default_position_embedding: str
-    options: Dict  # option name -> argparse kwargs (with "default"); flag: --<sublayer>-<name>
+class MixerEntry(Entry):
+    gated_by_default: bool = False
+    uses_positions: bool = False  # the mixer gives its sublayer a position signal
 
 
-MIXER_REGISTRY: Dict[str, MixerEntry] = {}
+MIXER_REGISTRY: Registry[MixerEntry] = Registry("token mixer")
 
 
 def register_mixer(name: str, *, gated_by_default: bool, uses_positions: bool, description: str,
-                   default_position_embedding: str = "learned", options: Optional[Dict] = None):
+                   options: Optional[Dict] = None):
     """Decorator registering ``builder(spec) -> module`` under ``name``.
 
     ``options`` declares the mixer's own command-line options, e.g.
     ``{"gaussian-sigma": dict(type=float, default=1.0, help=...)}`` becomes
     ``--encoder-self-gaussian-sigma`` etc.; the builder reads ``spec.options["gaussian-sigma"]``.
-
-    Re-registering the same builder (the package imported twice) is a no-op; registering a
-    different builder under a taken name raises.
+    A flag given for a sublayer whose mixer does not declare it is an error.
     """
 
     def wrap(builder):
-        old = MIXER_REGISTRY.get(name)
-        if old is not None and old.builder.__qualname__ != builder.__qualname__:
-            raise ValueError(f"token mixer {name!r} is already registered")
-        MIXER_REGISTRY[name] = MixerEntry(builder, gated_by_default, uses_positions, description,
-                                          default_position_embedding, dict(options or {}))
+        MIXER_REGISTRY.register(name, MixerEntry(builder, description, dict(options or {}), gated_by_default,
+                                                 uses_positions))
         return builder
 
     return wrap
 
 
-def mixer_entry(name: str, option: str) -> MixerEntry:
-    if name not in MIXER_REGISTRY:
-        raise ValueError(
-            f"{option}: unknown token mixer {name!r}; valid mixers: {', '.join(sorted(MIXER_REGISTRY))}"
-        )
-    return MIXER_REGISTRY[name]
-
-
 def build_mixer(spec: MixerSpec) -> nn.Module:
-    return mixer_entry(spec.name, spec.option_prefix + "-mixer").builder(spec)
+    return MIXER_REGISTRY.get(spec.name, spec.flag("mixer")).builder(spec)
 
 
-@with_incremental_state
-class BatchFirstIncrementalState(nn.Module):
-    """A module that keeps a dict of tensors in fairseq's incremental state, each with the batch
-    as its first dimension; beam search's reordering index-selects every entry."""
+def max_relative_position_option():
+    """K, the clipping distance of relative positions (declared by the mixers that read it)."""
+    return {"max-relative-position": dict(type=int, default=DEFAULT_MAX_RELATIVE_POSITION, metavar="K",
+                                          help=f"clip relative distances to [-K, K] (default "
+                                               f"{DEFAULT_MAX_RELATIVE_POSITION}; 8 in *_big)")}
 
-    def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
-        result = self.get_incremental_state(incremental_state, "mix_state")
-        return result if result is not None else {}
 
-    def _set_input_buffer(self, incremental_state, buffer: Dict[str, Optional[Tensor]]):
-        return self.set_incremental_state(incremental_state, "mix_state", buffer)
+def position_table_option(default: str):
+    """The kind of the mixer's own position table (absolute n~, m~ or relative a^K, a^V)."""
+    return {"position-table": dict(choices=POSITION_TABLE_KINDS, default=default,
+                                   help="position table of this position-aware mixer: sinusoidal or learned "
+                                        "(default: aposnet sinusoidal, the others learned; GPA Section 5.2)")}
 
-    @torch.jit.unused
-    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        buffer = self._get_input_buffer(incremental_state)
-        if buffer:
-            for key, value in buffer.items():
-                if value is not None:
-                    buffer[key] = value.index_select(0, new_order)
-            incremental_state = self._set_input_buffer(incremental_state, buffer)
-        return incremental_state
+
+def max_relative_position(spec: MixerSpec) -> int:
+    k = spec.options["max-relative-position"]
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"{spec.flag('max-relative-position')} must be an integer >= 1 (got {k!r})")
+    return k
 
 
 class TokenMixer(BatchFirstIncrementalState):
-    """Base class of the mixers written in this package (fairseq's MHA is used as is).
-
-    Subclasses implement ``forward`` with the signature documented in this module.
-    """
+    """Base class of the mixers written in this package (fairseq's MHA is used as is)."""
 
     def __init__(self, embed_dim: int, num_heads: int):
         super().__init__()

@@ -13,11 +13,13 @@ import math
 import torch
 
 from .base import MixerSpec, register_mixer
-from .energy_attention import DirectWeights, EnergyMixingAttention
+from .energy import DirectWeights
+from .mixing import EnergyMixingAttention
+from ..core.placement import ENCODER_SELF
 
 
 class FourierWeights(DirectWeights):
-    def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
+    def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
         lengths = (~key_padding_mask).sum(dim=1).clamp(min=1).double()  # (B,)
         phase = (2 * math.pi) * query_positions.double().unsqueeze(2) * key_positions.double().unsqueeze(1)
         weights = torch.cos(phase / lengths.view(-1, 1, 1))  # (B, T, S), the same for every head
@@ -27,7 +29,7 @@ class FourierWeights(DirectWeights):
 @register_mixer("fourier", gated_by_default=False, uses_positions=True,
                 description="FourierNet (Eq. 11): real part of the DFT along each sentence (encoder only)")
 def build_fourier(spec: MixerSpec):
-    if spec.placement != "encoder_self":
-        raise ValueError(f"{spec.option_prefix}-mixer fourier: FourierNet transforms the whole sentence, so it is "
+    if spec.placement != ENCODER_SELF:
+        raise ValueError(f"{spec.flag('mixer')} fourier: FourierNet transforms the whole sentence, so it is "
                          "not causal and has no target-source form; use it as --encoder-self-mixer only")
     return EnergyMixingAttention(spec, FourierWeights())

@@ -22,21 +22,24 @@ import torch
 from torch import nn
 
 from .base import MixerSpec, register_mixer
-from .energy_attention import DirectWeights, EnergyMixingAttention
-from .positions import relative_distance
+from ..core.positions import relative_distance
+from .base import max_relative_position, max_relative_position_option
+from .energy import DirectWeights
+from .mixing import EnergyMixingAttention
+from .values import Values
 
 
 class LightConvWeights(DirectWeights):
     def __init__(self, spec: MixerSpec):
         super().__init__()
-        self.k, self.length_ratio = spec.max_relative_position, spec.length_ratio
-        self.causal = spec.placement == "decoder_self"
+        self.k, self.length_ratio = max_relative_position(spec), spec.length_ratio
+        self.causal = spec.placement.causal
         self.global_context = spec.options["lightconv-global-context"] == "on"
         taps = self.k + 1 if self.causal else 2 * self.k + 1
         self.kernel = nn.Parameter(torch.empty(spec.num_heads, taps))
         nn.init.xavier_uniform_(self.kernel)
 
-    def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
+    def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
         k = self.k
         distance = relative_distance(query_positions, key_positions, self.length_ratio)  # floor(gamma n) - m
         index = distance.clamp(-k, k) + k  # (B, T, S) tap index in 0..2K
@@ -59,6 +62,7 @@ class LightConvWeights(DirectWeights):
     "lightconv", gated_by_default=False, uses_positions=True,
     description="light convolution (Eq. 14): softmax kernel of 2K+1 taps per head; GLU / gating / global context",
     options={
+        **max_relative_position_option(),
         "lightconv-glu": dict(choices=("on", "off"), default="on", help="GLU on the inputs (default on)"),
         "lightconv-global-context": dict(choices=("on", "off"), default="off",
                                          help="spread the outermost taps over the whole sentence (default off)"),
@@ -66,12 +70,12 @@ class LightConvWeights(DirectWeights):
 def build_lightconv(spec: MixerSpec):
     glu = spec.options["lightconv-glu"] == "on"
     if glu and spec.gated:
-        raise ValueError(f"{spec.option_prefix}-gating on replaces the GLU (Appendix E): also pass "
-                         f"{spec.option_prefix}-lightconv-glu off")
-    value_projection = True
-    if glu:
-        projection = nn.Linear(spec.kdim, 2 * spec.embed_dim)
-        nn.init.xavier_uniform_(projection.weight)
-        nn.init.zeros_(projection.bias)
-        value_projection = nn.Sequential(projection, nn.GLU(dim=-1))
-    return EnergyMixingAttention(spec, LightConvWeights(spec), value_projection=value_projection)
+        raise ValueError(f"{spec.flag('gating')} on replaces the GLU (Appendix E): also pass "
+                         f"{spec.flag('lightconv-glu')} off")
+    weights = LightConvWeights(spec)
+    if not glu:
+        return EnergyMixingAttention(spec, weights)
+    projection = nn.Linear(spec.kdim, 2 * spec.embed_dim)
+    nn.init.xavier_uniform_(projection.weight)
+    nn.init.zeros_(projection.bias)
+    return EnergyMixingAttention(spec, weights, Values.of_spec(spec, projection=nn.Sequential(projection, nn.GLU(dim=-1))))

@@ -7,7 +7,10 @@ Big (``wmt_en_de_big``). K = 16 for Small/Base and 8 for Big.
 """
 from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 
-from .posmix_transformer import SUBLAYERS, posmix_base_architecture
+from ..core.placement import PLACEMENTS
+from ..mixers.base import MIXER_REGISTRY
+from .options import default_mixers, posmix_base_architecture
+from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers the model first)
 
 SIZES = {
     "iwslt_de_en": dict(encoder_embed_dim=512, encoder_ffn_embed_dim=1024, encoder_attention_heads=8,
@@ -56,12 +59,13 @@ VARIANTS = {
                    both_sides(self_mixer="linear", self_gating="on", position_encoding="none")),
     "lightconvnet": (GPA, "light convolution with GLU, Eq. 14; Appendix E Table 7", both_sides(self_mixer="lightconv")),
     # Analysis of positional encodings
-    "nope": (APE, "no position signal at all (encoder and decoder)", both_sides(position_encoding="none")),
+    "nope": (APE, "no position signal at all (encoder and decoder)",
+             dict(both_sides(position_encoding="none"), position_blind="encoder,decoder")),
     "learnedpe": (APE, "learned absolute position embeddings", both_sides(position_encoding="learned")),
     "shaw_konly": (APE, "Shaw relative positions, K term only (no a^V)",
                    both_sides(self_mixer="shaw", self_shaw_value_term="off", position_encoding="none")),
     "shaw_sin": (APE, "Shaw relative positions with sinusoidal a^K, a^V (no position parameters)",
-                 both_sides(self_mixer="shaw", self_position_embedding="sinusoidal", position_encoding="none")),
+                 both_sides(self_mixer="shaw", self_position_table="sinusoidal", position_encoding="none")),
     "shaw_abs": (APE, "relative + absolute: Shaw (K and V) with sinusoidal absolute embeddings",
                  both_sides(self_mixer="shaw", position_encoding="sinusoidal")),
     "lstmpe": (APE, "LSTM positional encoding: biLSTM encoder input, LSTM decoder input",
@@ -86,21 +90,34 @@ HC_IWSLT_SMALL = dict(encoder_embed_dim=288, encoder_ffn_embed_dim=507, encoder_
                       decoder_attention_heads=4, decoder_layers=5, dropout=0.1, max_relative_position=16)
 
 
+def _reads(args, placement, option: str) -> bool:
+    """Whether the mixer of ``placement`` (already chosen) reads its own ``option``."""
+    return option in MIXER_REGISTRY.get(getattr(args, placement.attr("mixer")), placement.flag("mixer")).options
+
+
 def _apply(args, defaults):
-    """Set each default the user did not give; callables are evaluated last, on the sized args."""
+    """Set each default the user did not give; callables are evaluated last, on the sized args.
+    A mixer's own option is set only for the sublayers whose mixer reads it."""
+    own_options = {placement.attr(option): (placement, option)
+                   for placement in PLACEMENTS for option in MIXER_REGISTRY.declared_options()}
     for key, value in defaults.items():
         if callable(value):
             continue
-        if key == "max_relative_position":
-            for sub in SUBLAYERS:
-                if getattr(args, f"{sub}_max_relative_position", None) is None:
-                    setattr(args, f"{sub}_max_relative_position", value)
+        if key == "max_relative_position":  # the size's K, for every sublayer that clips distances
+            for placement in PLACEMENTS:
+                if _reads(args, placement, "max-relative-position") and \
+                        getattr(args, placement.attr("max-relative-position"), None) is None:
+                    setattr(args, placement.attr("max-relative-position"), value)
+        elif key in own_options and not _reads(args, *own_options[key]):
+            continue
         elif getattr(args, key, None) is None:
             setattr(args, key, value)
 
 
 def make_architecture(variant_defaults, size_defaults):
     def architecture(args):
+        _apply(args, {k: v for k, v in variant_defaults.items() if k.endswith("_mixer")})
+        default_mixers(args)  # the mixers are chosen before their own options
         _apply(args, variant_defaults)
         _apply(args, size_defaults)
         posmix_base_architecture(args)

@@ -1,9 +1,10 @@
 """Embedding-level position modules (``--encoder-position-encoding``, ``--decoder-position-encoding``).
 
-Each family lives in its own module and registers itself with :func:`register_position_encoding`.
+Each encoding lives in the module named like it and registers itself with
+:func:`register_position_encoding`.
 """
 from .base import POSITION_ENCODING_REGISTRY, register_position_encoding  # noqa: F401
-from . import absolute  # noqa: F401  sinusoidal, learned, none
+from . import sinusoidal, learned, none  # noqa: F401  fairseq's additive embeddings, or none
 from . import lstm  # noqa: F401  LSTM positional encoding
-from . import recurrent  # noqa: F401  RPEHead / MPRHead
-from . import posnet_embed  # noqa: F401  PosNet-Embed
+from . import rpehead, mprhead  # noqa: F401  recurrent positional embedding
+from . import posnet  # noqa: F401  PosNet-Embed

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..mixers.base import BatchFirstIncrementalState
-from ..mixers.positions import gather_rows, left_aligned
+from ..core.incremental import BatchFirstIncrementalState
+from ..core.positions import gather_rows, left_aligned
 from .base import PositionEncodingSpec, register_position_encoding
 
 
@@ -25,8 +25,8 @@ class LstmPositionEncoding(BatchFirstIncrementalState):
         super().__init__()
         layers = int(spec.options["position-lstm-layers"])
         if layers < 1:
-            raise ValueError(f"{spec.option_prefix}-position-lstm-layers must be >= 1 (got {layers})")
-        self.bidirectional = not spec.causal
+            raise ValueError(f"{spec.side.flag_prefix}-position-lstm-layers must be >= 1 (got {layers})")
+        self.bidirectional = not spec.side.causal
         if self.bidirectional and spec.embed_dim % 2:
             raise ValueError(f"--encoder-position-encoding lstm needs an even --encoder-embed-dim "
                              f"(D/2 units per direction; got {spec.embed_dim})")
@@ -34,26 +34,26 @@ class LstmPositionEncoding(BatchFirstIncrementalState):
         self.lstm = nn.LSTM(spec.embed_dim, hidden, num_layers=layers, batch_first=True,
                             bidirectional=self.bidirectional, dropout=spec.dropout if layers > 1 else 0.0)
 
-    def forward(self, x, context):
-        if context.incremental_state is not None:
-            return self._step(x, context)
-        order, lengths = left_aligned(context.padding_mask, x.size(0), x.size(1), x.device)
+    def forward(self, x, frame):
+        if frame.incremental_state is not None:
+            return self._step(x, frame)
+        order, lengths = left_aligned(frame.padding_mask, x.size(0), x.size(1), x.device)
         packed = pack_padded_sequence(gather_rows(x, order), lengths.clamp(min=1).cpu(), batch_first=True,
                                       enforce_sorted=False)
         out, _ = pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=x.size(1))
-        return gather_rows(out, context.query_positions)  # back to each token's column
+        return gather_rows(out, frame.positions)  # back to each token's column
 
-    def _step(self, x, context):
+    def _step(self, x, frame):
         """One decoding step (B, 1, D); a padding token leaves the state unchanged."""
-        buffer = self._get_input_buffer(context.incremental_state)
+        buffer = self._get_input_buffer(frame.incremental_state)
         state = None
         if "h" in buffer:  # stored batch first: (B, layers, units)
             state = (buffer["h"].transpose(0, 1).contiguous(), buffer["c"].transpose(0, 1).contiguous())
         out, (h, c) = self.lstm(x, state)
         if state is not None:
-            keep = context.padding_mask[:, 0].view(1, -1, 1)
+            keep = frame.padding_mask[:, 0].view(1, -1, 1)
             h, c = torch.where(keep, state[0], h), torch.where(keep, state[1], c)
-        self._set_input_buffer(context.incremental_state, {"h": h.transpose(0, 1), "c": c.transpose(0, 1)})
+        self._set_input_buffer(frame.incremental_state, {"h": h.transpose(0, 1), "c": c.transpose(0, 1)})
         return out
 
 

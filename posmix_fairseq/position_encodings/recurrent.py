@@ -1,4 +1,4 @@
-"""``rpehead`` / ``mprhead``: recurrent positional embedding (Chen et al. 2019, EMNLP).
+"""The machinery of ``rpehead`` and ``mprhead`` (their modules register them): recurrent positional embedding (Chen et al. 2019, EMNLP).
 
 Each embedded word vector x_j (D) is split into x^p_j (its first d_p dims) and x^r_j (its last
 d_r dims), d_r = t D / H for t = ``--S-rpe-heads``:
@@ -24,9 +24,10 @@ Parameters: the cell(s) (GRU: 3 (d_r d_r + d_r d_r + 2 d_r)) and W^r, b^r (d_r^2
 import torch
 from torch import Tensor, nn
 
-from ..mixers.base import BatchFirstIncrementalState
-from ..mixers.positions import gather_rows, left_aligned, sinusoidal_encoding
-from .base import PositionEncodingSpec, register_position_encoding, reversed_within_length
+from ..core.incremental import BatchFirstIncrementalState
+from ..core.position_tables import sinusoidal_encoding
+from ..core.positions import gather_rows, left_aligned, reversed_within_length
+from .base import PositionEncodingSpec
 
 CELLS = {"gru": nn.GRUCell, "lstm": nn.LSTMCell, "rnn": nn.RNNCell}
 DIRECTIONS = ("forward", "backward", "bidirectional")
@@ -66,7 +67,7 @@ class RecurrentCell(nn.Module):
 class RecurrentPositionalEmbedding(BatchFirstIncrementalState):
     def __init__(self, spec: PositionEncodingSpec, per_head: bool):
         super().__init__()
-        opts, prefix = spec.options, spec.option_prefix
+        opts, prefix = spec.options, spec.side.flag_prefix
         d, h, t = spec.embed_dim, spec.num_heads, int(opts["rpe-heads"])
         if not 1 <= t < h:
             raise ValueError(f"{prefix}-rpe-heads must be in [1, {h - 1}] (t of the {h} heads; got {t})")
@@ -79,7 +80,7 @@ class RecurrentPositionalEmbedding(BatchFirstIncrementalState):
         self.direction = opts["rpe-direction"]
         if self.direction not in DIRECTIONS:
             raise ValueError(f"{prefix}-rpe-direction: {self.direction!r} is not one of {', '.join(DIRECTIONS)}")
-        if spec.causal and self.direction != "forward":
+        if spec.side.causal and self.direction != "forward":
             raise ValueError(f"{prefix}-rpe-direction must be forward in the decoder (left to right, for "
                              f"incremental decoding; got {self.direction})")
         cell = opts["rpe-cell"]
@@ -93,13 +94,13 @@ class RecurrentPositionalEmbedding(BatchFirstIncrementalState):
             self.cells = nn.ModuleList([RecurrentCell(cell, self.d_r, self.d_r)])
         self.sinusoids = opts["rpe-sinusoids"] == "on"
 
-    def forward(self, x, context):
+    def forward(self, x, frame):
         x_p, x_r = x[..., : self.d_p], x[..., self.d_p:]
-        p = x_p + sinusoidal_encoding(context.query_positions, self.d_p).to(x.dtype) if self.sinusoids else x_p
-        if context.incremental_state is not None:
-            r = self._step(x_r, context)
+        p = x_p + sinusoidal_encoding(frame.positions, self.d_p).to(x.dtype) if self.sinusoids else x_p
+        if frame.incremental_state is not None:
+            r = self._step(x_r, frame)
         else:
-            r = self._sentences(x_r, context)
+            r = self._sentences(x_r, frame)
         return self.combine(p, r)
 
     def combine(self, p: Tensor, r: Tensor) -> Tensor:
@@ -111,9 +112,9 @@ class RecurrentPositionalEmbedding(BatchFirstIncrementalState):
         r = r.reshape(*r.shape[:-1], heads, self.d_r // heads)
         return torch.cat([p, r], dim=-1).flatten(-2)
 
-    def _sentences(self, x_r, context):
+    def _sentences(self, x_r, frame):
         batch, length = x_r.shape[:2]
-        order, lengths = left_aligned(context.padding_mask, batch, length, x_r.device)
+        order, lengths = left_aligned(frame.padding_mask, batch, length, x_r.device)
         aligned = gather_rows(x_r, order)
         outputs = []
         for cell, backward in zip(self.cells, self._backward_flags()):
@@ -122,21 +123,21 @@ class RecurrentPositionalEmbedding(BatchFirstIncrementalState):
                 outputs.append(gather_rows(cell.run(gather_rows(aligned, flip)), flip))
             else:
                 outputs.append(cell.run(aligned))
-        return gather_rows(torch.cat(outputs, dim=-1), context.query_positions)
+        return gather_rows(torch.cat(outputs, dim=-1), frame.positions)
 
     def _backward_flags(self):
         return {"forward": (False,), "backward": (True,), "bidirectional": (False, True)}[self.direction]
 
-    def _step(self, x_r, context):
+    def _step(self, x_r, frame):
         """One decoding step (B, 1, d_r); a padding token leaves the state unchanged."""
         (cell,) = self.cells
-        buffer = self._get_input_buffer(context.incremental_state)
+        buffer = self._get_input_buffer(frame.incremental_state)
         names = ("r", "c") if cell.is_lstm else ("r",)
         old = tuple(buffer[n] for n in names) if "r" in buffer else cell.initial_state(x_r.size(0), x_r)
         r, state = cell.step(x_r[:, 0], old)
-        keep = context.padding_mask[:, :1]
+        keep = frame.padding_mask[:, :1]
         state = tuple(torch.where(keep, o, s) for o, s in zip(old, state))
-        self._set_input_buffer(context.incremental_state, dict(zip(names, state)))
+        self._set_input_buffer(frame.incremental_state, dict(zip(names, state)))
         return r.unsqueeze(1)
 
 
@@ -149,15 +150,3 @@ RPE_OPTIONS = {
     "rpe-sinusoids": dict(choices=("on", "off"), default="on",
                           help="add the d_p-dim sinusoids to P (Eqs. 2-3; off: the -PE ablation)"),
 }
-
-
-@register_position_encoding("rpehead", first_self_mixer="sliced_mha", options=RPE_OPTIONS,
-                            description="RPEHead (Chen et al. 2019, Eq. 4): t heads fed by a recurrent embedding")
-def build_rpehead(spec: PositionEncodingSpec):
-    return RecurrentPositionalEmbedding(spec, per_head=False)
-
-
-@register_position_encoding("mprhead", first_self_mixer="sliced_mha", options=RPE_OPTIONS,
-                            description="MPRHead (Chen et al. 2019, Eq. 5): every head gets a slice of P and of R")
-def build_mprhead(spec: PositionEncodingSpec):
-    return RecurrentPositionalEmbedding(spec, per_head=True)

@@ -1,44 +1,12 @@
-"""Positions for the position-aware mixers: padding-aware indices, absolute position tables,
-clipped relative distances.
-
-Positions always come from the padding mask, never from tensor indices: fairseq left-pads
-sources by default, and a sentence must get the same positions alone or in a padded batch.
-Positions are 0-based; padding slots get position 0 (their attention weights are masked).
-"""
+"""Position tables: sinusoidal and learned absolute tables (shared across the layers of a side),
+relative-distance tables, and PosNet's per-position kernels."""
 import math
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
-
-def positions_from_padding(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:
-    """(batch, length) 0-based positions of the non-padding tokens; 0 at padding."""
-    if padding_mask is None:
-        return torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
-    not_pad = (~padding_mask).long()
-    return ((torch.cumsum(not_pad, dim=1) - 1) * not_pad).clamp_(min=0)
-
-
-def relative_distance(query_positions: Tensor, key_positions: Tensor, length_ratio: float) -> Tensor:
-    """(B, T, S) distances floor(gamma * n) - m; gamma = 1 in self-attention."""
-    if length_ratio == 1.0:
-        scaled = query_positions
-    else:
-        scaled = torch.floor(query_positions.double() * length_ratio).long()
-    return scaled.unsqueeze(2) - key_positions.unsqueeze(1)
-
-
-def clipped_relative_index(query_positions: Tensor, key_positions: Tensor, length_ratio: float, k: int) -> Tensor:
-    """Index in [0, 2K] of the clipped distance clip(floor(gamma * n) - m, K) + K.
-
-    Gated position-based attention, Eq. 10 (rPosNet): d_nm = Emb_rel(clip(floor(gamma n) - m, K));
-    gamma = 1 for self-attention. The same convention (query minus key) is used for Shaw et al.
-    (2018) relative positions, whose table is simply indexed in the mirrored order.
-
-    query_positions: (B, T); key_positions: (B, S) -> (B, T, S) long.
-    """
-    return relative_distance(query_positions, key_positions, length_ratio).clamp(-k, k) + k
+from .positions import left_aligned
 
 
 def sinusoidal_encoding(positions: Tensor, dim: int) -> Tensor:
@@ -115,40 +83,6 @@ class SharedPositionTables:
         raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
 
 
-class PositionContext:
-    """Positions of the current encoder or decoder call, set by its owner before the
-    embedding-level position module and the layers run.
-
-    They are computed from the full token tensor (padding-aware, like fairseq's
-    ``make_positions``), so they are exact during incremental decoding and with left padding.
-    In incremental decoding (decoder only) the fields hold the last step only and
-    ``incremental_state`` is fairseq's state dict. Cross-attention needs the target positions:
-    its query carries no padding mask.
-    """
-
-    def __init__(self):
-        self.query_positions: Optional[Tensor] = None
-        self.padding_mask: Optional[Tensor] = None
-        self.incremental_state = None
-
-    def set(self, tokens: Tensor, padding_idx: int, incremental_state=None):
-        padding_mask = tokens.eq(padding_idx)
-        positions = positions_from_padding(padding_mask, *tokens.shape, tokens.device)
-        if incremental_state is not None:
-            positions, padding_mask = positions[:, -1:], padding_mask[:, -1:]
-        self.query_positions, self.padding_mask = positions, padding_mask
-        self.incremental_state = incremental_state
-
-    def get(self, batch: int, length: int) -> Tensor:
-        qp = self.query_positions
-        if qp is None or qp.shape != (batch, length):
-            raise RuntimeError(
-                "position-aware module called without positions for this input; call it through "
-                "PosMixEncoder/PosMixDecoder (which set them) or pass query_positions explicitly"
-            )
-        return qp
-
-
 class RelativePositionTable(nn.Module):
     """Embeddings of clipped relative distances -K..K, one (head_dim)-vector each, shared
     across heads (Shaw et al. 2018, Section 3.2): learned, or the sinusoidal encoding of the
@@ -169,22 +103,6 @@ class RelativePositionTable(nn.Module):
 
     def forward(self) -> Tensor:
         return self.weight
-
-
-def left_aligned(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tuple[Tensor, Tensor]:
-    """(order, lengths): ``order[b, p]`` is the column of row b's p-th real token (padding columns
-    after them), ``lengths`` the real tokens per row; gather with ``order`` to move every sentence
-    to the start of its row, and back with the true positions."""
-    if padding_mask is None:
-        order = torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
-        return order, torch.full((batch,), length, dtype=torch.long, device=device)
-    order = torch.argsort(padding_mask.to(torch.int8), dim=1, stable=True)
-    return order, (~padding_mask).sum(dim=1)
-
-
-def gather_rows(x: Tensor, index: Tensor) -> Tensor:
-    """x (B, T, D), index (B, T) -> x[b, index[b, t]]."""
-    return torch.gather(x, 1, index.unsqueeze(-1).expand(-1, -1, x.size(-1)))
 
 
 def position_kernels(positions: int, groups: int, dim: int) -> nn.Parameter:

@@ -12,20 +12,21 @@ import torch
 from torch import nn
 
 from .base import MixerSpec, register_mixer
-from .energy_attention import DirectWeights, EnergyMixingAttention
+from .energy import DirectWeights
+from .mixing import EnergyMixingAttention
 
 
 class LinearSpatialWeights(DirectWeights):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         self.max_positions = int(spec.options["linear-max-positions"])
-        self.option = spec.option_prefix + "-linear-max-positions"
+        self.option = spec.flag("linear-max-positions")
         if self.max_positions < 1:
             raise ValueError(f"{self.option} must be >= 1 (got {self.max_positions})")
         self.weight = nn.Parameter(torch.empty(spec.num_heads, self.max_positions, self.max_positions))
         nn.init.normal_(self.weight, std=0.02)
 
-    def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
+    def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
         longest = max(int(query_positions.max()), int(key_positions.max())) if query_positions.numel() else 0
         if longest >= self.max_positions:
             raise ValueError(f"position {longest} is beyond the LinearNet mixing matrix of {self.max_positions} "

@@ -14,14 +14,14 @@ sentence raises a clear error naming it. Parameters: 2 D d_p + P d_p^2.
 from fairseq import utils
 from torch import nn
 
-from ..mixers.positions import apply_position_kernels, position_kernels
+from ..core.position_tables import apply_position_kernels, position_kernels
 from .base import PositionEncodingSpec, register_position_encoding
 
 
 class PosNetEmbedding(nn.Module):
     def __init__(self, spec: PositionEncodingSpec):
         super().__init__()
-        opts, prefix = spec.options, spec.option_prefix
+        opts, prefix = spec.options, spec.side.flag_prefix
         d_p = opts["posnet-dim"]
         d_p = int(d_p) if d_p is not None else (256 if spec.embed_dim >= 1024 else 128)
         max_positions = int(opts["posnet-max-positions"])
@@ -42,9 +42,9 @@ class PosNetEmbedding(nn.Module):
         self.activation_fn = utils.get_activation_fn(opts["posnet-activation"])
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x, context):
+    def forward(self, x, frame):
         projected = self.w1(x).unsqueeze(2)  # (B, T, 1, d_p)
-        kernelled = apply_position_kernels(projected, context.query_positions, context.padding_mask,
+        kernelled = apply_position_kernels(projected, frame.positions, frame.padding_mask,
                                            self.kernels, self.max_positions_option).squeeze(2)
         return self.dropout(self.w2(self.activation_fn(kernelled))) + x
 

@@ -31,9 +31,10 @@ import torch
 from torch import Tensor, nn
 
 from .base import MixerSpec, register_mixer
-from .content_attention import ContentEnergy
-from .energy_attention import EnergyMixingAttention
-from .positions import relative_distance
+from ..core.placement import ENCODER_SELF
+from ..core.positions import relative_distance
+from .mha import ContentEnergy
+from .mixing import EnergyMixingAttention
 
 
 def t5_bucket(distance: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
@@ -110,12 +111,12 @@ class ScalarRelativeBias(nn.Module):
 class T5BiasEnergy(ContentEnergy):
     def __init__(self, spec: MixerSpec):
         super().__init__(spec)
-        if spec.is_cross:
+        if spec.placement.cross:
             raise ValueError("--decoder-cross-mixer t5bias: T5's scalar relative bias is defined for "
                              "self-attention only; use it for --encoder-self-mixer/--decoder-self-mixer")
-        prefix, opts = spec.option_prefix, spec.options
+        prefix, opts = spec.placement.flag_prefix, spec.options
         num_buckets, max_distance = int(opts["t5-buckets"]), int(opts["t5-max-distance"])
-        bidirectional = spec.placement == "encoder_self"
+        bidirectional = spec.placement == ENCODER_SELF
         direction_buckets = num_buckets // 2 if bidirectional else num_buckets
         if direction_buckets < 2:
             raise ValueError(f"{prefix}-t5-buckets must be >= {4 if bidirectional else 2} (got {num_buckets})")
@@ -125,7 +126,7 @@ class T5BiasEnergy(ContentEnergy):
         adaptive = opts["t5-adaptive"] == "on"
         # plain attribute: one table per encoder/decoder, registered by it (T5 shares it across layers)
         self.__dict__["_relative_bias"] = spec.shared_tables.shared(
-            f"t5bias_{spec.placement}_{'at5' if adaptive else 't5'}",
+            f"t5bias_{spec.placement.name}_{'at5' if adaptive else 't5'}",
             lambda: ScalarRelativeBias(spec.num_heads, num_buckets, max_distance, bidirectional, adaptive,
                                        spec.embed_dim))
 

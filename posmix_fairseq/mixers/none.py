@@ -18,9 +18,9 @@ class NoMixing(TokenMixer):
 @register_mixer("none", gated_by_default=False, uses_positions=False,
                 description="no self-attention sublayer (the -SA ablations)")
 def build_none(spec: MixerSpec):
-    if spec.is_cross:
+    if spec.placement.cross:
         raise ValueError("--decoder-cross-mixer none: remove cross-attention with --decoder-cross-heads "
                          "(0 for each layer without it) instead")
     if spec.gated:
-        raise ValueError(f"{spec.option_prefix}-gating on has no effect with {spec.option_prefix}-mixer none")
+        raise ValueError(f"{spec.flag('gating')} on has no effect with {spec.flag('mixer')} none")
     return NoMixing(spec.embed_dim, spec.num_heads)

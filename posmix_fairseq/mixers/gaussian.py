@@ -27,10 +27,12 @@ import math
 from typing import List
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .base import MixerSpec, register_mixer
-from .energy_attention import DirectWeights, EnergyMixingAttention
+from .energy import DirectWeights
+from .mixing import EnergyMixingAttention
+from .values import Values
 
 DEFAULT_OFFSETS = {"encoder_self": "-1,1", "decoder_self": "-1,0", "decoder_cross": "-1,0,1"}
 IMPLEMENTATIONS = ("full", "conv", "index")
@@ -61,16 +63,16 @@ class GaussianWeights(DirectWeights):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         opts = spec.options
-        option = spec.option_prefix + "-gaussian-offsets"
-        offsets = parse_offsets(opts["gaussian-offsets"] or DEFAULT_OFFSETS[spec.placement],
+        option = spec.flag("gaussian-offsets")
+        offsets = parse_offsets(opts["gaussian-offsets"] or DEFAULT_OFFSETS[spec.placement.name],
                                 spec.num_layers, spec.num_heads, option)[spec.layer_idx]
         self.register_buffer("offsets", torch.tensor(offsets, dtype=torch.float64), persistent=False)
         self.sigma = float(opts["gaussian-sigma"])
         if not self.sigma > 0:
-            raise ValueError(f"{spec.option_prefix}-gaussian-sigma must be > 0 (got {self.sigma})")
+            raise ValueError(f"{spec.flag('gaussian-sigma')} must be > 0 (got {self.sigma})")
         self.impl = opts["gaussian-impl"]
         if self.impl not in IMPLEMENTATIONS:
-            raise ValueError(f"{spec.option_prefix}-gaussian-impl: {self.impl!r} is not one of "
+            raise ValueError(f"{spec.flag('gaussian-impl')}: {self.impl!r} is not one of "
                              f"{', '.join(IMPLEMENTATIONS)}")
         self.length_ratio = spec.length_ratio
 
@@ -79,7 +81,7 @@ class GaussianWeights(DirectWeights):
         scaled = query_positions.double().unsqueeze(1) * self.length_ratio + self.offsets.view(1, -1, 1)
         return torch.floor(scaled)
 
-    def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
+    def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
         distance = key_positions.double().view(key_positions.size(0), 1, 1, -1) - self.centres(
             query_positions).unsqueeze(-1)  # (B, H, T, S)
         if self.impl == "index":
@@ -100,9 +102,14 @@ class GaussianWeights(DirectWeights):
         "gaussian-sigma": dict(type=float, default=1.0, help="standard deviation of the hard-coded heads (default 1)"),
         "gaussian-impl": dict(choices=IMPLEMENTATIONS, default="full",
                               help="full: whole sentence; conv: window-3 kernel; index: copy the centre value"),
-        "value-projection": dict(choices=("on", "off"), default="on",
+        "gaussian-value-projection": dict(choices=("on", "off"), default="on",
                                  help="keep W^V (on) or use the inputs as values (off, footnote 6)"),
     })
 def build_gaussian(spec: MixerSpec):
-    return EnergyMixingAttention(spec, GaussianWeights(spec),
-                                 value_projection=spec.options["value-projection"] == "on")
+    weights = GaussianWeights(spec)
+    if spec.options["gaussian-value-projection"] == "on":
+        return EnergyMixingAttention(spec, weights)
+    if spec.kdim != spec.embed_dim:
+        raise ValueError(f"{spec.flag('gaussian-value-projection')} off needs equal key and model dims "
+                         f"({spec.kdim} != {spec.embed_dim})")
+    return EnergyMixingAttention(spec, weights, Values.of_spec(spec, projection=nn.Identity()))

@@ -14,10 +14,11 @@ Parameters: 4(D^2 + D) per layer, plus P * H * D_h^2 = P * D * D_h per kernel te
 from fairseq import utils
 from torch import nn
 
+from ..core.position_tables import apply_position_kernels, position_kernels
 from .base import MixerSpec, register_mixer
-from .content_attention import ContentEnergy
-from .energy_attention import EnergyMixingAttention
-from .positions import apply_position_kernels, position_kernels
+from .mha import ContentEnergy
+from .mixing import EnergyMixingAttention
+from .values import Values
 
 ON_OFF = ("on", "off")
 
@@ -28,29 +29,26 @@ class PositionKernels(nn.Module):
         self.weight = position_kernels(positions, groups, dim)
 
 
-class PosNetAttention(EnergyMixingAttention):
-    def __init__(self, spec: MixerSpec):
-        super().__init__(spec, ContentEnergy(spec))
-        opts = spec.options
-        self.max_positions_option = spec.option_prefix + "-posnet-max-positions"
-        max_positions = int(opts["posnet-max-positions"])
-        if max_positions < 1:
-            raise ValueError(f"{self.max_positions_option} must be >= 1 (got {max_positions})")
-        self.activation_fn = utils.get_activation_fn(opts["posnet-activation"])
-        if opts["posnet-share-kernels"] == "on":
-            # plain attribute: the encoder/decoder registers the shared tensor once
-            self.__dict__["_shared_kernels"] = spec.shared_tables.shared(
-                f"posnet_{spec.placement}", lambda: PositionKernels(max_positions, self.num_heads, self.head_dim))
+class PositionKernelValues(Values):
+    """PosNet(v; Phi) = act(v^h_m Phi[p_m, h]) + v^h_m (Eq. 23) on the projected values."""
+
+    def __init__(self, projection, embed_dim, num_heads, gated, kernels: PositionKernels, shared: bool,
+                 activation: str, max_positions_option: str):
+        super().__init__(projection, embed_dim, num_heads, gated)
+        if shared:  # plain attribute: the encoder/decoder registers the shared tensor once
+            self.__dict__["_shared_kernels"] = kernels
         else:
-            self.kernels = PositionKernels(max_positions, self.num_heads, self.head_dim)
+            self.kernels = kernels
+        self.activation_fn = utils.get_activation_fn(activation)
+        self.max_positions_option = max_positions_option
 
     @property
     def kernel_weight(self):
         shared = self.__dict__.get("_shared_kernels")
         return (shared if shared is not None else self.kernels).weight
 
-    def _values(self, value, key_positions, key_padding_mask):
-        v = super()._values(value, key_positions, key_padding_mask).transpose(1, 2)  # (B, S, H, Dh)
+    def forward(self, value, key_positions, key_padding_mask):
+        v = super().forward(value, key_positions, key_padding_mask).transpose(1, 2)  # (B, S, H, Dh)
         kernelled = apply_position_kernels(v, key_positions, key_padding_mask, self.kernel_weight,
                                            self.max_positions_option)
         return (self.activation_fn(kernelled) + v).transpose(1, 2)
@@ -68,4 +66,16 @@ class PosNetAttention(EnergyMixingAttention):
                                                       "sublayer kind (default on) or one per layer"),
                 })
 def build_posnet(spec: MixerSpec):
-    return PosNetAttention(spec)
+    opts = spec.options
+    option = spec.flag("posnet-max-positions")
+    max_positions = int(opts["posnet-max-positions"])
+    if max_positions < 1:
+        raise ValueError(f"{option} must be >= 1 (got {max_positions})")
+    energy = ContentEnergy(spec)
+    head_dim = spec.embed_dim // spec.num_heads
+    shared = opts["posnet-share-kernels"] == "on"
+    make = lambda: PositionKernels(max_positions, spec.num_heads, head_dim)  # noqa: E731
+    kernels = spec.shared_tables.shared(f"posnet_{spec.placement.name}", make) if shared else make()
+    values = PositionKernelValues.of_spec(spec, kernels=kernels, shared=shared,
+                                          activation=opts["posnet-activation"], max_positions_option=option)
+    return EnergyMixingAttention(spec, energy, values)

@@ -14,8 +14,9 @@ import torch
 from torch import Tensor, nn
 
 from .base import MixerSpec, register_mixer
-from .content_attention import ContentEnergy
-from .energy_attention import EnergyMixingAttention
+from .mha import ContentEnergy
+from .mixing import EnergyMixingAttention
+from .values import Values
 
 
 class HeadSlicedLinear(nn.Module):
@@ -35,18 +36,12 @@ class HeadSlicedLinear(nn.Module):
         return out.reshape(x.shape)
 
 
-class SlicedContentEnergy(ContentEnergy):
-    def __init__(self, spec: MixerSpec):
-        super().__init__(spec)
-        if spec.kdim != spec.embed_dim:
-            raise ValueError(f"{spec.option_prefix}-mixer sliced_mha needs equal key and model dims "
-                             f"({spec.kdim} != {spec.embed_dim})")
-        self.q_proj = HeadSlicedLinear(spec.embed_dim, spec.num_heads)
-        self.k_proj = HeadSlicedLinear(spec.embed_dim, spec.num_heads)
-
-
 @register_mixer("sliced_mha", gated_by_default=False, uses_positions=False,
                 description="multi-head attention with head h computed from input slice h (RPE Eqs. 4-5)")
 def build_sliced_mha(spec: MixerSpec):
-    return EnergyMixingAttention(spec, SlicedContentEnergy(spec),
-                                 value_projection=HeadSlicedLinear(spec.embed_dim, spec.num_heads))
+    if spec.kdim != spec.embed_dim:
+        raise ValueError(f"{spec.flag('mixer')} sliced_mha needs equal key and model dims "
+                         f"({spec.kdim} != {spec.embed_dim})")
+    sliced = lambda in_dim, out_dim: HeadSlicedLinear(out_dim, spec.num_heads)  # noqa: E731
+    return EnergyMixingAttention(spec, ContentEnergy(spec, projection=sliced),
+                                 Values.of_spec(spec, projection=HeadSlicedLinear(spec.embed_dim, spec.num_heads)))

@@ -5,23 +5,26 @@ Gated (Gated position-based attention, Table 6 "Transformer + gating"), it is co
 e_nm = (W^Q y_n)(W^K x_m)^T / sqrt(D_h) inside :class:`EnergyMixingAttention` with Eq. 4.
 """
 from fairseq.modules import MultiheadAttention
-from torch import Tensor
+from torch import Tensor, nn
 
 from .base import MixerSpec, register_mixer
-from .energy_attention import Energy, EnergyMixingAttention, head_scaling, split_heads, xavier_linear
+from .energy import SoftmaxEnergy, head_scaling, split_heads, xavier_linear
+from .mixing import EnergyMixingAttention
 
 
-class ContentEnergy(Energy):
-    """e_nm = (W^Q y_n)(W^K x_m)^T / sqrt(D_h), per head. Parameters: 2(D^2 + D)."""
+class ContentEnergy(SoftmaxEnergy):
+    """e_nm = (W^Q y_n)(W^K x_m)^T / sqrt(D_h), per head. Parameters: 2(D^2 + D).
 
-    def __init__(self, spec: MixerSpec):
+    ``projection(in_dim, out_dim)`` builds W^Q and W^K (a full linear map by default)."""
+
+    def __init__(self, spec: MixerSpec, projection=xavier_linear):
         super().__init__()
         self.num_heads = spec.num_heads
         self.scaling = head_scaling(spec.embed_dim // spec.num_heads)
-        self.q_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
-        self.k_proj = xavier_linear(spec.kdim, spec.embed_dim)
+        self.q_proj: nn.Module = projection(spec.embed_dim, spec.embed_dim)
+        self.k_proj: nn.Module = projection(spec.kdim, spec.embed_dim)
 
-    def project_keys(self, key: Tensor, key_positions: Tensor) -> Tensor:
+    def key_features(self, key: Tensor, key_positions: Tensor) -> Tensor:
         return split_heads(self.k_proj(key), self.num_heads)
 
     def queries(self, query: Tensor) -> Tensor:
@@ -42,6 +45,6 @@ def build_mha(spec: MixerSpec):
         kdim=spec.kdim,
         vdim=spec.kdim,
         dropout=spec.attention_dropout,
-        self_attention=not spec.is_cross,
-        encoder_decoder_attention=spec.is_cross,
+        self_attention=not spec.placement.cross,
+        encoder_decoder_attention=spec.placement.cross,
     )

@@ -1,0 +1,29 @@
+"""Incremental-decoding buffers kept in fairseq's incremental state."""
+from typing import Dict, Optional
+
+import torch
+from torch import Tensor, nn
+from fairseq.incremental_decoding_utils import with_incremental_state
+
+
+@with_incremental_state
+class BatchFirstIncrementalState(nn.Module):
+    """A module that keeps a dict of tensors in fairseq's incremental state, each with the batch
+    as its first dimension; beam search's reordering index-selects every entry."""
+
+    def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
+        result = self.get_incremental_state(incremental_state, "mix_state")
+        return result if result is not None else {}
+
+    def _set_input_buffer(self, incremental_state, buffer: Dict[str, Optional[Tensor]]):
+        return self.set_incremental_state(incremental_state, "mix_state", buffer)
+
+    @torch.jit.unused
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        buffer = self._get_input_buffer(incremental_state)
+        if buffer:
+            for key, value in buffer.items():
+                if value is not None:
+                    buffer[key] = value.index_select(0, new_order)
+            incremental_state = self._set_input_buffer(incremental_state, buffer)
+        return incremental_state

@@ -1,0 +1,138 @@
+"""Padding-aware positions, relative distances, and the route that hands a forward call's positions
+to the parts that need them.
+
+Positions always come from the padding mask, never from tensor indices: fairseq left-pads sources
+by default, and a sentence must get the same positions alone or in a padded batch. Positions are
+0-based; padding slots get position 0 (their attention weights are masked).
+
+The encoder and the decoder each compute their positions ONCE per forward call
+(:meth:`PositionFrame.of_tokens`) and carry them through that call on their
+:class:`PositionRoute`: the embedding-level position module and every mixer of the side read the
+same frame, and the decoder's cross-attention reads the encoder's positions from ``encoder_out``.
+A frame lives exactly as long as the call (a ``with`` block): nothing survives between forward
+calls. Under activation checkpointing the layer receives its frame as an explicit argument, so the
+recomputation in the backward pass runs with the frame of the forward it repeats.
+"""
+import contextlib
+from dataclasses import dataclass
+from typing import Any, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+
+def positions_from_padding(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:
+    """(batch, length) 0-based positions of the non-padding tokens; 0 at padding."""
+    if padding_mask is None:
+        return torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
+    not_pad = (~padding_mask).long()
+    return ((torch.cumsum(not_pad, dim=1) - 1) * not_pad).clamp_(min=0)
+
+
+def relative_distance(query_positions: Tensor, key_positions: Tensor, length_ratio: float) -> Tensor:
+    """(B, T, S) distances floor(gamma * n) - m; gamma = 1 in self-attention."""
+    if length_ratio == 1.0:
+        scaled = query_positions
+    else:
+        scaled = torch.floor(query_positions.double() * length_ratio).long()
+    return scaled.unsqueeze(2) - key_positions.unsqueeze(1)
+
+
+def clipped_relative_index(query_positions: Tensor, key_positions: Tensor, length_ratio: float, k: int) -> Tensor:
+    """Index in [0, 2K] of the clipped distance clip(floor(gamma * n) - m, K) + K.
+
+    Gated position-based attention (000_56daf9cf6f59e3ab.txt), Eq. 10 (rPosNet):
+    d_nm = Emb_rel(clip(floor(gamma n) - m, K)); gamma = 1 for self-attention. The same convention
+    (query minus key) is used for Shaw et al. (2018) relative positions.
+
+    query_positions: (B, T); key_positions: (B, S) -> (B, T, S) long.
+    """
+    return relative_distance(query_positions, key_positions, length_ratio).clamp(-k, k) + k
+
+
+def left_aligned(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tuple[Tensor, Tensor]:
+    """(order, lengths): ``order[b, p]`` is the column of row b's p-th real token (padding columns
+    after them), ``lengths`` the real tokens per row; gather with ``order`` to move every sentence
+    to the start of its row, and back with the true positions."""
+    if padding_mask is None:
+        order = torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
+        return order, torch.full((batch,), length, dtype=torch.long, device=device)
+    order = torch.argsort(padding_mask.to(torch.int8), dim=1, stable=True)
+    return order, (~padding_mask).sum(dim=1)
+
+
+def gather_rows(x: Tensor, index: Tensor) -> Tensor:
+    """x (B, T, D), index (B, T) -> x[b, index[b, t]]."""
+    return torch.gather(x, 1, index.unsqueeze(-1).expand(-1, -1, x.size(-1)))
+
+
+def reversed_within_length(lengths: Tensor, length: int) -> Tensor:
+    """(B, T) index reversing each left-aligned row within its length (padding kept in place)."""
+    p = torch.arange(length, device=lengths.device).unsqueeze(0)
+    lengths = lengths.unsqueeze(1)
+    return torch.where(p < lengths, lengths - 1 - p, p)
+
+
+@dataclass(frozen=True)
+class PositionFrame:
+    """The positions of one forward call of an encoder or a decoder.
+
+    ``positions`` (B, T) and ``padding_mask`` (B, T) of the tokens this call processes (in
+    incremental decoding: the last step only, computed from the whole prefix); ``source_positions``
+    (B, S) of the encoder output the decoder attends to (None in the encoder); ``incremental_state``
+    fairseq's state dict while decoding step by step.
+    """
+
+    positions: Tensor
+    padding_mask: Tensor
+    source_positions: Optional[Tensor] = None
+    incremental_state: Any = None
+
+    @classmethod
+    def of_tokens(cls, tokens: Tensor, padding_idx: int, source_positions: Optional[Tensor] = None,
+                  incremental_state=None) -> "PositionFrame":
+        padding_mask = tokens.eq(padding_idx)
+        positions = positions_from_padding(padding_mask, *tokens.shape, tokens.device)
+        if incremental_state is not None:
+            positions, padding_mask = positions[:, -1:], padding_mask[:, -1:]
+        return cls(positions, padding_mask, source_positions, incremental_state)
+
+    @classmethod
+    def of_padding(cls, padding_mask: Optional[Tensor], batch: int, length: int, device=None,
+                   source_positions: Optional[Tensor] = None) -> "PositionFrame":
+        """Positions of a (B, T) batch from its padding mask (None: no padding)."""
+        if padding_mask is None:
+            padding_mask = torch.zeros(batch, length, dtype=torch.bool, device=device)
+        return cls(positions_from_padding(padding_mask, batch, length, padding_mask.device), padding_mask,
+                   source_positions)
+
+
+class PositionRoute:
+    """Carries the :class:`PositionFrame` of the running forward call of one encoder or decoder.
+
+    The owner opens it with ``with route.carrying(frame):`` around its forward; the parts inside
+    read ``route.frame``. Outside a call the route is empty and reading it is an error.
+    """
+
+    def __init__(self, side: str):
+        self.side = side
+        self._frames: List[PositionFrame] = []
+
+    @contextlib.contextmanager
+    def carrying(self, frame: PositionFrame):
+        self._frames.append(frame)
+        try:
+            yield frame
+        finally:
+            self._frames.pop()
+
+    @property
+    def frame(self) -> PositionFrame:
+        if not self._frames:
+            raise RuntimeError(f"a position-aware part of the {self.side} was called outside its {self.side}'s "
+                               "forward; call the encoder/decoder, or pass positions=PositionFrame(...) explicitly")
+        return self._frames[-1]
+
+    @property
+    def active(self) -> bool:
+        return bool(self._frames)

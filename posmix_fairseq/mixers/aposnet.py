@@ -1,0 +1,37 @@
+"""``aposnet``: aPosNet of Gated position-based attention (000_56daf9cf6f59e3ab.txt), Eq. 8.
+The energies depend on positions only, never on token content:
+
+    e_nm = (W^Q n~)(W^K m~)^T / sqrt(D_h)
+
+n~, m~ are absolute position embeddings shared across the layers of the encoder (or decoder);
+sinusoidal by default (Section 5.2). W^Q, W^K are per layer. Gating (Eq. 4) is on by default.
+Training-time parameters per layer (gated): 5(D^2 + D) + 2D.
+"""
+from torch import Tensor
+
+from .base import MixerSpec, position_table_option, register_mixer
+from .energy import split_heads, xavier_linear
+from .mixing import EnergyMixingAttention
+from .position_queries import PositionQueries
+
+
+class AbsolutePositionEnergy(PositionQueries):
+    """aPosNet, Eq. 8."""
+
+    def __init__(self, spec: MixerSpec):
+        super().__init__(spec)
+        self.k_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
+
+    def key_features(self, key: Tensor, key_positions: Tensor) -> Tensor:
+        m = self.key_table(key_positions).to(self.k_proj.weight.dtype)  # (B, S, D)
+        return split_heads(self.k_proj(m).transpose(0, 1), self.num_heads)
+
+    def logits(self, query, query_positions, keys, key_positions):
+        return self.position_queries(query, query_positions) @ keys.to(query.dtype).transpose(-1, -2)
+
+
+@register_mixer("aposnet", gated_by_default=True, uses_positions=True,
+                description="aPosNet: energies from absolute position embeddings only (Eq. 8)",
+                options=position_table_option("sinusoidal"))
+def build_aposnet(spec: MixerSpec):
+    return EnergyMixingAttention(spec, AbsolutePositionEnergy(spec))

@@ -1,0 +1,39 @@
+"""``relattn``: token-position relative attention (Gated position-based attention, Section 7.2):
+queries from token content, keys from relative positions only (token-position interactions):
+
+    e_nm = (W^Q y_n)(a^K_nm)^T / sqrt(D_h)
+
+Parameters: 3(D^2 + D) + (2K + 1) D_h (no W^K).
+"""
+from ..core.position_tables import RelativePositionTable
+from ..core.positions import clipped_relative_index
+from .base import (MixerSpec, max_relative_position, max_relative_position_option, position_table_option,
+                   register_mixer)
+from .energy import SoftmaxEnergy, head_scaling, split_heads, xavier_linear
+from .mixing import EnergyMixingAttention
+from .relative_scores import gather_relative
+
+
+class RelativeKeyEnergy(SoftmaxEnergy):
+    """e_nm = (W^Q y_n)(a^K_nm)^T / sqrt(D_h): content queries, relative-position keys."""
+
+    def __init__(self, spec: MixerSpec):
+        super().__init__()
+        self.num_heads = spec.num_heads
+        head_dim = spec.embed_dim // spec.num_heads
+        self.scaling = head_scaling(head_dim)
+        self.k, self.length_ratio = max_relative_position(spec), spec.length_ratio
+        self.q_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
+        self.relative_keys = RelativePositionTable(self.k, head_dim, spec.options["position-table"])
+
+    def logits(self, query, query_positions, keys, key_positions):
+        q = split_heads(self.q_proj(query) * self.scaling, self.num_heads)
+        index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
+        return gather_relative(q @ self.relative_keys().to(q.dtype).t(), index)
+
+
+@register_mixer("relattn", gated_by_default=False, uses_positions=True,
+                description="token-position relative attention (content queries, relative-position keys)",
+                options={**max_relative_position_option(), **position_table_option("learned")})
+def build_relattn(spec: MixerSpec):
+    return EnergyMixingAttention(spec, RelativeKeyEnergy(spec))

@@ -1,0 +1,45 @@
+"""The values of the mixing step: the one hook through which a mixer shapes them.
+
+    v_m = W^V x_m                        ungated
+    v_m = LayerNorm(GeLU(W^V x_m))       gated (Gated position-based attention, Eq. 4)
+
+``projection`` is W^V by default; a mixer may give another map (light convolution's GLU, the
+head-sliced map of RPE, the identity of hard-coded Gaussian heads without a value projection).
+Subclasses may make values depend on the keys' positions (PosNet-Attn, Eq. 23) and may add a
+relative term sum_m a_nm r_nm to each context (Shaw et al. 2018, Eq. 3).
+"""
+from typing import Optional
+
+from torch import Tensor, nn
+
+from .energy import split_heads, xavier_linear
+
+
+class Values(nn.Module):
+    def __init__(self, projection: nn.Module, embed_dim: int, num_heads: int, gated: bool):
+        super().__init__()
+        self.num_heads = num_heads
+        self.projection = projection
+        self.norm = nn.LayerNorm(embed_dim) if gated else None
+
+    @classmethod
+    def of_spec(cls, spec, projection: Optional[nn.Module] = None, **kwargs) -> "Values":
+        """Values of the sublayer ``spec`` with W^V (``projection`` None) or the given map."""
+        if projection is None:
+            projection = xavier_linear(spec.kdim, spec.embed_dim)
+        return cls(projection, spec.embed_dim, spec.num_heads, spec.gated, **kwargs)
+
+    def project(self, value: Tensor) -> Tensor:
+        """(S, B, D) projected (and, gated, normalised) values, before the split into heads."""
+        v = self.projection(value)
+        if self.norm is not None:
+            v = self.norm(nn.functional.gelu(v))
+        return v
+
+    def forward(self, value: Tensor, key_positions: Tensor, key_padding_mask: Tensor) -> Tensor:
+        """(B, H, S, D_h) values of the new keys (their positions and padding are (B, S))."""
+        return split_heads(self.project(value), self.num_heads)
+
+    def relative_term(self, weights: Tensor, query_positions: Tensor, key_positions: Tensor) -> Optional[Tensor]:
+        """(B, H, T, D_h) added to the context, or None."""
+        return None

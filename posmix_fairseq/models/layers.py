@@ -1,0 +1,100 @@
+"""The posmix encoder and decoder layers: fairseq's layers whose attention sublayers come from the
+build plan, removable sublayers (-SA, -FF ablations), and activation-checkpoint wrapping that keeps
+each layer's positions with its inputs."""
+import functools
+
+from torch import nn
+from fairseq.distributed import fsdp_wrap
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
+
+from ..core.placement import DECODER_CROSS, DECODER_SELF, ENCODER_SELF
+from ..core.positions import PositionRoute
+from ..mixers.none import NoMixing
+from .plan import MixerPlan
+
+
+def _forward_with_frame(route: PositionRoute, checkpointed_forward, *args, **kwargs):
+    return checkpointed_forward(*args, positions=route.frame, **kwargs)
+
+
+def wrap_layer(cfg, layer, route: PositionRoute):
+    """Activation checkpointing and FSDP wrapping, as fairseq's own build_*_layer hooks do.
+
+    Under checkpointing the layer gets the running frame as an explicit argument, which the
+    checkpoint keeps with the layer's inputs: the recomputation in the backward pass, which runs
+    after the forward call has returned, sees the positions of the forward it repeats.
+    """
+    checkpoint = cfg.checkpoint_activations
+    if checkpoint:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+        layer.forward = functools.partial(_forward_with_frame, route, layer.forward)
+    return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
+
+
+class ZeroSublayer(nn.Module):
+    """Stands in for a removed feed-forward projection: outputs zeros of ``out_dim`` features."""
+
+    def __init__(self, out_dim: int):
+        super().__init__()
+        self.out_dim = out_dim
+
+    def forward(self, x):
+        return x.new_zeros(*x.shape[:-1], self.out_dim)
+
+
+class PosMixLayer:
+    """Mixin of the posmix layers.
+
+    A removed sublayer (mixer ``none``, ``--no-*-ffn``) adds 0 to the residual, and its LayerNorm
+    becomes the identity, so the layer equals one without it. ``forward(..., positions=frame)``
+    (checkpointing only) runs the layer inside that frame.
+    """
+
+    def build_fc1(self, input_dim, output_dim, q_noise, qn_block_size):
+        if self._ffn_removed:
+            return ZeroSublayer(output_dim)
+        return super().build_fc1(input_dim, output_dim, q_noise, qn_block_size)
+
+    def build_fc2(self, input_dim, output_dim, q_noise, qn_block_size):
+        if self._ffn_removed:
+            return ZeroSublayer(output_dim)
+        return super().build_fc2(input_dim, output_dim, q_noise, qn_block_size)
+
+    def drop_norms_of_removed_sublayers(self):
+        if isinstance(self.self_attn, NoMixing):
+            self.self_attn_layer_norm = nn.Identity()
+        if self._ffn_removed:
+            self.final_layer_norm = nn.Identity()
+
+    def forward(self, *args, positions=None, **kwargs):
+        if positions is None:
+            return super().forward(*args, **kwargs)
+        with self._mixer_plan.route.carrying(positions):
+            return super().forward(*args, **kwargs)
+
+
+class PosMixEncoderLayer(PosMixLayer, TransformerEncoderLayerBase):
+    def __init__(self, cfg, plan: MixerPlan, layer_idx: int, return_fc=False):
+        # read by the build_* hooks during TransformerEncoderLayerBase.__init__
+        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx, _ffn_removed=bool(cfg.no_encoder_ffn))
+        super().__init__(cfg, return_fc=return_fc)
+        self.drop_norms_of_removed_sublayers()
+
+    def build_self_attention(self, embed_dim, cfg):
+        return self._mixer_plan.build(ENCODER_SELF, self.layer_idx)
+
+
+class PosMixDecoderLayer(PosMixLayer, TransformerDecoderLayerBase):
+    def __init__(self, cfg, plan: MixerPlan, layer_idx: int, no_encoder_attn=False):
+        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx, _ffn_removed=bool(cfg.no_decoder_ffn))
+        super().__init__(cfg, no_encoder_attn=no_encoder_attn)
+        self.drop_norms_of_removed_sublayers()
+
+    def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
+        if add_bias_kv or add_zero_attn:
+            raise ValueError("add_bias_kv/add_zero_attn are not supported by posmix decoder layers")
+        return self._mixer_plan.build(DECODER_SELF, self.layer_idx)
+
+    def build_encoder_attention(self, embed_dim, cfg):
+        return self._mixer_plan.build(DECODER_CROSS, self.layer_idx)

@@ -1,0 +1,94 @@
+"""The build plan of one encoder or decoder: which mixer fills each (sublayer, layer index), with
+which options, and the embedding-level position module of the side."""
+from ..core.placement import DECODER_CROSS, ENCODER_SELF, Side
+from ..core.position_tables import SharedPositionTables
+from ..core.positions import PositionRoute
+from ..mixers.base import MIXER_REGISTRY, MixerSpec, build_mixer
+from ..position_encodings.base import POSITION_ENCODING_REGISTRY, EmbeddingStage, PositionEncodingSpec
+from .options import cross_heads
+
+
+def option_value(cfg, prefix: str, option: str, default):
+    value = getattr(cfg, f"{prefix}_{option.replace('-', '_')}", None)
+    return default if value is None else value
+
+
+class MixerPlan:
+    """Builds the mixers of one encoder or decoder (``side``).
+
+    Layers are built in order by fairseq's list comprehension; ``next_layer_index`` hands out
+    their explicit indices (fairseq's layer hooks take no index). ``shared_tables`` holds what
+    the side's layers share; ``route`` carries the positions of each forward call.
+    """
+
+    def __init__(self, cfg, side: Side):
+        self.cfg = cfg
+        self.side = side
+        self.shared_tables = SharedPositionTables()
+        self.route = PositionRoute(side.name)
+        self._built_layers = 0
+
+    def next_layer_index(self) -> int:
+        self._built_layers += 1
+        return self._built_layers - 1
+
+    def mixer_name(self, placement, layer_idx: int) -> str:
+        name = getattr(self.cfg, placement.attr("mixer"), "mha")
+        if not placement.cross and layer_idx == 0:
+            encoding = POSITION_ENCODING_REGISTRY.get(getattr(self.cfg, f"{placement.owner}_position_encoding",
+                                                              "sinusoidal"),
+                                                      placement.owner.flag("position-encoding"))
+            name = encoding.first_self_mixer or name  # RPEHead/MPRHead: heads from input slices
+        return name
+
+    def spec(self, placement, layer_idx: int) -> MixerSpec:
+        cfg = self.cfg
+        name = self.mixer_name(placement, layer_idx)
+        entry = MIXER_REGISTRY.get(name, placement.flag("mixer"))
+        gating = getattr(cfg, placement.attr("gating"), "default")
+        side_cfg = cfg.encoder if placement == ENCODER_SELF else cfg.decoder
+        num_heads = cross_heads(cfg)[layer_idx] if placement == DECODER_CROSS else side_cfg.attention_heads
+        max_positions = {"source": cfg.max_source_positions, "target": cfg.max_target_positions}
+        length_ratio = 1.0
+        if placement.cross and entry.uses_positions:
+            if getattr(cfg, "length_ratio", None) is None:
+                raise ValueError("--length-ratio is required by the position-aware --decoder-cross-mixer "
+                                 f"{name!r} (build the model through fairseq to compute it from the data)")
+            length_ratio = float(cfg.length_ratio)
+        return MixerSpec(
+            name=name,
+            placement=placement,
+            layer_idx=layer_idx,
+            num_layers=side_cfg.layers,
+            embed_dim=side_cfg.embed_dim,
+            num_heads=num_heads,
+            kdim=cfg.encoder.embed_dim,
+            attention_dropout=cfg.attention_dropout,
+            gated=entry.gated_by_default if gating == "default" else gating == "on",
+            length_ratio=length_ratio,
+            max_query_positions=max_positions[placement.query_side.role],
+            max_key_positions=max_positions[placement.key_side.role],
+            shared_tables=self.shared_tables,
+            route=self.route,
+            options={option: option_value(cfg, placement.name, option, kwargs.get("default"))
+                     for option, kwargs in entry.options.items()},
+        )
+
+    def build(self, placement, layer_idx: int):
+        return build_mixer(self.spec(placement, layer_idx))
+
+    def position_encoding(self, layer_norm_embedding):
+        """The module for fairseq's ``layernorm_embedding`` slot: the side's position encoding run
+        before the original LayerNorm, or that LayerNorm unchanged for fairseq's additive encodings."""
+        cfg, side = self.cfg, self.side
+        name = getattr(cfg, f"{side}_position_encoding", "sinusoidal")
+        entry = POSITION_ENCODING_REGISTRY.get(name, side.flag("position-encoding"))
+        side_cfg = getattr(cfg, side.name)
+        spec = PositionEncodingSpec(
+            name=name, side=side, embed_dim=side_cfg.embed_dim, num_heads=side_cfg.attention_heads,
+            dropout=cfg.dropout, options={option: option_value(cfg, side.name, option, kwargs.get("default"))
+                                          for option, kwargs in entry.options.items()})
+        module = entry.builder(spec)
+        return layer_norm_embedding if module is None else EmbeddingStage(module, self.route, layer_norm_embedding)
+
+
