@@ -118,9 +118,10 @@ def test_two_processes_equal_one_process_with_update_freq_2(corpus, tmp_path, ar
     dropout is 0, and Adam sees the same gradient: same loss and gradient norm in every update
     and the same parameters at the end, up to fp32 summation order.
 
-    Fails when (mutations tried): the all-reduce is skipped (LegacyDistributedDataParallel.
-    all_reduce_grads made a no-op: the ranks diverge after update 1 and differ from the reference),
-    or the reference drops ``--update-freq 2`` (losses differ from update 2 on).
+    Fails when (mutation tried) the all-reduce is skipped (LegacyDistributedDataParallel.
+    all_reduce_grads made a no-op): the losses differ from update 3 on (the warmup's first update
+    has learning rate 0), the ranks' parameters diverge. It would also fail if the reference lost
+    ``--update-freq 2`` (other sentences in every update).
     """
     updates = 4
     single_dir, dist_dir = str(tmp_path / "single"), str(tmp_path / "dist")
@@ -148,8 +149,8 @@ def test_resume_from_checkpoint_last_equals_straight_run(corpus, tmp_path):
     The stop falls inside the first epoch, so the resumed run must restore the data iterator's
     position, Adam's moments and the inverse-sqrt schedule; dropout is on (0.1): fairseq seeds
     every update with ``seed + num_updates``, so the resumed updates draw the same masks.
-    Fails when (mutation tried): the resumed run passes ``--reset-optimizer`` (fresh Adam
-    moments: update 4's loss still matches, its parameters do not).
+    Fails when (mutation tried) the resumed run passes ``--reset-optimizer``: neither Adam's
+    moments nor the update count come back, and it trains 6 updates instead of 3.
     """
     arch, half = "rposnet_iwslt_de_en", 3
     resumed_dir, straight_dir = str(tmp_path / "resumed"), str(tmp_path / "straight")
@@ -191,7 +192,9 @@ def test_activation_checkpointing_gives_the_same_gradients(arch):
     dropout 0: same outputs and gradients.
 
     Fails when: the flag is not applied (no layer wrapped by fairseq's checkpoint_wrapper), or
-    the recompute sees other positions or padding than the forward (the gradients differ).
+    the recompute sees other positions or padding than the forward (mutation tried: the decoder
+    re-published the positions of the rows reversed after its forward: rPosNet's gradients
+    differ by 0.74).
     """
     flags = ["--arch", arch]
     reference, d = build_model(flags, seed=5)
