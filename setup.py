@@ -9,6 +9,10 @@ setup(
     # fairseq-fixed provides the `fairseq` import package on Python 3.11; never list plain
     # `fairseq` (pip would fetch 0.12.2, which does not import on 3.11). torch is pinned in
     # constraints.txt: scripts/setup.sh installs the whole stack in a working order.
-    install_requires=["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece"],
+    # Triton (posmix_fairseq.kernels) has wheels for Linux x86-64 only; >= 3.6 covers torch 2.11 (3.6.0)
+    # and torch 2.13 (3.7.1, pinned in constraints.txt).
+    install_requires=["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece",
+                      "triton>=3.6,<4; platform_system == 'Linux' and platform_machine == 'x86_64'"],
     extras_require={"eval": ["unbabel-comet==2.2.7", "bleurt-pytorch==0.0.1"], "test": ["pytest"]},
+    entry_points={"console_scripts": ["posmix-bench-kernels = posmix_fairseq.kernels.bench:main"]},
 )

@@ -11,9 +11,14 @@ import os
 # that fairseq stores in every checkpoint (fairseq-generate and --restore-file would fail).
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
-from . import mixers  # noqa: E402,F401  (registers the token mixers)
-from . import position_encodings  # noqa: E402,F401  (registers the embedding-level position modules)
-from . import models  # noqa: E402,F401  (registers the model and the named architectures)
+import importlib.util  # noqa: E402
+
+# The registrations need fairseq; posmix_fairseq.kernels (and its benchmark) must import without it
+# (a GPU host with only torch and Triton), so they happen only where fairseq is installed.
+if importlib.util.find_spec("fairseq") is not None:
+    from . import mixers  # noqa: E402,F401  (registers the token mixers)
+    from . import position_encodings  # noqa: E402,F401  (registers the embedding-level position modules)
+    from . import models  # noqa: E402,F401  (registers the model and the named architectures)
 
 __version__ = "0.1.0"
 USER_DIR = os.path.dirname(os.path.abspath(__file__))

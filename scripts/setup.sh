@@ -15,6 +15,9 @@ C="-c constraints.txt"
 pip install $C --upgrade pip wheel >/dev/null
 pip install $C torch==2.13.0
 pip install $C "numpy<2" cython "setuptools<81"
+# Triton for posmix_fairseq.kernels (GPU kernels; the CPU tests run them in its interpreter).
+# Linux x86-64 only (elsewhere pip ignores the requirement); the version torch 2.13.0 expects.
+pip install $C "triton==3.7.1; platform_system == 'Linux' and platform_machine == 'x86_64'"
 # fairseq-fixed is an sdist with C++/Cython extensions; build it against the torch above.
 if ! "$VENV/bin/python" -c "import fairseq" 2>/dev/null; then
   pip install $C --no-build-isolation fairseq-fixed==0.12.3.1

@@ -1,0 +1,142 @@
+"""Kernels of gated position-based attention: PyTorch references and Triton kernels.
+
+Imports without fairseq (only torch; Triton when installed). Every primitive takes
+``backend=None|"auto"|"torch"|"triton"`` (see :mod:`.dispatch`; also :func:`set_backend` and
+the ``POSMIX_KERNELS`` environment variable). The equations are those of "Gated position-based
+attention" (/work/shared/papers/000_56daf9cf6f59e3ab.txt): Eq. 8 (aPosNet), Eqs. 9-10 (rPosNet),
+Eq. 4 (gating).
+
+Conventions of the mixing primitives: ``values`` (B, H, S, Dh) are LEFT-ALIGNED (key slot m is
+key position m), ``key_lengths`` (B,) the real keys of each row (slots >= length are padding);
+``query_positions`` (B, T) the true query positions (padding queries may have any position in the
+table: their output is finite); ``causal`` allows key m only if m <= p. The softmax is fp32; a
+query with no allowed key gets 0, never NaN. Outputs have the dtype of ``values``.
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import dispatch
+from .common import centres, check_mixing_inputs
+from .decode_step import RelativeDecodeState, check_decode_inputs, relative_decode_reference
+from .dispatch import BACKENDS, KernelBackendError, get_backend, set_backend, triton_available
+from .gating import gelu_gate_reference, gelu_layernorm_reference
+from .absolute_mixing import absolute_mixing_dense
+from .relative_mixing import relative_mixing_dense, relative_mixing_window
+
+__all__ = [
+    "relative_position_mixing", "absolute_position_mixing", "relative_decode_step", "RelativeDecodeState",
+    "gelu_layernorm", "gelu_gate", "set_backend", "get_backend", "triton_available", "KernelBackendError",
+    "BACKENDS", "RELATIVE_IMPLS",
+]
+
+#: PyTorch implementations of rPosNet mixing (``impl=`` of :func:`relative_position_mixing`).
+RELATIVE_IMPLS = ("dense", "window")
+#: Storage dtypes the Triton kernels accept (they compute in fp32).
+TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _backend(backend: Optional[str], *tensors: Tensor) -> str:
+    """Resolve the backend; float64 inputs have no Triton kernel (``auto`` uses torch for them)."""
+    name = dispatch.resolve(backend, tensors[0].device)
+    if name == "triton" and any(t.dtype not in TRITON_DTYPES for t in tensors if t.is_floating_point()):
+        requested, setting = dispatch._setting(backend)
+        if requested == "triton":
+            bad = sorted({str(t.dtype) for t in tensors if t.is_floating_point() and t.dtype not in TRITON_DTYPES})
+            raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, which supports "
+                                     f"float32, float16 and bfloat16, not {', '.join(bad)}; use 'torch' or 'auto'")
+        return "torch"
+    return name
+
+
+def _triton_module(name: str):
+    import importlib
+    return importlib.import_module(f"{__name__}.triton_{name}")
+
+
+def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Tensor, key_lengths: Tensor,
+                             length_ratio: float = 1.0, causal: bool = False, backend: Optional[str] = None,
+                             impl: str = "window") -> Tensor:
+    """rPosNet mixing (Eqs. 9-10) from a table of energies; (B, H, T, Dh).
+
+    ``table`` (H, Pq, 2K+1): energy of a query at position p for the clipped distance index
+    j = clip(floor(gamma p) - m, -K, K) + K (``length_ratio`` = gamma; 1 in self-attention, and
+    ``causal`` only with decoder self-attention). Differentiable w.r.t. ``table`` and ``values``.
+    ``impl`` picks the PyTorch implementation: ``"window"`` (O(T (2K+3) Dh), the band plus far
+    sums) or ``"dense"`` (materialises (B, H, T, S) energies, the reference); the Triton backend
+    always runs the window form.
+    """
+    if impl not in RELATIVE_IMPLS:
+        raise ValueError(f"impl={impl!r} is not an rPosNet mixing implementation; valid values: "
+                         f"{', '.join(RELATIVE_IMPLS)}")
+    if table.dim() != 3 or table.size(-1) % 2 != 1:
+        raise ValueError(f"relative_position_mixing: table must be (H, Pq, 2K+1) with an odd last axis, "
+                         f"got {tuple(table.shape)}")
+    batch, heads, steps, keys, dim = check_mixing_inputs("relative_position_mixing", table, query_positions,
+                                                         values, key_lengths)
+    centre = centres(query_positions, length_ratio)
+    if keys == 0:  # no key slot at all: every query gets 0 (still connected to the graph)
+        return (values.sum(2, keepdim=True) * 0).expand(batch, heads, steps, dim) + table.sum() * 0
+    if _backend(backend, table, values) == "triton":
+        return _triton_module("relative").relative_mixing_triton(table, query_positions, values, key_lengths,
+                                                                 centre, causal)
+    fn = relative_mixing_window if impl == "window" else relative_mixing_dense
+    return fn(table, query_positions, values, key_lengths, length_ratio, causal)
+
+
+def absolute_position_mixing(table: Tensor, query_positions: Tensor, values: Tensor, key_lengths: Tensor,
+                             causal: bool = False, backend: Optional[str] = None) -> Tensor:
+    """aPosNet mixing (Eq. 8) from a table of energies E (H, Pq, Pk) indexed by query position and
+    key position; (B, H, T, Dh). Differentiable w.r.t. ``table`` and ``values``."""
+    batch, heads, steps, keys, dim = check_mixing_inputs("absolute_position_mixing", table, query_positions,
+                                                         values, key_lengths, table_keys=table.size(2))
+    if keys == 0:
+        return (values.sum(2, keepdim=True) * 0).expand(batch, heads, steps, dim) + table.sum() * 0
+    if _backend(backend, table, values) == "triton":
+        return _triton_module("absolute").absolute_mixing_triton(table, query_positions, values, key_lengths, causal)
+    return absolute_mixing_dense(table, query_positions, values, key_lengths, causal)
+
+
+def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_valid: Tensor, far_sum: Tensor,
+                         far_count: Tensor, backend: Optional[str] = None) -> Tensor:
+    """One query per hypothesis of constant-state rPosNet decoder self-attention; (B, H, Dh).
+
+    ``energy_rows`` (B, H, 2K+1): the table row of the current position; ``window_values``
+    (B, H, K, Dh): slot i is the key at distance i (0 = the current token), energy index K+i;
+    ``window_valid`` (B, K) bool; the keys at distance >= K all use energy index 2K: ``far_sum``
+    (B, H, Dh) is their value sum, ``far_count`` (B,) their number. :class:`RelativeDecodeState`
+    keeps these tensors across steps. Forward only on the Triton backend (search needs no grad).
+    """
+    check_decode_inputs(energy_rows, window_values, window_valid, far_sum, far_count)
+    if _backend(backend, energy_rows, window_values, far_sum) == "triton":
+        if torch.is_grad_enabled() and (energy_rows.requires_grad or window_values.requires_grad
+                                        or far_sum.requires_grad):
+            raise KernelBackendError("relative_decode_step: the Triton decoding step is forward-only; run it under "
+                                     "torch.no_grad() or with backend='torch' to differentiate it")
+        return _triton_module("decode").relative_decode_triton(energy_rows, window_values, window_valid, far_sum,
+                                                               far_count)
+    return relative_decode_reference(energy_rows, window_values, window_valid, far_sum, far_count)
+
+
+def _check_same_shape(name: str, a: Tensor, b: Tensor, what: str) -> None:
+    if a.shape != b.shape:
+        raise ValueError(f"{name}: {what} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+
+
+def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5, backend: Optional[str] = None) -> Tensor:
+    """LayerNorm(GeLU(x)) over the last axis (the value path of Eq. 4)."""
+    if weight.shape != (x.size(-1),) or bias.shape != (x.size(-1),):
+        raise ValueError(f"gelu_layernorm: weight and bias must be ({x.size(-1)},), got {tuple(weight.shape)} and "
+                         f"{tuple(bias.shape)}")
+    if _backend(backend, x, weight, bias) == "triton":
+        return _triton_module("gating").gelu_layernorm_triton(x, weight, bias, eps)
+    return gelu_layernorm_reference(x, weight, bias, eps)
+
+
+def gelu_gate(context: Tensor, gate_preact: Tensor, backend: Optional[str] = None) -> Tensor:
+    """context * GeLU(gate_preact) (the gate of Eq. 4; gate_preact = W^G y)."""
+    _check_same_shape("gelu_gate", context, gate_preact, "context and gate_preact")
+    if _backend(backend, context, gate_preact) == "triton":
+        return _triton_module("gating").gelu_gate_triton(context, gate_preact)
+    return gelu_gate_reference(context, gate_preact)

@@ -1,0 +1,85 @@
+"""Input checks and small helpers shared by the position-attention kernels (no fairseq import)."""
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+
+def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, values: Tensor,
+                        key_lengths: Tensor, table_keys: Optional[int] = None) -> Tuple[int, int, int, int, int]:
+    """Validate the shared conventions of the mixing primitives; returns (B, H, T, S, Dh).
+
+    ``table``: (H, Pq, X) float; ``query_positions``: (B, T) integer in [0, Pq);
+    ``values``: (B, H, S, Dh) float, left-aligned (key slot m = key position m);
+    ``key_lengths``: (B,) integer in [0, S] (and <= ``table_keys`` when given: the key axis of
+    an absolute table).
+    """
+    if table.dim() != 3 or not table.is_floating_point():
+        raise ValueError(f"{name}: table must be a float tensor (H, Pq, X), got {tuple(table.shape)} {table.dtype}")
+    if values.dim() != 4 or not values.is_floating_point():
+        raise ValueError(f"{name}: values must be a float tensor (B, H, S, Dh), got {tuple(values.shape)} {values.dtype}")
+    batch, heads, keys, head_dim = values.shape
+    if heads != table.size(0):
+        raise ValueError(f"{name}: table has {table.size(0)} heads but values have {heads}")
+    if query_positions.dim() != 2 or query_positions.size(0) != batch or query_positions.is_floating_point():
+        raise ValueError(f"{name}: query_positions must be an integer tensor (B={batch}, T), "
+                         f"got {tuple(query_positions.shape)} {query_positions.dtype}")
+    if key_lengths.shape != (batch,) or key_lengths.is_floating_point():
+        raise ValueError(f"{name}: key_lengths must be an integer tensor (B={batch},), "
+                         f"got {tuple(key_lengths.shape)} {key_lengths.dtype}")
+    devices = {table.device, query_positions.device, values.device, key_lengths.device}
+    if len(devices) != 1:
+        raise ValueError(f"{name}: all inputs must be on one device, got {sorted(str(d) for d in devices)}")
+    steps = query_positions.size(1)
+    if query_positions.numel():
+        low, high = (int(x) for x in torch.aminmax(query_positions))
+        if low < 0 or high >= table.size(1):
+            raise ValueError(f"{name}: query positions must lie in [0, {table.size(1)}) (the table's query axis); "
+                             f"got [{low}, {high}]: raise the table's maximum positions")
+    if batch:
+        low, high = (int(x) for x in torch.aminmax(key_lengths))
+        limit = keys if table_keys is None else min(keys, table_keys)
+        if low < 0 or high > limit:
+            raise ValueError(f"{name}: key_lengths must lie in [0, {limit}] (values hold {keys} key slots"
+                             + ("" if table_keys is None else f", the table's key axis {table_keys} positions")
+                             + f"); got [{low}, {high}]")
+    return batch, heads, steps, keys, head_dim
+
+
+def centres(query_positions: Tensor, length_ratio: float) -> Tensor:
+    """floor(gamma * p) (Gated position-based attention, Eq. 10), in float64 like
+    ``posmix_fairseq.mixers.positions.relative_distance``; gamma = 1 returns the positions."""
+    if length_ratio <= 0:
+        raise ValueError(f"length_ratio (gamma) must be > 0, got {length_ratio}")
+    if length_ratio == 1.0:
+        return query_positions.long()
+    return torch.floor(query_positions.double() * length_ratio).long()
+
+
+def allowed_keys(query_positions: Tensor, key_lengths: Tensor, keys: int, causal: bool) -> Tensor:
+    """(B, T, S) bool: key m is a real key (m < length) and, when causal, m <= p."""
+    m = torch.arange(keys, device=query_positions.device)
+    allowed = (m < key_lengths[:, None, None]).expand(-1, query_positions.size(1), -1)
+    if causal:
+        allowed = allowed & (m <= query_positions[:, :, None])
+    return allowed
+
+
+def masked_softmax_mix(energies: Tensor, allowed: Tensor, values: Tensor) -> Tensor:
+    """sum_m softmax_m(E) v_m over the allowed keys, fp32 softmax; 0 for a query with none.
+
+    energies (B, H, T, S) float32 (float64 for float64 values), allowed (B, 1 or H, T, S) bool, values (B, H, S, Dh).
+    """
+    logits = energies.masked_fill(~allowed, float("-inf"))
+    dead = ~allowed.any(dim=-1, keepdim=True)
+    probs = torch.softmax(logits.masked_fill(dead, 0.0), dim=-1) * allowed
+    return torch.matmul(probs, values.to(probs.dtype)).to(values.dtype)
+
+
+def compute_dtype(tensor: Tensor) -> torch.dtype:
+    """The softmax/accumulation dtype of the PyTorch paths: float32, or float64 for float64 inputs."""
+    return torch.float64 if tensor.dtype == torch.float64 else torch.float32
+
+
+def next_power_of_2(x: int) -> int:
+    return 1 << max(int(x) - 1, 0).bit_length()

@@ -1,0 +1,426 @@
+"""posmix_fairseq.kernels: every implementation equals the dense reference, the dense references
+equal the definitions (Gated position-based attention, Eqs. 4, 8-10, written as loops), the decoding
+state equals causal dense mixing, and bad input or an impossible backend gets a clear error.
+
+The Triton kernels run on the CPU through the Triton interpreter. Triton reads TRITON_INTERPRET
+once, when it is first imported, so the Triton tests run in a child pytest process started by
+``test_triton_kernels_in_interpreter`` with TRITON_INTERPRET=1 in its environment; in this process
+they are skipped, and the environment of the other test modules is left untouched.
+
+Tolerances (max abs error over max(1, max |reference|); the inputs are O(1)): float32 1e-5 (forward and gradients; float64
+for gradcheck); float16 5e-3 and bfloat16 3e-2 against the float32 reference of the same rounded
+inputs (one rounding of the output/gradient to the storage dtype: 2^-11 resp. 2^-8, plus the
+rounding of P before the P V product on the GPU).
+"""
+import math
+import os
+import zlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import posmix_fairseq.kernels as kernels
+from posmix_fairseq.kernels import dispatch
+from posmix_fairseq.kernels.absolute_mixing import absolute_mixing_dense
+from posmix_fairseq.kernels.relative_mixing import relative_mixing_dense, relative_mixing_window
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOL = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 3e-2}
+
+
+CHILD_FLAG = "POSMIX_KERNELS_INTERPRETER_CHILD"
+IN_CHILD = os.environ.get(CHILD_FLAG) == "1"
+
+
+@pytest.fixture(scope="module")
+def triton_device():
+    """The device the Triton tests run on: the CPU in the interpreter child, else a GPU if any."""
+    if IN_CHILD:
+        assert dispatch.interpreter_enabled() and dispatch.triton_available()
+        return torch.device("cpu")
+    if torch.cuda.is_available() and dispatch.triton_available() and not dispatch.interpreter_enabled():
+        return torch.device("cuda")
+    pytest.skip("runs in the TRITON_INTERPRET=1 child process of test_triton_kernels_in_interpreter (no GPU here)")
+
+
+@pytest.mark.skipif(IN_CHILD, reason="this is the child")
+def test_triton_kernels_in_interpreter():
+    pytest.importorskip("triton", reason="Triton is not installed (it has wheels for Linux x86-64 only)")
+    env = dict(os.environ, TRITON_INTERPRET="1", **{CHILD_FLAG: "1"})
+    env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore",
+                             os.path.abspath(__file__), "-k", "triton and not in_interpreter"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert " passed" in summary and "skipped" not in summary and "deselected" in summary, summary
+
+
+def assert_close(actual, expected, rel, what=""):
+    actual, expected = actual.double(), expected.double()
+    assert torch.isfinite(actual).all(), f"{what}: non-finite values"
+    scale = max(float(expected.abs().max()) if expected.numel() else 0.0, 1.0)
+    err = float((actual - expected).abs().max()) if expected.numel() else 0.0
+    assert err <= rel * scale, f"{what}: max error {err:.3g} > {rel} x {scale:.3g}"
+
+
+def positions_from_padding(padding_mask):
+    """fairseq-style true positions (0-based; padding slots get 0)."""
+    not_pad = (~padding_mask).long()
+    return ((torch.cumsum(not_pad, dim=1) - 1) * not_pad).clamp(min=0)
+
+
+# --------------------------------------------------------------------------------------------
+# scenarios: (query_positions, key_lengths, keys S, gamma, causal-capable)
+def scenario(name):
+    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    if name == "odd_right_padded":  # self-attention, queries at padding slots carry position 0
+        lengths = torch.tensor([7, 5, 3])
+        mask = torch.arange(7)[None] >= lengths[:, None]
+        return positions_from_padding(mask), lengths, 7, 1.0
+    if name == "left_padded":  # fairseq left-pads sources: queries at the start are padding
+        lengths = torch.tensor([9, 4, 6])
+        mask = torch.arange(9)[None] < (9 - lengths)[:, None]
+        return positions_from_padding(mask), lengths, 9, 1.0
+    if name == "length_one":
+        return torch.zeros(2, 1, dtype=torch.long), torch.tensor([1, 1]), 1, 1.0
+    if name == "empty_rows":  # rows whose keys are all padding
+        return torch.randint(0, 5, (3, 5), generator=g), torch.tensor([0, 5, 0]), 5, 1.0
+    if name == "k_ge_n":  # handled by the K argument of the test (K = 6 > N = 4)
+        return torch.arange(4).repeat(2, 1), torch.tensor([4, 3]), 4, 1.0
+    if name == "gamma_1.3":  # cross-attention: target positions, longer source
+        return torch.arange(7).repeat(2, 1), torch.tensor([11, 6]), 11, 1.3
+    if name == "gamma_0.7":
+        return torch.arange(9).repeat(2, 1), torch.tensor([7, 4]), 7, 0.7
+    raise KeyError(name)
+
+
+SCENARIOS = ["odd_right_padded", "left_padded", "length_one", "empty_rows", "k_ge_n", "gamma_1.3", "gamma_0.7"]
+
+
+def relative_inputs(name, dtype=torch.float32, heads=2, head_dim=5, device="cpu"):
+    qp, lengths, keys, gamma = scenario(name)
+    k = 6 if name == "k_ge_n" else 2
+    g = torch.Generator().manual_seed(7)
+    pq = int(qp.max()) + 3
+    table = torch.randn(heads, pq, 2 * k + 1, generator=g).to(device, dtype).requires_grad_()
+    values = torch.randn(qp.size(0), heads, keys, head_dim, generator=g).to(device, dtype).requires_grad_()
+    return table, qp.to(device), values, lengths.to(device), gamma
+
+
+def absolute_inputs(name, dtype=torch.float32, heads=2, head_dim=5, device="cpu"):
+    qp, lengths, keys, _ = scenario(name)
+    g = torch.Generator().manual_seed(8)
+    table = torch.randn(heads, int(qp.max()) + 2, keys + 1, generator=g).to(device, dtype).requires_grad_()
+    values = torch.randn(qp.size(0), heads, keys, head_dim, generator=g).to(device, dtype).requires_grad_()
+    return table, qp.to(device), values, lengths.to(device)
+
+
+def forward_and_grads(fn, table, values, *args):
+    out = fn(table, *args)
+    weight = torch.linspace(-1.0, 1.0, out.numel(), dtype=torch.float64, device=out.device).view_as(out)
+    grads = torch.autograd.grad((out.double() * weight).sum(), (table, values), allow_unused=True)
+    return [out] + [torch.zeros_like(x) if gr is None else gr for gr, x in zip(grads, (table, values))]
+
+
+def upcast(*tensors):
+    return [t.detach().float().requires_grad_() for t in tensors]
+
+
+# --------------------------------------------------------------------------------------------
+# the dense references equal the definitions (loops over queries and keys)
+def loop_mixing(energy, qp, values, lengths, causal):
+    batch, heads, steps = qp.size(0), values.size(1), qp.size(1)
+    out = torch.zeros(batch, heads, steps, values.size(3), dtype=torch.float64)
+    for b in range(batch):
+        for h in range(heads):
+            for t in range(steps):
+                p = int(qp[b, t])
+                keys = [m for m in range(int(lengths[b])) if not causal or m <= p]
+                if not keys:
+                    continue
+                e = torch.tensor([energy(h, p, m) for m in keys], dtype=torch.float64)
+                a = torch.softmax(e, 0)
+                out[b, h, t] = sum(a[i] * values[b, h, m].double() for i, m in enumerate(keys))
+    return out
+
+
+@pytest.mark.parametrize("name,causal", [("left_padded", False), ("gamma_1.3", False), ("odd_right_padded", True),
+                                         ("empty_rows", False)])
+def test_dense_references_equal_the_definitions(name, causal):
+    table, qp, values, lengths, gamma = relative_inputs(name)
+    k = (table.size(2) - 1) // 2
+
+    def rel_energy(h, p, m):  # Eq. 10: clip(floor(gamma p) - m, K)
+        return float(table[h, p, max(-k, min(k, math.floor(gamma * p) - m)) + k])
+
+    expected = loop_mixing(rel_energy, qp, values, lengths, causal)
+    assert_close(relative_mixing_dense(table, qp, values, lengths, gamma, causal), expected, 1e-6, "rel dense")
+    atable, qp, values, lengths = absolute_inputs(name)
+    expected = loop_mixing(lambda h, p, m: float(atable[h, p, m]), qp, values, lengths, causal)
+    assert_close(absolute_mixing_dense(atable, qp, values, lengths, causal), expected, 1e-6, "abs dense")
+
+
+# --------------------------------------------------------------------------------------------
+# rPosNet: window (torch) and Triton against dense, float32
+CASES = [(name, False) for name in SCENARIOS] + [(name, True) for name in
+                                                  ("odd_right_padded", "left_padded", "length_one", "empty_rows",
+                                                   "k_ge_n")]
+
+
+def _relative(backend, impl="window"):
+    def fn(table, qp, values, lengths, gamma, causal):
+        return kernels.relative_position_mixing(table, qp, values, lengths, gamma, causal, backend=backend, impl=impl)
+    return fn
+
+
+def _check_relative(name, causal, fn, device="cpu"):
+    table, qp, values, lengths, gamma = relative_inputs(name, device=device)
+    expected = forward_and_grads(relative_mixing_dense, table, values, qp, values, lengths, gamma, causal)
+    actual = forward_and_grads(fn, table, values, qp, values, lengths, gamma, causal)
+    for what, a, e in zip(("output", "d table", "d values"), actual, expected):
+        assert_close(a, e, TOL[torch.float32], f"{name} causal={causal} {what}")
+    if name == "empty_rows":  # rows without keys: exactly 0
+        assert actual[0][lengths == 0].abs().max() == 0
+
+
+@pytest.mark.parametrize("name,causal", CASES)
+def test_relative_window_torch_equals_dense(name, causal):
+    _check_relative(name, causal, _relative("torch", "window"))
+
+
+@pytest.mark.parametrize("name,causal", CASES)
+def test_relative_triton_equals_dense(triton_device, name, causal):
+    _check_relative(name, causal, _relative("triton"), triton_device)
+
+
+def test_relative_window_gradcheck_float64():
+    for name, causal in (("gamma_1.3", False), ("odd_right_padded", True), ("left_padded", False)):
+        table, qp, values, lengths, gamma = relative_inputs(name, torch.float64, heads=1, head_dim=2)
+        assert torch.autograd.gradcheck(  # full Jacobians for one case, random projections for the others
+            lambda tb, v: relative_mixing_window(tb, qp, v, lengths, gamma, causal), (table, values),
+            fast_mode=name != "gamma_1.3")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_relative_triton_low_precision(triton_device, dtype):
+    for name, causal in (("left_padded", True), ("gamma_0.7", False)):
+        table, qp, values, lengths, gamma = relative_inputs(name, dtype, device=triton_device)
+        ref_table, ref_values = upcast(table, values)
+        expected = forward_and_grads(relative_mixing_dense, ref_table, ref_values, qp, ref_values, lengths, gamma,
+                                     causal)
+        for backend in ("torch", "triton"):
+            actual = forward_and_grads(_relative(backend), table, values, qp, values, lengths, gamma, causal)
+            assert actual[0].dtype == dtype and actual[2].dtype == dtype
+            for what, a, e in zip(("output", "d table", "d values"), actual, expected):
+                assert_close(a, e, TOL[dtype], f"{backend} {dtype} {name} {what}")
+
+
+# --------------------------------------------------------------------------------------------
+# aPosNet: Triton against dense
+def _check_absolute(name, causal, dtype, device):
+    table, qp, values, lengths = absolute_inputs(name, dtype, device=device)
+    ref_table, ref_values = upcast(table, values)
+    expected = forward_and_grads(absolute_mixing_dense, ref_table, ref_values, qp, ref_values, lengths, causal)
+    actual = forward_and_grads(
+        lambda tb, q, v, ln, c: kernels.absolute_position_mixing(tb, q, v, ln, c, backend="triton"),
+        table, values, qp, values, lengths, causal)
+    for what, a, e in zip(("output", "d table", "d values"), actual, expected):
+        assert_close(a, e, TOL[dtype], f"{name} causal={causal} {dtype} {what}")
+
+
+@pytest.mark.parametrize("name,causal", [(n, c) for n, c in CASES if n != "k_ge_n"])
+def test_absolute_triton_equals_dense(triton_device, name, causal):
+    _check_absolute(name, causal, torch.float32, triton_device)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_absolute_triton_low_precision(triton_device, dtype):
+    _check_absolute("left_padded", True, dtype, triton_device)
+    _check_absolute("gamma_1.3", False, dtype, triton_device)
+
+
+def test_absolute_triton_block_boundaries(triton_device):
+    """More queries and keys than one 32-wide block: the online softmax across key blocks."""
+    g = torch.Generator().manual_seed(3)
+    qp = torch.arange(37, device=triton_device).repeat(2, 1)
+    table = torch.randn(1, 40, 40, generator=g).to(triton_device).requires_grad_()
+    values = torch.randn(2, 1, 37, 3, generator=g).to(triton_device).requires_grad_()
+    lengths = torch.tensor([37, 33], device=triton_device)
+    for causal in (False, True):
+        expected = forward_and_grads(absolute_mixing_dense, table, values, qp, values, lengths, causal)
+        actual = forward_and_grads(
+            lambda tb, q, v, ln, c: kernels.absolute_position_mixing(tb, q, v, ln, c, backend="triton"),
+            table, values, qp, values, lengths, causal)
+        for what, a, e in zip(("output", "d table", "d values"), actual, expected):
+            assert_close(a, e, 1e-5, f"causal={causal} {what}")
+
+
+# --------------------------------------------------------------------------------------------
+# constant-state decoding
+def _decode_run(backend, k=2, steps=20, device="cpu"):
+    g = torch.Generator().manual_seed(5)
+    batch, heads, dim = 3, 2, 4
+    table = torch.randn(heads, steps, 2 * k + 1, generator=g).to(device)
+    values = torch.randn(batch, heads, steps, dim, generator=g).to(device)
+    positions = torch.arange(steps, device=device).repeat(batch, 1)
+    dense = relative_mixing_dense(table, positions, values, torch.full((batch,), steps, device=device), 1.0, True)
+    state = kernels.RelativeDecodeState.empty(batch, heads, k, dim, device=device)
+    sizes = []
+    for t in range(steps):
+        state.push(values[:, :, t])
+        rows = table[:, t].unsqueeze(0).expand(batch, -1, -1)
+        out = kernels.relative_decode_step(rows, *state.tensors(), backend=backend)
+        assert_close(out, dense[:, :, t], 1e-5, f"{backend} step t={t} (K={k})")
+        sizes.append(state.nbytes())
+    assert len(set(sizes)) == 1, "the decoding state grows with t"
+    # beam reordering keeps each hypothesis' own state
+    order = torch.tensor([2, 0, 0], device=device)
+    state.reorder(order)
+    out = kernels.relative_decode_step(table[:, steps - 1].unsqueeze(0).expand(3, -1, -1), *state.tensors(),
+                                       backend=backend)
+    assert_close(out, dense[order, :, steps - 1], 1e-5, "after reorder")
+
+
+def test_decode_step_torch_equals_dense():
+    _decode_run("torch", k=2, steps=20)  # t < K at the first steps, t >> K at the last
+    _decode_run("torch", k=5, steps=4)   # K >= N: every key in the window
+
+
+def test_decode_step_triton_equals_dense(triton_device):
+    with torch.no_grad():
+        _decode_run("triton", k=2, steps=12, device=triton_device)
+        _decode_run("triton", k=5, steps=3, device=triton_device)
+
+
+def test_decode_state_padding_rows_keep_their_state():
+    state = kernels.RelativeDecodeState.empty(2, 1, 2, 3)
+    first = torch.randn(2, 1, 3)
+    state.push(first)
+    state.push(torch.randn(2, 1, 3), valid=torch.tensor([True, False]))
+    assert state.window_valid.tolist() == [[True, True], [True, False]]
+    assert torch.equal(state.window_values[1, :, 0], first[1])
+    state.push(torch.randn(2, 1, 3))
+    assert state.far_count.tolist() == [1, 0]
+    assert torch.allclose(state.far_sum[0], first[0])
+
+
+# --------------------------------------------------------------------------------------------
+# gating epilogue (Eq. 4)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gating_triton_equals_reference(triton_device, dtype):
+    g = torch.Generator().manual_seed(9)
+    x = (torch.randn(3, 5, 40, generator=g) * 2).to(triton_device, dtype).requires_grad_()
+    weight = torch.randn(40, generator=g).to(triton_device, dtype).requires_grad_()
+    bias = torch.randn(40, generator=g).to(triton_device, dtype).requires_grad_()
+    gate = torch.randn(3, 5, 40, generator=g).to(triton_device, dtype).requires_grad_()
+    ref_in = upcast(x, weight, bias, gate)
+    for fn, args, ref_args in (
+            (kernels.gelu_layernorm, (x, weight, bias, 1e-5), (*ref_in[:3], 1e-5)),
+            (kernels.gelu_gate, (x, gate), (ref_in[0], ref_in[3]))):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        ref_tensors = [a for a in ref_args if isinstance(a, torch.Tensor)]
+        expected = fn(*ref_args, backend="torch")
+        actual = fn(*args, backend="triton")
+        weight_out = torch.linspace(-1, 1, expected.numel(), device=expected.device).view_as(expected)
+        ref_grads = torch.autograd.grad((expected * weight_out).sum(), ref_tensors)
+        grads = torch.autograd.grad((actual.float() * weight_out).sum(), tensors)
+        assert actual.dtype == dtype
+        assert_close(actual, expected, TOL[dtype] * 3, f"{fn.__name__} output")  # GeLU then a rounding
+        for i, (a, e) in enumerate(zip(grads, ref_grads)):
+            assert_close(a, e, TOL[dtype] * 3, f"{fn.__name__} grad {i}")
+
+
+def test_gating_reference_is_eq4():
+    x = torch.tensor([[-1.0, 0.0, 2.0]])
+    gelu = x * 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+    expected = (gelu - gelu.mean()) / torch.sqrt(gelu.var(unbiased=False) + 1e-5)
+    assert_close(kernels.gelu_layernorm(x, torch.ones(3), torch.zeros(3), 1e-5, backend="torch"), expected, 1e-6)
+    assert_close(kernels.gelu_gate(torch.full((1, 3), 2.0), x, backend="torch"), 2 * gelu, 1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# dispatch and input errors
+def test_dispatch_settings_and_errors(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.delenv(dispatch.ENV_VAR, raising=False)
+    cpu = torch.device("cpu")
+    assert dispatch.resolve(None, cpu) == "torch"  # auto: no Triton for CPU tensors
+    with pytest.raises(kernels.KernelBackendError, match=r"backend='cuda'.*auto, torch, triton"):
+        dispatch.resolve("cuda", cpu)
+    with pytest.raises(kernels.KernelBackendError, match=r"set_backend\(name\)='gpu'.*auto, torch, triton"):
+        kernels.set_backend("gpu")
+    monkeypatch.setenv(dispatch.ENV_VAR, "fast")
+    with pytest.raises(kernels.KernelBackendError, match=r"POSMIX_KERNELS='fast'.*auto, torch, triton"):
+        kernels.get_backend()
+    monkeypatch.setenv(dispatch.ENV_VAR, "triton")
+    with pytest.raises(kernels.KernelBackendError, match=r"POSMIX_KERNELS asks for the 'triton'.*TRITON_INTERPRET"):
+        dispatch.resolve(None, cpu)
+    assert dispatch.resolve("torch", cpu) == "torch"  # the per-call argument wins
+    kernels.set_backend("torch")
+    try:
+        assert dispatch.resolve(None, cpu) == "torch"  # set_backend wins over the variable
+    finally:
+        kernels.set_backend(None)
+    monkeypatch.delenv(dispatch.ENV_VAR)
+    monkeypatch.setattr(dispatch, "triton_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(kernels.KernelBackendError, match="Triton is not installed"):
+        dispatch.resolve("triton", cpu)
+    assert dispatch.resolve("auto", cpu) == "torch"
+
+
+def test_input_errors(monkeypatch):
+    table, qp, values, lengths, gamma = relative_inputs("odd_right_padded")
+    with pytest.raises(ValueError, match=r"impl='fast'.*dense, window"):
+        kernels.relative_position_mixing(table, qp, values, lengths, impl="fast")
+    with pytest.raises(ValueError, match=r"query positions must lie in \[0, 9\)"):
+        kernels.relative_position_mixing(table, qp + 5, values, lengths)
+    with pytest.raises(ValueError, match=r"key_lengths must lie in \[0, 7\]"):
+        kernels.relative_position_mixing(table, qp, values, lengths + 1)
+    with pytest.raises(ValueError, match="odd last axis"):
+        kernels.relative_position_mixing(table[..., :4], qp, values, lengths)
+    atable, qp, values, lengths = absolute_inputs("odd_right_padded")
+    with pytest.raises(ValueError, match="table's key axis 5"):
+        kernels.absolute_position_mixing(atable[..., :5], qp, values, lengths)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    if dispatch.triton_available():
+        with pytest.raises(kernels.KernelBackendError, match="float32, float16 and bfloat16, not torch.float64"):
+            kernels.relative_position_mixing(table.double(), qp, values.double(), lengths, backend="triton")
+
+
+BLOCKER = """
+import importlib.abc, sys
+class Hide(importlib.abc.MetaPathFinder):  # every finder, blind to fairseq: as if it were not installed
+    def __init__(self, inner):
+        self.inner = inner
+    def find_spec(self, name, path=None, target=None):
+        if name == "fairseq" or name.startswith("fairseq."):
+            return None
+        return self.inner.find_spec(name, path, target)
+    def invalidate_caches(self):
+        getattr(self.inner, "invalidate_caches", lambda: None)()
+sys.meta_path[:] = [Hide(f) if hasattr(f, "find_spec") else f for f in sys.meta_path]
+try:
+    import fairseq
+    raise SystemExit("the blocker did not hide fairseq")
+except ModuleNotFoundError:
+    pass
+import importlib.util
+import posmix_fairseq.kernels as k
+spec = importlib.util.spec_from_file_location("bench_kernels", "scripts/bench_kernels.py")  # the wrapper and bench.py
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+assert not any(m == "fairseq" or m.startswith("fairseq.") for m in sys.modules)
+print("ok", k.relative_position_mixing.__name__, bench.main.__name__)
+"""
+
+
+def test_kernels_and_benchmark_import_without_fairseq():
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    result = subprocess.run([sys.executable, "-c", BLOCKER], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok relative_position_mixing main"
