@@ -76,23 +76,23 @@ def resolve_comet_checkpoint(path: str) -> str:
 class CometScorer:
     def __init__(self, path: Optional[str], batch_size: int = 16):
         if not path:
-            raise MetricUnavailable(f"COMET skipped: no model given; {COMET_HELP}")
+            raise MetricUnavailable(f"no model given; {COMET_HELP}")
         ckpt = resolve_comet_checkpoint(path)
         try:
             from comet import load_from_checkpoint
         except ImportError as e:
-            raise MetricUnavailable(f"COMET skipped: unbabel-comet is not installed (pip install unbabel-comet==2.2.7): {e}")
+            raise MetricUnavailable(f"unbabel-comet is not installed (pip install unbabel-comet==2.2.7): {e}")
         try:
             self.model = load_from_checkpoint(ckpt, local_files_only=True)
         except Exception as e:  # noqa: BLE001  (any loading failure must not lose the other metrics)
-            raise MetricUnavailable(f"COMET skipped: loading {ckpt} failed ({type(e).__name__}: {e}); {COMET_HELP}")
+            raise MetricUnavailable(f"loading {ckpt} failed ({type(e).__name__}: {e}); {COMET_HELP}")
         self.model.eval()
         self.path = ckpt
         self.batch_size = batch_size
 
     def __call__(self, hyps: List[str], refs: List[str], srcs: Optional[List[str]]) -> MetricResult:
         if not srcs:
-            raise MetricUnavailable("COMET skipped: it needs the source sentences; pass --src or a "
+            raise MetricUnavailable("it needs the source sentences; pass --src or a "
                                     "fairseq-generate output with S- lines")
         data = [{"src": s, "mt": h, "ref": r} for s, h, r in zip(srcs, hyps, refs)]
         pred = self.model.predict(data, batch_size=self.batch_size, gpus=0, progress_bar=False,
@@ -106,18 +106,18 @@ class CometScorer:
 class BleurtScorer:
     def __init__(self, path: Optional[str], batch_size: int = 16):
         if not path:
-            raise MetricUnavailable(f"BLEURT skipped: no checkpoint given; {BLEURT_HELP}")
+            raise MetricUnavailable(f"no checkpoint given; {BLEURT_HELP}")
         if not os.path.isdir(path):
             raise MetricUnavailable(f"--bleurt-checkpoint {path}: not a directory; {BLEURT_HELP}")
         try:
             from bleurt_pytorch import BleurtForSequenceClassification, BleurtTokenizer
         except ImportError as e:
-            raise MetricUnavailable(f"BLEURT skipped: bleurt-pytorch is not installed: {e}")
+            raise MetricUnavailable(f"bleurt-pytorch is not installed: {e}")
         try:
             self.tokenizer = BleurtTokenizer.from_pretrained(path, local_files_only=True)
             self.model = BleurtForSequenceClassification.from_pretrained(path, local_files_only=True).eval()
         except Exception as e:  # noqa: BLE001
-            raise MetricUnavailable(f"BLEURT skipped: loading {path} failed ({type(e).__name__}: {e}); {BLEURT_HELP}")
+            raise MetricUnavailable(f"loading {path} failed ({type(e).__name__}: {e}); {BLEURT_HELP}")
         self.path = path
         self.batch_size = batch_size
 
