@@ -5,14 +5,25 @@ setup(
     version="0.1.0",
     description="Position-based token mixing for fairseq NMT: aPosNet/rPosNet, Shaw, relative attention",
     packages=find_packages(include=["posmix_fairseq", "posmix_fairseq.*"]),
+    package_data={"posmix_fairseq.evaluation": ["data/*"]},
     python_requires=">=3.10",
     # fairseq-fixed provides the `fairseq` import package on Python 3.11; never list plain
     # `fairseq` (pip would fetch 0.12.2, which does not import on 3.11). torch is pinned in
     # constraints.txt: scripts/setup.sh installs the whole stack in a working order.
     # Triton (posmix_fairseq.kernels) has wheels for Linux x86-64 only; >= 3.6 covers torch 2.11 (3.6.0)
     # and torch 2.13 (3.7.1, pinned in constraints.txt).
-    install_requires=["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece",
+    install_requires=["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece", "sacremoses", "matplotlib",
                       "triton>=3.6,<4; platform_system == 'Linux' and platform_machine == 'x86_64'"],
+    entry_points={"console_scripts": [
+        "posmix-score=posmix_fairseq.evaluation.score:main",
+        "posmix-average=posmix_fairseq.evaluation.average:main",
+        "posmix-length-bins=posmix_fairseq.evaluation.length_bins:main",
+        "posmix-concat-testset=posmix_fairseq.evaluation.concat_testset:main",
+        "posmix-decode-speed=posmix_fairseq.evaluation.decode_speed:main",
+        "posmix-attention=posmix_fairseq.evaluation.attention:main",
+        "posmix-contrastive=posmix_fairseq.evaluation.contrastive:main",
+        "posmix-reproduce=posmix_fairseq.evaluation.reproduce:main",
+        "posmix-bench-kernels=posmix_fairseq.kernels.bench:main",
+    ]},
     extras_require={"eval": ["unbabel-comet==2.2.7", "bleurt-pytorch==0.0.1"], "test": ["pytest"]},
-    entry_points={"console_scripts": ["posmix-bench-kernels = posmix_fairseq.kernels.bench:main"]},
 )

@@ -1,0 +1,87 @@
+"""``posmix-concat-testset``: the concatenated test set of the APE paper (Section 4.2, Tables 3-4).
+
+"we take consecutive sentence pairs from newstest all and concatenate their source respectively target
+sides. This yields a new test set concat seq with 14k sentence pairs" (from 28k): pairs (1, 2), (3, 4),
+... are joined with a space (an odd last pair is dropped), then grouped by source length into
+G_0:25, G_26:50, ... as in Table 2 (``--bins``: inclusive upper edges, see ``posmix-length-bins``).
+Lengths count whitespace tokens of the given text: pass tokenised/subworded text (as the paper counts)
+or ``--spm-model`` to count SentencePiece pieces of raw text.
+
+Writes OUT/concat.SRC, OUT/concat.TGT and OUT/concat.G<lo>-<hi>.{SRC,TGT} per non-empty group.
+
+    posmix-concat-testset --src-file newstest_all.de --tgt-file newstest_all.en --src de --tgt en --out concat/
+"""
+import argparse
+import os
+import sys
+from typing import List, Optional, Tuple
+
+from ..raw_text import read_lines
+from .length_bins import assign, parse_bins
+
+
+def concatenate_pairs(src: List[str], tgt: List[str]) -> Tuple[List[str], List[str]]:
+    if len(src) != len(tgt):
+        raise ValueError(f"source has {len(src)} lines but target has {len(tgt)}")
+    n = len(src) - len(src) % 2
+    return ([f"{src[i]} {src[i + 1]}" for i in range(0, n, 2)], [f"{tgt[i]} {tgt[i + 1]}" for i in range(0, n, 2)])
+
+
+def group_names(edges: List[float]) -> List[str]:
+    names, lo = [], 0
+    for e in edges:
+        names.append(f"G{lo}-{int(e)}")
+        lo = int(e) + 1
+    names.append(f"G{lo}-inf")
+    return names
+
+
+def main(argv: Optional[List[str]] = None):
+    p = argparse.ArgumentParser(prog="posmix-concat-testset", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--src-file", required=True)
+    p.add_argument("--tgt-file", required=True)
+    p.add_argument("--src", required=True, help="source language suffix")
+    p.add_argument("--tgt", required=True, help="target language suffix")
+    p.add_argument("--out", required=True)
+    p.add_argument("--bins", default="25,50,75,100", help="inclusive upper edges of the source-length groups")
+    p.add_argument("--spm-model", help="count SentencePiece pieces of raw text instead of whitespace tokens")
+    a = p.parse_args(argv)
+    try:
+        src, tgt = concatenate_pairs(read_lines(a.src_file), read_lines(a.tgt_file))
+        if a.spm_model:
+            import sentencepiece as spm
+
+            sp = spm.SentencePieceProcessor(model_file=a.spm_model)
+            lens = [len(sp.encode(s)) for s in src]
+        else:
+            lens = [len(s.split()) for s in src]
+        edges = parse_bins(a.bins, lens)
+        if any(e != int(e) for e in edges):
+            raise ValueError(f"--bins {a.bins!r}: lengths need integer edges")
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"posmix-concat-testset: {e}")
+    os.makedirs(a.out, exist_ok=True)
+
+    def write(name, lines):
+        with open(os.path.join(a.out, name), "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+
+    write(f"concat.{a.src}", src)
+    write(f"concat.{a.tgt}", tgt)
+    groups = assign(lens, edges)
+    counts = {}
+    for k, name in enumerate(group_names(edges)):
+        idx = [i for i, g in enumerate(groups) if g == k]
+        counts[name] = len(idx)
+        if idx:
+            write(f"concat.{name}.{a.src}", [src[i] for i in idx])
+            write(f"concat.{name}.{a.tgt}", [tgt[i] for i in idx])
+    print(f"posmix-concat-testset: {len(src)} concatenated pairs -> {a.out}; groups: "
+          + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+    return src, tgt, counts
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

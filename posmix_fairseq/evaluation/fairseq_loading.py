@@ -1,0 +1,53 @@
+"""Loading a checkpoint and its task through fairseq's public API, as ``fairseq-generate`` does
+(``options.get_generation_parser`` -> ``tasks.setup_task`` -> ``checkpoint_utils.load_model_ensemble``),
+so every analysis works with every architecture and takes fairseq-generate's own flags."""
+import os
+from typing import List, Sequence
+
+import torch
+
+
+def load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str] = (), subset: str = "test"):
+    """(cfg, task, models): models in eval mode on CPU, the subset loaded if it exists in data_dir."""
+    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    from fairseq import checkpoint_utils, options, tasks, utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import posmix_fairseq
+
+    if not os.path.isfile(checkpoint):
+        raise ValueError(f"--path {checkpoint}: no such checkpoint")
+    if not os.path.isdir(data_dir):
+        raise ValueError(f"data directory {data_dir!r} (fairseq-preprocess --destdir) does not exist")
+    parser = options.get_generation_parser()
+    argv = [data_dir, "--path", checkpoint, "--user-dir", posmix_fairseq.USER_DIR, "--cpu", "--gen-subset", subset,
+            "--required-batch-size-multiple", "1", *extra]
+    args = options.parse_args_and_arch(parser, argv)
+    cfg = convert_namespace_to_omegaconf(args)
+    utils.import_user_module(cfg.common)
+    task = tasks.setup_task(cfg.task)
+    overrides = eval(cfg.common_eval.model_overrides)  # noqa: S307  (fairseq-generate does the same)
+    models, _ = checkpoint_utils.load_model_ensemble(utils.split_paths(cfg.common_eval.path), arg_overrides=overrides,
+                                                     task=task)
+    for m in models:
+        m.eval()
+        m.prepare_for_inference_(cfg)
+    split_exists = any(f.startswith(f"{subset}.") for f in os.listdir(data_dir))
+    if split_exists:
+        task.load_dataset(subset, task_cfg=cfg.task)
+    return cfg, task, models
+
+
+def batches(cfg, task, subset: str, max_sentences: int = 0, max_tokens: int = 4000):
+    """Batches of the subset in fairseq's order (batch_size 1-multiple: no sentence is skipped)."""
+    dataset = task.dataset(subset)
+    itr = task.get_batch_iterator(
+        dataset=dataset, max_tokens=max_tokens, max_sentences=max_sentences or None, max_positions=None,
+        ignore_invalid_inputs=False, required_batch_size_multiple=1, seed=1, num_shards=1, shard_id=0,
+        num_workers=0).next_epoch_itr(shuffle=False)
+    return itr
+
+
+def encode_lines(dictionary, lines: List[str]) -> List[torch.Tensor]:
+    """Already-tokenised text (subword pieces separated by spaces) -> token ids with EOS."""
+    return [dictionary.encode_line(line, add_if_not_exist=False, append_eos=True).long() for line in lines]

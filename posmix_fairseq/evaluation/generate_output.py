@@ -1,0 +1,58 @@
+"""Reading the text that ``fairseq-generate`` prints.
+
+fairseq-generate writes, per test sentence ``i``, ``S-i<TAB>source``, ``T-i<TAB>reference``,
+``H-i<TAB>score<TAB>hypothesis`` (the model's tokens, after ``--remove-bpe`` if given) and
+``D-i<TAB>score<TAB>detokenised hypothesis`` (after ``--tokenizer``/``--bpe`` decoding). Sentences
+come out in batch order, so every field is re-sorted by ``i`` here. With ``--nbest N`` only the first
+(best) hypothesis of each sentence is kept.
+"""
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+
+@dataclass
+class GenerateOutput:
+    path: str
+    sources: List[str] = field(default_factory=list)
+    references: List[str] = field(default_factory=list)
+    hypotheses: List[str] = field(default_factory=list)
+    detok_hypotheses: List[str] = field(default_factory=list)
+    ids: List[int] = field(default_factory=list)
+
+
+def read_generate_output(path: str) -> GenerateOutput:
+    fields: Dict[str, Dict[int, str]] = {"S": {}, "T": {}, "H": {}, "D": {}}
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if len(line) < 3 or line[1] != "-" or line[0] not in fields:
+                continue
+            head, _, rest = line.partition("\t")
+            try:
+                idx = int(head[2:])
+            except ValueError:
+                continue  # e.g. a log line that happens to start with "S-"
+            kind = line[0]
+            if kind in "HD":
+                parts = rest.split("\t", 1)  # score, text
+                if len(parts) != 2:
+                    raise ValueError(f"{path}:{line_no}: {kind}-line without '<score><TAB><text>': {line!r}")
+                rest = parts[1]
+            fields[kind].setdefault(idx, rest)  # first = best of --nbest
+    ids = sorted(fields["H"])
+    if not ids:
+        raise ValueError(f"{path}: no 'H-<id>' lines; is this the output of fairseq-generate?")
+    expected = list(range(len(ids)))
+    if ids != expected:
+        missing = sorted(set(range(max(ids) + 1)) - set(ids))[:10]
+        raise ValueError(f"{path}: hypotheses for sentence ids {missing} are missing ({len(ids)} of {max(ids) + 1}); "
+                         "was fairseq-generate run with --required-batch-size-multiple 1 (see README)?")
+    out = GenerateOutput(path=path, ids=ids)
+    out.hypotheses = [fields["H"][i] for i in ids]
+    if len(fields["D"]) == len(ids):
+        out.detok_hypotheses = [fields["D"][i] for i in ids]
+    if len(fields["T"]) == len(ids):
+        out.references = [fields["T"][i] for i in ids]
+    if len(fields["S"]) == len(ids):
+        out.sources = [fields["S"][i] for i in ids]
+    return out
