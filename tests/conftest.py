@@ -1,7 +1,7 @@
 """The every-arch configurations and their fixture; the helpers live in :mod:`helpers`."""
 import pytest
 
-from helpers import build_model, make_dictionary, parse_model_args, random_batch  # noqa: F401  (re-exported)
+from helpers import TINY, build_model, make_dictionary, parse_model_args, random_batch  # noqa: F401  (re-exported)
 from posmix_fairseq.models.architectures import ARCHITECTURES
 
 # every registered arch, plus the sublayer placements/gating switches the archs do not name

@@ -214,15 +214,12 @@ def test_activation_checkpointing_gives_the_same_gradients(arch):
 
 
 @pytest.mark.parametrize("arch", [
-    pytest.param("rposnet_iwslt_de_en", marks=pytest.mark.xfail(
-        reason="issue 8: the decoder's PositionContext keeps the last forward's target positions, and the "
-               "recompute of an earlier forward reads them (gradients off by ~2)")),
-    "lstmpe_iwslt_de_en", "rpehead_iwslt_de_en"])
+    "rposnet_iwslt_de_en", "lstmpe_iwslt_de_en", "rpehead_iwslt_de_en"])
 def test_activation_checkpointing_with_another_forward_before_backward(arch):
     """Forward batch A, forward batch B (same shapes, other padding: the rows reversed), then
     backward A: the recompute of A must still see A's positions (e.g. a criterion that runs the
     model twice, R-Drop style). Same gradients as A alone without checkpointing.
-    Fails when positions are state left by the last forward call (today's rPosNet decoder)."""
+    Fails when positions are state left by the last forward call (the rPosNet decoder before issue 8)."""
     flags = ["--arch", arch]
     reference, d = build_model(flags, seed=5)
     checkpointed, _ = build_model(flags + ["--checkpoint-activations"], seed=5)
