@@ -37,12 +37,18 @@ def corpus(tmp_path_factory):
     return str(root / "bin")
 
 
-def train_flags(data, save_dir, arch, updates, *extra):
+ADAM = ["--optimizer", "adam", "--lr", "0.002", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "3"]
+# Adam divides by the root of the squared gradients: a parameter whose exact gradient is 0 (the
+# key bias of softmax attention) moves by +-lr on rounding noise, which then depends on the
+# summation order (thread count, all-reduce vs accumulation). Plain SGD keeps noise at noise size.
+SGD = ["--optimizer", "sgd", "--lr", "0.3", "--momentum", "0.9", "--lr-scheduler", "fixed"]
+
+
+def train_flags(data, save_dir, arch, updates, *extra, optimizer=ADAM):
     """Fixed batches of 8 sentences (--batch-size, no rounding to a multiple of 8), no validation,
     a log line per update."""
     return [data, "--user-dir", posmix_fairseq.USER_DIR, "--task", "translation", "--arch", arch, *TINY,
-            "--optimizer", "adam", "--lr", "0.002", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "3",
-            "--batch-size", "8", "--required-batch-size-multiple", "1", "--max-update", str(updates),
+            *optimizer, "--batch-size", "8", "--required-batch-size-multiple", "1", "--max-update", str(updates),
             "--seed", "3", "--cpu", "--num-workers", "0", "--disable-validation", "--no-epoch-checkpoints",
             "--log-format", "simple", "--log-interval", "1", "--no-progress-bar", "--save-dir", save_dir, *extra]
 
@@ -64,7 +70,7 @@ def run_distributed(flags, out_dir, world_size=2):
     ``device_ids=[device_id]`` to DistributedDataParallel, which PyTorch rejects for CPU modules.
     """
     init = f"tcp://127.0.0.1:{free_port()}"
-    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1",
+    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", OMP_NUM_THREADS="1",  # 2 workers, 2 cores
                PYTHONPATH=os.pathsep.join([REPO, HERE, os.environ.get("PYTHONPATH", "")]))
     procs, records = [], []
     for rank in range(world_size):
@@ -115,19 +121,20 @@ def test_two_processes_equal_one_process_with_update_freq_2(corpus, tmp_path, ar
     ``--update-freq 2`` groups consecutive batches (2k, 2k + 1) into update k; with two workers,
     update k is rank 0's batch 2k and rank 1's batch 2k + 1. The gradient is the sum over both
     batches divided by their total sample size in both cases (fairseq undoes DDP's averaging),
-    dropout is 0, and Adam sees the same gradient: same loss and gradient norm in every update
-    and the same parameters at the end, up to fp32 summation order.
+    dropout is 0, and SGD with momentum sees the same gradient: same loss and gradient norm in
+    every update and the same parameters at the end, up to fp32 summation order (the workers run
+    one thread each, the reference two).
 
     Fails when (mutation tried) the all-reduce is skipped (LegacyDistributedDataParallel.
-    all_reduce_grads made a no-op): the losses differ from update 3 on (the warmup's first update
-    has learning rate 0), the ranks' parameters diverge. It would also fail if the reference lost
+    all_reduce_grads made a no-op): the losses differ from update 2 on (tried with Adam and a
+    warmup whose first update has learning rate 0: from update 3 on). It would also fail if the reference lost
     ``--update-freq 2`` (other sentences in every update).
     """
     updates = 4
     single_dir, dist_dir = str(tmp_path / "single"), str(tmp_path / "dist")
     os.makedirs(dist_dir)
-    single = train_and_record(train_flags(corpus, single_dir, arch, updates, "--update-freq", "2"))
-    ranks = run_distributed(train_flags(corpus, dist_dir, arch, updates), dist_dir)
+    single = train_and_record(train_flags(corpus, single_dir, arch, updates, "--update-freq", "2", optimizer=SGD))
+    ranks = run_distributed(train_flags(corpus, dist_dir, arch, updates, optimizer=SGD), dist_dir)
 
     assert [r["rank"] for r in ranks] == [0, 1]
     assert len(single["losses"]) == updates
