@@ -11,7 +11,7 @@
 #   RAW (raw corpus dir) OUT (work dir) SIZE (tiny|small|base|big) VARIANT (e.g. rposnet) or ARCH (full arch name)
 #   STAGES ("download prepare preprocess train average generate score"), DEVICE_FLAGS ("--cpu", "--fp16")
 #   MAX_UPDATE MAX_TOKENS UPDATE_FREQ LR WARMUP BEAM LENPEN AVG SAVE_INTERVAL_UPDATES: override the size's values
-#   MAX_TRAIN MAX_EVAL (subsets, for tests), TRAIN_FLAGS (extra fairseq-train flags)
+#   TEST_SET (RAW/<name>.* as the test set, e.g. newstest_all), MAX_TRAIN MAX_EVAL (subsets, for tests), TRAIN_FLAGS (extra fairseq-train flags)
 #   COMET_MODEL BLEURT_CHECKPOINT (local models for posmix-score; skipped with a message when unset)
 set -euo pipefail
 
@@ -29,6 +29,7 @@ posmix_init() {
   SPM_TYPE=${SPM_TYPE:-bpe}; TOKENIZE=${TOKENIZE:-13a}; SIZE=${SIZE:-base}; VARIANT=${VARIANT:-rposnet}
   size_defaults
   ARCH=${ARCH:-${VARIANT}_${ARCH_SUFFIX}}
+  NAME=${NAME:-$ARCH}   # system name: checkpoints/$NAME, generate.$NAME.txt, scores.$NAME.*
   mkdir -p "$OUT"
 }
 
@@ -88,6 +89,7 @@ stage_prepare() {
   [ "$SEPARATE" = 1 ] && flags="$flags --separate"
   [ -n "${MAX_TRAIN:-}" ] && flags="$flags --max-train-sentences $MAX_TRAIN"
   [ -n "${MAX_EVAL:-}" ] && flags="$flags --max-eval-sentences $MAX_EVAL"
+  [ -n "${TEST_SET:-}" ] && flags="$flags --test-name $TEST_SET"
   "$PY" -m posmix_fairseq.recipes.prepare_data "$RAW" "$OUT/prep" --src "$SRC" --tgt "$TGT" $flags
 }
 
@@ -103,17 +105,17 @@ stage_preprocess() {
 stage_train() {
   local share=$SHARE
   [ "$SEPARATE" = 1 ] && share=""
-  log "train: $ARCH ($PAPER, $SIZE): $MAX_UPDATE updates x $MAX_TOKENS tokens x $UPDATE_FREQ, lr $LR"
+  log "train: $NAME = $ARCH ${TRAIN_FLAGS:-} ($PAPER, $SIZE): $MAX_UPDATE updates x $MAX_TOKENS tokens x $UPDATE_FREQ, lr $LR"
   "$BIN/fairseq-train" "$OUT/data-bin" --user-dir "$UD" --arch "$ARCH" $share $OPT --lr "$LR" $SCHED \
       --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --max-tokens "$MAX_TOKENS" \
-      --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --save-dir "$OUT/checkpoints/$ARCH" \
+      --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --save-dir "$OUT/checkpoints/$NAME" \
       --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates -1 --no-epoch-checkpoints \
       --log-format simple --log-interval "${LOG_INTERVAL:-100}" --seed "${SEED:-1}" $SIZE_FLAGS \
       ${DEVICE_FLAGS:-} ${TRAIN_FLAGS:-}
 }
 
 stage_average() {
-  local dir="$OUT/checkpoints/$ARCH"
+  local dir="$OUT/checkpoints/$NAME"
   if [ "$AVG" = none ]; then
     log "average: none for $PAPER; using checkpoint_best.pt"
     cp "$dir/checkpoint_best.pt" "$dir/checkpoint_final.pt"
@@ -125,9 +127,9 @@ stage_average() {
 
 stage_generate() {
   log "generate: beam $BEAM, lenpen $LENPEN"
-  "$BIN/fairseq-generate" "$OUT/data-bin" --user-dir "$UD" --path "$OUT/checkpoints/$ARCH/checkpoint_final.pt" \
+  "$BIN/fairseq-generate" "$OUT/data-bin" --user-dir "$UD" --path "$OUT/checkpoints/$NAME/checkpoint_final.pt" \
       --gen-subset test --beam "$BEAM" --lenpen "$LENPEN" --max-tokens "${GEN_MAX_TOKENS:-8000}" \
-      --required-batch-size-multiple 1 ${GEN_SIZE_FLAGS:-} ${DEVICE_FLAGS:-} ${GEN_FLAGS:-} > "$OUT/generate.$ARCH.txt"
+      --required-batch-size-multiple 1 ${GEN_SIZE_FLAGS:-} ${DEVICE_FLAGS:-} ${GEN_FLAGS:-} > "$OUT/generate.$NAME.txt"
 }
 
 stage_score() {
@@ -138,9 +140,47 @@ stage_score() {
   [ -n "${COMET_MODEL:-}" ] && flags="$flags --comet-model $COMET_MODEL"
   [ -n "${BLEURT_CHECKPOINT:-}" ] && flags="$flags --bleurt-checkpoint $BLEURT_CHECKPOINT"
   log "score: posmix-score (tokenize $TOKENIZE)"
-  "$PY" -m posmix_fairseq.evaluation.score "$OUT/generate.$ARCH.txt" --names "$ARCH" --spm-model "$spm" \
+  "$PY" -m posmix_fairseq.evaluation.score "$OUT/generate.$NAME.txt" --names "$NAME" --spm-model "$spm" \
       --ref "$OUT/prep/raw/test.$TGT" --src "$OUT/prep/raw/test.$SRC" --tokenize "$TOKENIZE" $flags \
-      --json "$OUT/scores.$ARCH.json" --csv "$OUT/scores.$ARCH.csv" | tee "$OUT/scores.$ARCH.md"
+      --json "$OUT/scores.$NAME.json" --csv "$OUT/scores.$NAME.csv" | tee "$OUT/scores.$NAME.md"
+}
+
+# APE paper Section 4.2 / Tables 3-4: the concatenated test set (consecutive pairs joined), binarized with
+# the training dictionaries, translated with raised length limits, and scored per source-length group.
+stage_concat() {
+  local spm="$OUT/prep/spm.model" flags=""
+  [ "$SEPARATE" = 1 ] && spm="$OUT/prep/spm.$TGT.model"
+  [ "$MOSES" = 1 ] && flags="--moses-detok $TGT"
+  [ "$LOWERCASE" = 1 ] && flags="$flags --lowercase"
+  log "concat: concatenated test set, groups ${CONCAT_BINS:-25,50,75,100}"
+  "$PY" -m posmix_fairseq.evaluation.concat_testset --src-file "$OUT/prep/test.$SRC" --tgt-file "$OUT/prep/test.$TGT" \
+      --src "$SRC" --tgt "$TGT" --out "$OUT/concat" --bins "${CONCAT_BINS:-25,50,75,100}"
+  "$PY" -m posmix_fairseq.evaluation.concat_testset --src-file "$OUT/prep/raw/test.$SRC" --tgt-file "$OUT/prep/raw/test.$TGT" \
+      --src "$SRC" --tgt "$TGT" --out "$OUT/concat/raw" >/dev/null
+  if [ ! -d "$OUT/data-bin-concat" ]; then
+    "$BIN/fairseq-preprocess" --source-lang "$SRC" --target-lang "$TGT" --testpref "$OUT/concat/concat" \
+        --srcdict "$OUT/data-bin/dict.$SRC.txt" --tgtdict "$OUT/data-bin/dict.$TGT.txt" --destdir "$OUT/data-bin-concat" --workers 2
+  fi
+  "$BIN/fairseq-generate" "$OUT/data-bin-concat" --user-dir "$UD" --path "$OUT/checkpoints/$NAME/checkpoint_final.pt" \
+      --gen-subset test --beam "$BEAM" --lenpen "$LENPEN" --max-tokens "${GEN_MAX_TOKENS:-8000}" \
+      --required-batch-size-multiple 1 --max-source-positions 4096 --max-target-positions 4096 \
+      --model-overrides "{'max_source_positions': 4096, 'max_target_positions': 4096}" \
+      ${GEN_SIZE_FLAGS:-} ${DEVICE_FLAGS:-} ${GEN_FLAGS:-} > "$OUT/generate-concat.$NAME.txt"
+  "$PY" -m posmix_fairseq.evaluation.length_bins "$OUT/generate-concat.$NAME.txt" --names "$NAME" --spm-model "$spm" \
+      --ref "$OUT/concat/raw/concat.$TGT" --by src --count pieces --bins "${CONCAT_BINS:-25,50,75,100}" \
+      --tokenize "$TOKENIZE" $flags --json "$OUT/concat-bins.$NAME.json" | tee "$OUT/concat-bins.$NAME.md"
+}
+
+# APE paper Table 2 / HC Fig. 4: metrics per source-length group of the ordinary test set
+stage_lengthbins() {
+  local spm="$OUT/prep/spm.model" flags=""
+  [ "$SEPARATE" = 1 ] && spm="$OUT/prep/spm.$TGT.model"
+  [ "$MOSES" = 1 ] && flags="--moses-detok $TGT"
+  [ "$LOWERCASE" = 1 ] && flags="$flags --lowercase"
+  log "lengthbins: groups ${LENGTH_BINS:-25,50,75,100} by ${LENGTH_BY:-src} length"
+  "$PY" -m posmix_fairseq.evaluation.length_bins "$OUT/generate.$NAME.txt" --names "$NAME" --spm-model "$spm" \
+      --ref "$OUT/prep/raw/test.$TGT" --by "${LENGTH_BY:-src}" --count pieces --bins "${LENGTH_BINS:-25,50,75,100}" \
+      --tokenize "$TOKENIZE" $flags --json "$OUT/length-bins.$NAME.json" | tee "$OUT/length-bins.$NAME.md"
 }
 
 run_recipe() {
@@ -148,7 +188,7 @@ run_recipe() {
   log "$TASK: $ARCH ($PAPER hyper-parameters, size $SIZE); raw $RAW; work $OUT"
   for stage in ${STAGES:-download prepare preprocess train average generate score}; do
     if ! declare -F "stage_$stage" >/dev/null; then
-      echo "STAGES: unknown stage '$stage'; valid: download prepare preprocess train average generate score" >&2
+      echo "STAGES: unknown stage '$stage'; valid: download prepare preprocess train average generate score lengthbins concat" >&2
       exit 2
     fi
     "stage_$stage"

@@ -51,10 +51,11 @@ def train_spm(lines: List[str], prefix: str, vocab_size: int, model_type: str, l
 
 
 def prepare(raw: str, out: str, src: str, tgt: str, vocab_size: int, model_type: str = "bpe", separate=False,
-            moses=False, lowercase=False, max_train=0, max_eval=0) -> Dict[str, str]:
+            moses=False, lowercase=False, max_train=0, max_eval=0, test_name: str = "") -> Dict[str, str]:
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     texts = {}
-    for split, names in SPLIT_NAMES.items():
+    split_names = dict(SPLIT_NAMES, test=[test_name]) if test_name else SPLIT_NAMES
+    for split, names in split_names.items():
         for lang in (src, tgt):
             lines = read_lines(find_split(raw, names, lang))
             if split == "train" and max_train:
@@ -97,12 +98,13 @@ def main():
     p.add_argument("--moses", action="store_true", help="Moses punctuation normalisation + tokenisation")
     p.add_argument("--lowercase", action="store_true")
     p.add_argument("--max-train-sentences", type=int, default=0, help="keep the first N training pairs (0: all)")
+    p.add_argument("--test-name", default="", help="RAW/<NAME>.{src,tgt} as the test set (e.g. newstest_all)")
     p.add_argument("--max-eval-sentences", type=int, default=0, help="keep the first N valid/test pairs (0: all)")
     a = p.parse_args()
     if a.vocab_size < 50:
         raise SystemExit(f"--vocab-size must be >= 50 (got {a.vocab_size})")
     models = prepare(a.raw, a.out, a.src, a.tgt, a.vocab_size, a.model_type, a.separate, a.moses, a.lowercase,
-                     a.max_train_sentences, a.max_eval_sentences)
+                     a.max_train_sentences, a.max_eval_sentences, a.test_name)
     print(f"prepare: {a.raw} -> {a.out} (subword models: {models})")
 
 

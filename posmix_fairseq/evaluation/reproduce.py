@@ -1,0 +1,216 @@
+"""``posmix-reproduce --table NAME``: train a paper table's grid of systems, evaluate them, and print
+the table beside the numbers the paper reports.
+
+    posmix-reproduce --list                       # the tables
+    posmix-reproduce --table gpa-6                # tiny scale: Multi30k en->de, CPU, a few hundred updates
+    posmix-reproduce --table gpa-6 --scale paper  # print the full recipe commands (paper data and settings)
+    posmix-reproduce --table gpa-6 --scale paper --run
+
+Every system is one run of the table's recipe (examples/<task>/run.sh, shared stages in
+examples/common/stages.sh): at paper scale with the paper's data, size and hyper-parameters; at tiny
+scale with SIZE=tiny on a local raw corpus (default: the shared Multi30k, en->de), the first --max-train
+pairs, and --max-update updates. Tiny numbers show that the grid runs end to end, not the paper's
+ranking. Progress lines give the system, the updates done and an estimate of the time left.
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional
+
+from .paper_tables import APE, TABLES, System, Table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_DATA = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
+OUR_METRICS = ["BLEU", "chrF2++", "chrF2", "TER", "COMET", "BLEURT"]
+RAISE_LIMITS = ("--max-source-positions 4096 --max-target-positions 4096 "
+                "--model-overrides {'max_source_positions':4096,'max_target_positions':4096}")
+
+
+def slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_").lower()
+
+
+def system_env(table: Table, system: System, scale: str, opts) -> Dict[str, str]:
+    env = dict(table.env) if scale == "paper" else {"PAPER": table.env.get("PAPER", "gpa"), "SIZE": "tiny"}
+    env["NAME"] = slug(system.label)
+    if scale == "paper" and system.arch:
+        env["ARCH"] = system.arch
+    else:
+        env["VARIANT"] = system.variant
+    flags = system.flags if scale == "paper" or system.tiny_flags is None else system.tiny_flags
+    if scale == "paper" and system.paper_flags:
+        flags = f"{system.paper_flags} {flags}".strip()
+    if flags:
+        env["TRAIN_FLAGS"] = flags
+    if table.paper == APE:  # models trained on <= 100 (75) positions decode longer test sentences
+        env["GEN_FLAGS"] = RAISE_LIMITS
+    env["OUT"] = os.path.join(opts.out, table.name)
+    if scale == "tiny":
+        env.update({"RAW": opts.data_dir, "SRC": opts.src, "TGT": opts.tgt, "TOKENIZE": "13a",
+                    "MAX_TRAIN": str(opts.max_train), "MAX_EVAL": str(opts.max_eval), "VOCAB": str(opts.vocab),
+                    "MAX_UPDATE": str(opts.max_update), "SAVE_INTERVAL_UPDATES": str(max(1, opts.max_update // 4)),
+                    "DEVICE_FLAGS": "--cpu", "LOG_INTERVAL": str(max(1, opts.max_update // 10)), "BEAM": "4",
+                    "LENGTH_BINS": "10,20,30", "CONCAT_BINS": "20,40,60"})
+    return env
+
+
+def commands(table: Table, scale: str, opts) -> List[Dict[str, str]]:
+    systems = table.systems
+    if scale == "tiny":
+        systems = [s for s in systems if s.tiny_flags is not None] if table.name == "hc-fig7" else systems
+    if opts.systems:
+        try:
+            systems = [systems[int(i)] for i in opts.systems.split(",")]
+        except (ValueError, IndexError):
+            raise SystemExit(f"--systems {opts.systems!r}: comma-separated indices in 0..{len(systems) - 1}")
+    out = []
+    for i, s in enumerate(systems):
+        env = system_env(table, s, scale, opts)
+        env["STAGES"] = ("download prepare preprocess " if i == 0 else "") + table.stages
+        out.append({"label": s.label, "env": env, "recipe": os.path.join("examples", table.recipe, "run.sh")})
+    return out
+
+
+def shell_line(cmd) -> str:
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in cmd["env"].items())
+    return f"{env} bash {cmd['recipe']}"
+
+
+def fmt_secs(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def run_grid(table: Table, cmds, opts) -> None:
+    os.makedirs(os.path.join(opts.out, table.name, "logs"), exist_ok=True)
+    start = time.time()
+    done_times: List[float] = []
+    for i, cmd in enumerate(cmds):
+        env = dict(os.environ, PY=sys.executable, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+                   TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", **cmd["env"])
+        logfile = os.path.join(opts.out, table.name, "logs", cmd["env"]["NAME"] + ".log")
+        t0 = time.time()
+        max_update = int(cmd["env"].get("MAX_UPDATE", "0") or 0)
+        print(f"[reproduce {time.strftime('%H:%M:%S')}] {table.name}: system {i + 1}/{len(cmds)} '{cmd['label']}' started",
+              flush=True)
+        with open(logfile, "w") as log:
+            proc = subprocess.Popen(["bash", os.path.join(ROOT, cmd["recipe"])], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+            for line in proc.stdout:
+                log.write(line)
+                m = re.search(r"num_updates=(\d+)", line)
+                if line.startswith("[recipe"):
+                    print("  " + line.rstrip(), flush=True)
+                elif m and "train_inner" in line or (m and "| INFO | train |" in line):
+                    n = int(m.group(1))
+                    elapsed = time.time() - t0
+                    frac = n / max_update if max_update else 0
+                    per_system = (sum(done_times) / len(done_times)) if done_times else (elapsed / max(frac, 1e-3) * 1.6)
+                    left = max(0.0, per_system - elapsed) + per_system * (len(cmds) - i - 1)
+                    print(f"[reproduce {time.strftime('%H:%M:%S')}] {table.name}: system {i + 1}/{len(cmds)} "
+                          f"'{cmd['label']}': update {n}/{max_update or '?'}, about {fmt_secs(left)} left", flush=True)
+            rc = proc.wait()
+        if rc != 0:
+            tail = open(logfile).read()[-3000:]
+            raise SystemExit(f"posmix-reproduce: system '{cmd['label']}' failed (exit {rc}); log {logfile}:\n{tail}")
+        done_times.append(time.time() - t0)
+        left = sum(done_times) / len(done_times) * (len(cmds) - i - 1)
+        print(f"[reproduce {time.strftime('%H:%M:%S')}] {table.name}: system {i + 1}/{len(cmds)} '{cmd['label']}' done "
+              f"in {fmt_secs(done_times[-1])}; about {fmt_secs(left)} left", flush=True)
+    print(f"[reproduce {time.strftime('%H:%M:%S')}] {table.name}: grid done in {fmt_secs(time.time() - start)}", flush=True)
+
+
+def collect(table: Table, cmds) -> Dict[str, Dict[str, float]]:
+    results = {}
+    for cmd in cmds:
+        path = os.path.join(cmd["env"]["OUT"], f"scores.{cmd['env']['NAME']}.json")
+        if os.path.isfile(path):
+            rows = json.load(open(path))["rows"]
+            results[cmd["label"]] = {r["metric"]: r["score"] for r in rows}
+    return results
+
+
+def render(table: Table, labels: List[str], ours: Dict[str, Dict[str, float]], scale: str) -> str:
+    our_cols = [m for m in OUR_METRICS if any(m in ours.get(lbl, {}) for lbl in labels)]
+    paper_cols = []
+    for lbl in labels:
+        for c in table.reported.get(lbl, {}):
+            if c not in paper_cols:
+                paper_cols.append(c)
+    head = ["system"] + [f"ours ({scale}) {c}" for c in our_cols] + [f"paper {c}" for c in paper_cols]
+    lines = [f"### {table.title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for lbl in labels:
+        cells = [lbl] + [f"{ours[lbl][c]:.2f}" if c in ours.get(lbl, {}) else "-" for c in our_cols]
+        cells += [f"{table.reported[lbl][c]:g}" if c in table.reported.get(lbl, {}) else "-" for c in paper_cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Paper: ../shared/papers/{table.paper}." + (f" {table.note}" if table.note else "")]
+    if not table.reported:
+        lines.append("The paper's numbers for this table are not in the available text.")
+    return "\n".join(lines) + "\n"
+
+
+def extra_tables(table: Table, cmds) -> str:
+    parts = []
+    for kind in ("length-bins", "concat-bins"):
+        for cmd in cmds:
+            path = os.path.join(cmd["env"]["OUT"], f"{kind}.{cmd['env']['NAME']}.md")
+            if os.path.isfile(path):
+                parts.append(f"{kind} of '{cmd['label']}':\n\n" + open(path).read().split("\n- ")[0].strip())
+    return "\n\n".join(parts)
+
+
+def main(argv: Optional[List[str]] = None):
+    p = argparse.ArgumentParser(prog="posmix-reproduce", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--table", help=f"one of {', '.join(TABLES)}")
+    p.add_argument("--list", action="store_true", help="list the tables")
+    p.add_argument("--scale", choices=["tiny", "paper"], default="tiny")
+    p.add_argument("--run", action="store_true", help="with --scale paper: run the commands instead of printing them")
+    p.add_argument("--systems", help="comma-separated indices of the grid's systems to run (default: all)")
+    p.add_argument("--out", default=os.path.join(ROOT, "runs", "reproduce"))
+    p.add_argument("--data-dir", default=DEFAULT_DATA, help="tiny scale: raw corpus (default: the shared Multi30k)")
+    p.add_argument("--src", default="en")
+    p.add_argument("--tgt", default="de")
+    p.add_argument("--max-update", type=int, default=300, help="tiny scale: updates per system")
+    p.add_argument("--max-train", type=int, default=10000, help="tiny scale: training pairs")
+    p.add_argument("--max-eval", type=int, default=300, help="tiny scale: valid/test pairs")
+    p.add_argument("--vocab", type=int, default=2000, help="tiny scale: BPE vocabulary")
+    p.add_argument("--render-only", action="store_true", help="print the table from the scores already in --out")
+    a = p.parse_args(argv)
+    if a.list or not a.table:
+        for t in TABLES.values():
+            print(f"{t.name:9s} {t.title} ({len(t.systems)} systems; examples/{t.recipe}/run.sh)")
+        if not a.table:
+            return None
+    if a.table not in TABLES:
+        raise SystemExit(f"--table {a.table!r}: valid tables are {', '.join(TABLES)}")
+    if a.max_update < 1 or a.max_train < 1 or a.max_eval < 1:
+        raise SystemExit("--max-update, --max-train and --max-eval must be >= 1")
+    table = TABLES[a.table]
+    cmds = commands(table, a.scale, a)
+    if a.scale == "paper" and not a.run and not a.render_only:
+        print(f"# {table.title}\n# paper: ../shared/papers/{table.paper}\n# {len(cmds)} systems, one after the other:")
+        for c in cmds:
+            print(shell_line(c))
+        print(f"# then: posmix-reproduce --table {table.name} --scale paper --render-only --out {a.out}")
+        return cmds
+    if a.scale == "tiny" and not os.path.isdir(a.data_dir):
+        raise SystemExit(f"--data-dir {a.data_dir}: not found (the shared Multi30k, or any raw parallel corpus)")
+    if not a.render_only:
+        run_grid(table, cmds, a)
+    ours = collect(table, cmds)
+    print(render(table, [c["label"] for c in cmds], ours, a.scale))
+    extra = extra_tables(table, cmds)
+    if extra:
+        print(extra)
+    return ours
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)
