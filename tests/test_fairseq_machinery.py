@@ -24,8 +24,8 @@ from test_cli_end_to_end import binarize
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(posmix_fairseq.USER_DIR)
 
-# One model whose tables are shared by all layers of a side (rPosNet's learned n~ per side and
-# its per-layer relative tables), one whose kernels are shared across layers (PosNet-Attn).
+# rPosNet: its learned absolute table n~ is shared by all layers of a side; PosNet-Attn: its
+# position kernels are shared by all self-attention layers of a side.
 DISTRIBUTED_ARCHS = ["rposnet_iwslt_de_en", "posnet_attn_iwslt_de_en"]
 
 
