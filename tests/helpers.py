@@ -104,6 +104,14 @@ def mix(mixer, x, key_padding_mask=None, source=None, source_padding_mask=None, 
 
 # ---- the CLI on tiny data ------------------------------------------------------------------------
 
+def binarized_toy_corpus(root, sizes):
+    """The toy corpus (posmix_fairseq.toy_corpus) under root/raw, binarized into root/bin; returns root/bin."""
+    from posmix_fairseq.toy_corpus import write_corpus
+    write_corpus(os.path.join(str(root), "raw"), sizes=sizes)
+    binarize(os.path.join(str(root), "raw"), os.path.join(str(root), "bin"))
+    return os.path.join(str(root), "bin")
+
+
 def binarize(raw_prefix_dir, dest, src="src", tgt="tgt"):
     from fairseq_cli import preprocess
     parser = options.get_preprocessing_parser()

@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 
-from helpers import binarize, run_train
+from helpers import binarize, binarized_toy_corpus, run_train
 from helpers import run_generate as run_generate_raw
 from posmix_fairseq.toy_corpus import write_corpus
 
@@ -41,10 +41,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def toy_data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("toy")
-    write_corpus(str(root / "raw"), sizes={"train": 400, "valid": 40, "test": 25})
-    binarize(str(root / "raw"), str(root / "bin"))
-    return str(root / "bin")
+    return binarized_toy_corpus(tmp_path_factory.mktemp("toy"), sizes={"train": 400, "valid": 40, "test": 25})
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

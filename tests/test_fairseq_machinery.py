@@ -18,8 +18,7 @@ import torch
 import posmix_fairseq
 from conftest import ALL_CONFIGS, TINY, build_model, random_batch
 from fairseq_probe import train_and_record
-from posmix_fairseq.toy_corpus import write_corpus
-from test_cli_end_to_end import binarize
+from helpers import binarized_toy_corpus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(posmix_fairseq.USER_DIR)
@@ -31,10 +30,7 @@ DISTRIBUTED_ARCHS = ["rposnet_iwslt_de_en", "posnet_attn_iwslt_de_en"]
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    root = tmp_path_factory.mktemp("machinery")
-    write_corpus(str(root / "raw"), sizes={"train": 200, "valid": 20, "test": 10})
-    binarize(str(root / "raw"), str(root / "bin"))
-    return str(root / "bin")
+    return binarized_toy_corpus(tmp_path_factory.mktemp("machinery"), sizes={"train": 200, "valid": 20, "test": 10})
 
 
 ADAM = ["--optimizer", "adam", "--lr", "0.002", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "3"]

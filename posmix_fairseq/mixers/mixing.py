@@ -49,13 +49,14 @@ class EnergyMixingAttention(TokenMixer):
                     state_dict[prefix + new + key[len(prefix) + len(old):]] = state_dict.pop(key)
                     break
 
-    def _keys_and_values(self, key, value, key_padding_mask, key_positions, incremental_state, static_kv):
+    def _keys_and_values(self, frame: PositionFrame, key, value, key_padding_mask, incremental_state, static_kv):
         """Values, cached key features, key positions and key padding, extended (self-attention) or
         reused (cross-attention, ``static_kv``) across incremental decoding steps."""
         buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
         if buffer is not None and static_kv and "values" in buffer:
             # cross-attention during decoding: the source keys/values are computed once
             return buffer["values"], buffer.get("keys"), buffer["key_positions"], buffer["key_padding_mask"]
+        key_positions, key_padding_mask = self._key_side(frame, key, key_padding_mask)
         values = self.values(value, key_positions, key_padding_mask)
         keys = self.energy.key_features(key, key_positions)
         if buffer is not None and not static_kv and "values" in buffer:
@@ -105,10 +106,8 @@ class EnergyMixingAttention(TokenMixer):
         if query_positions.shape != (batch, tgt_len):
             raise RuntimeError(f"{self.placement} mixer: positions of shape {tuple(query_positions.shape)} for a "
                                f"query of {tgt_len} tokens x {batch} sentences")
-        static = incremental_state is not None and static_kv and "values" in self._get_input_buffer(incremental_state)
-        key_positions, key_pad = (None, None) if static else self._key_side(frame, key, key_padding_mask)
         values, keys, key_positions, key_pad = self._keys_and_values(
-            key, value, key_pad, key_positions, incremental_state, static_kv)
+            frame, key, value, key_padding_mask, incremental_state, static_kv)
 
         excluded = key_pad[:, None, None, :]
         if attn_mask is not None:  # fairseq's additive masks: 0 (allowed) or -inf / -1e8 (excluded)
