@@ -1,22 +1,23 @@
 """posmix_fairseq.kernels: every implementation equals the dense reference, the dense references
-equal the definitions (Gated position-based attention, Eqs. 4, 8-10, written as loops), the decoding
-state equals causal dense mixing, and bad input or an impossible backend gets a clear error.
+equal the definitions (Gated position-based attention, Eqs. 8-10 written as loops; Eq. 4 written
+out), the decoding state equals causal dense mixing, and bad input or an impossible backend gets a
+clear error.
 
 The Triton kernels run on the CPU through the Triton interpreter. Triton reads TRITON_INTERPRET
 once, when it is first imported, so the Triton tests run in a child pytest process started by
 ``test_triton_kernels_in_interpreter`` with TRITON_INTERPRET=1 in its environment; in this process
 they are skipped, and the environment of the other test modules is left untouched.
 
-Tolerances (max abs error over max(1, max |reference|); the inputs are O(1)): float32 1e-5 (forward and gradients; float64
-for gradcheck); float16 5e-3 and bfloat16 3e-2 against the float32 reference of the same rounded
-inputs (one rounding of the output/gradient to the storage dtype: 2^-11 resp. 2^-8, plus the
-rounding of P before the P V product on the GPU).
+Tolerances (max abs error over max(1, max |reference|); the inputs are O(1)): float32 1e-5
+(forward and gradients; float64 for gradcheck); float16 5e-3 and bfloat16 3e-2 against the
+float32 reference of the same rounded inputs (one rounding of the output/gradient to the storage
+dtype: 2^-11 resp. 2^-8, plus the rounding of P before the P V product on the GPU).
 """
 import math
 import os
-import zlib
 import subprocess
 import sys
+import zlib
 
 import pytest
 import torch

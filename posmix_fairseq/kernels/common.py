@@ -17,7 +17,8 @@ def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, value
     if table.dim() != 3 or not table.is_floating_point():
         raise ValueError(f"{name}: table must be a float tensor (H, Pq, X), got {tuple(table.shape)} {table.dtype}")
     if values.dim() != 4 or not values.is_floating_point():
-        raise ValueError(f"{name}: values must be a float tensor (B, H, S, Dh), got {tuple(values.shape)} {values.dtype}")
+        raise ValueError(f"{name}: values must be a float tensor (B, H, S, Dh), "
+                         f"got {tuple(values.shape)} {values.dtype}")
     batch, heads, keys, head_dim = values.shape
     if heads != table.size(0):
         raise ValueError(f"{name}: table has {table.size(0)} heads but values have {heads}")
