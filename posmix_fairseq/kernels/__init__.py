@@ -41,7 +41,7 @@ def _backend(backend: Optional[str], *tensors: Tensor) -> str:
     """Resolve the backend; float64 inputs have no Triton kernel (``auto`` uses torch for them)."""
     name = dispatch.resolve(backend, tensors[0].device)
     if name == "triton" and any(t.dtype not in TRITON_DTYPES for t in tensors if t.is_floating_point()):
-        requested, setting = dispatch._setting(backend)
+        requested, setting = dispatch.requested(backend)
         if requested == "triton":
             bad = sorted({str(t.dtype) for t in tensors if t.is_floating_point() and t.dtype not in TRITON_DTYPES})
             raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, which supports "
