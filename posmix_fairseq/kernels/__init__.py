@@ -12,6 +12,7 @@ key position m), ``key_lengths`` (B,) the real keys of each row (slots >= length
 table: their output is finite); ``causal`` allows key m only if m <= p. The softmax is fp32; a
 query with no allowed key gets 0, never NaN. Outputs have the dtype of ``values``.
 """
+import importlib
 from typing import Optional
 
 import torch
@@ -51,8 +52,15 @@ def _backend(backend: Optional[str], *tensors: Tensor) -> str:
 
 
 def _triton_module(name: str):
-    import importlib
     return importlib.import_module(f"{__name__}.triton_{name}")
+
+
+def _no_keys(table: Tensor, values: Tensor, steps: int) -> Tensor:
+    """No key slot at all (S = 0): every query gets 0, still connected to both inputs' graphs
+    (the sums over empty tensors are exact zeros, whatever the table holds)."""
+    batch, heads, _, dim = values.shape
+    zero = values.sum(2, keepdim=True) + table.reshape(-1)[:0].sum().to(values.dtype)
+    return zero.expand(batch, heads, steps, dim)
 
 
 def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Tensor, key_lengths: Tensor,
@@ -76,8 +84,8 @@ def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
     batch, heads, steps, keys, dim = check_mixing_inputs("relative_position_mixing", table, query_positions,
                                                          values, key_lengths)
     centre = centres(query_positions, length_ratio)
-    if keys == 0:  # no key slot at all: every query gets 0 (still connected to the graph)
-        return (values.sum(2, keepdim=True) * 0).expand(batch, heads, steps, dim) + table.sum() * 0
+    if keys == 0:
+        return _no_keys(table, values, steps)
     if _backend(backend, table, values) == "triton":
         return _triton_module("relative").relative_mixing_triton(table, query_positions, values, key_lengths,
                                                                  centre, causal)
@@ -92,7 +100,7 @@ def absolute_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
     batch, heads, steps, keys, dim = check_mixing_inputs("absolute_position_mixing", table, query_positions,
                                                          values, key_lengths, table_keys=table.size(2))
     if keys == 0:
-        return (values.sum(2, keepdim=True) * 0).expand(batch, heads, steps, dim) + table.sum() * 0
+        return _no_keys(table, values, steps)
     if _backend(backend, table, values) == "triton":
         return _triton_module("absolute").absolute_mixing_triton(table, query_positions, values, key_lengths, causal)
     return absolute_mixing_dense(table, query_positions, values, key_lengths, causal)
