@@ -13,6 +13,7 @@ Tolerances (max abs error over max(1, max |reference|); the inputs are O(1)): fl
 float32 reference of the same rounded inputs (one rounding of the output/gradient to the storage
 dtype: 2^-11 resp. 2^-8, plus the rounding of P before the P V product on the GPU).
 """
+import importlib.util
 import math
 import os
 import subprocess
@@ -48,7 +49,8 @@ def triton_device():
 
 @pytest.mark.skipif(IN_CHILD, reason="this is the child")
 def test_triton_kernels_in_interpreter():
-    pytest.importorskip("triton", reason="Triton is not installed (it has wheels for Linux x86-64 only)")
+    if importlib.util.find_spec("triton") is None:  # (without importing Triton into this process)
+        pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
     env = dict(os.environ, TRITON_INTERPRET="1", **{CHILD_FLAG: "1"})
     env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore",
@@ -65,7 +67,8 @@ def test_triton_kernels_in_interpreter():
 def test_triton_kernels_compile_for_gpu(tmp_path):
     """Every kernel compiles to an sm_90 (H100) binary with bf16 storage, no GPU needed
     (tests/kernels_compile_check.py): the interpreter alone would accept code the compiler rejects."""
-    pytest.importorskip("triton", reason="Triton is not installed (it has wheels for Linux x86-64 only)")
+    if importlib.util.find_spec("triton") is None:  # (without importing Triton into this process)
+        pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_CACHE_DIR=str(tmp_path), PYTHONPATH=os.pathsep.join(
         [ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
@@ -360,6 +363,9 @@ def test_gating_reference_is_eq4():
 # --------------------------------------------------------------------------------------------
 # dispatch and input errors
 def test_dispatch_settings_and_errors(monkeypatch):
+    # Triton "installed" without importing it here: an import in this process would fix its
+    # interpreter mode for every later test module
+    monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.delenv(dispatch.ENV_VAR, raising=False)
     cpu = torch.device("cpu")
@@ -401,10 +407,10 @@ def test_input_errors(monkeypatch):
     atable, qp, values, lengths = absolute_inputs("odd_right_padded")
     with pytest.raises(ValueError, match="table's key axis 5"):
         kernels.absolute_position_mixing(atable[..., :5], qp, values, lengths)
+    monkeypatch.setattr(dispatch, "triton_available", lambda: True)  # (checked before any Triton import)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    if dispatch.triton_available():
-        with pytest.raises(kernels.KernelBackendError, match="float32, float16 and bfloat16, not torch.float64"):
-            kernels.relative_position_mixing(table.double(), qp, values.double(), lengths, backend="triton")
+    with pytest.raises(kernels.KernelBackendError, match="float32, float16 and bfloat16, not torch.float64"):
+        kernels.relative_position_mixing(table.double(), qp, values.double(), lengths, backend="triton")
 
 
 BLOCKER = """
