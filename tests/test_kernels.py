@@ -5,7 +5,7 @@ clear error.
 
 The Triton kernels run on the CPU through the Triton interpreter. Triton reads TRITON_INTERPRET
 once, when it is first imported, so the Triton tests run in a child pytest process started by
-``test_triton_kernels_in_interpreter`` with TRITON_INTERPRET=1 in its environment; in this process
+``test_interpreter_child_runs_the_kernel_tests`` with TRITON_INTERPRET=1 in its environment; in this process
 they are skipped, and the environment of the other test modules is left untouched.
 
 Tolerances (max abs error over max(1, max |reference|); the inputs are O(1)): float32 1e-5
@@ -44,19 +44,18 @@ def triton_device():
         return torch.device("cpu")
     if torch.cuda.is_available() and dispatch.triton_available() and not dispatch.interpreter_enabled():
         return torch.device("cuda")
-    pytest.skip("runs in the TRITON_INTERPRET=1 child process of test_triton_kernels_in_interpreter (no GPU here)")
+    pytest.skip("runs in the TRITON_INTERPRET=1 child process of test_interpreter_child_runs_the_kernel_tests (no GPU here)")
 
 
 @pytest.mark.skipif(IN_CHILD, reason="this is the child")
-def test_triton_kernels_in_interpreter():
+def test_interpreter_child_runs_the_kernel_tests():
     if importlib.util.find_spec("triton") is None:  # (without importing Triton into this process)
         pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
     env = dict(os.environ, TRITON_INTERPRET="1", **{CHILD_FLAG: "1"})
     env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore",
                              "--noconftest",  # this file needs no fairseq (tests/conftest.py imports it)
-                             os.path.abspath(__file__), "-k",
-                             "triton and not in_interpreter and not compile_for_gpu"],
+                             os.path.abspath(__file__), "-k", "triton"],  # the tests named *triton*
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
@@ -64,7 +63,7 @@ def test_triton_kernels_in_interpreter():
 
 
 @pytest.mark.skipif(IN_CHILD, reason="this is the child")
-def test_triton_kernels_compile_for_gpu(tmp_path):
+def test_kernels_compile_for_gpu_ahead_of_time(tmp_path):
     """Every kernel compiles to an sm_90 (H100) binary with bf16 storage, no GPU needed
     (tests/kernels_compile_check.py): the interpreter alone would accept code the compiler rejects."""
     if importlib.util.find_spec("triton") is None:  # (without importing Triton into this process)
@@ -446,3 +445,22 @@ def test_kernels_and_benchmark_import_without_fairseq():
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok relative_position_mixing main"
+
+
+@pytest.mark.skipif(IN_CHILD, reason="runs in the parent")
+def test_benchmark_runs_end_to_end():
+    """scripts/bench_kernels.py end to end at tiny sizes, its Triton rows through the interpreter (a
+    subprocess): every rPosNet output in it equals the dense reference's."""
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
+    command = [sys.executable, os.path.join(ROOT, "scripts", "bench_kernels.py"), "--device", "cpu",
+               "--force-triton", "--lengths", "16,40", "--tokens", "40", "--dim", "32", "--heads", "2", "--k", "2",
+               "--repeats", "1", "--warmup", "0", "--hypotheses", "2", "--decode-t", "8"]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    rows = [line.split("|") for line in result.stdout.splitlines() if line.startswith("| ") and "rPosNet" in line
+            and "step" not in line]
+    assert len(rows) == 6, result.stdout
+    assert all(float(row[-2]) <= 1e-5 for row in rows), result.stdout
+    assert "Triton step vs torch step: max error" in result.stdout

@@ -236,6 +236,9 @@ def parse_args(argv=None):
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
+    ap.add_argument("--force-triton", action="store_true",
+                    help="include the Triton rows on a non-CUDA device (TRITON_INTERPRET=1 on the CPU: a slow "
+                         "check that the benchmark's Triton path runs, not a timing)")
     args = ap.parse_args(argv)
     if args.quick:  # small sizes; options given explicitly still win
         ap.set_defaults(dim=64, heads=4, k=4, tokens=1024, lengths=[32, 64, 128], hypotheses=12, decode_t=128,
@@ -250,7 +253,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
-    triton_ok = dispatch.resolve("auto", device) == "triton"
+    triton_ok = dispatch.resolve("triton" if args.force_triton else "auto", device) == "triton"
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
     print(f"Device: {name}; torch {torch.__version__}; dtype {dtype}; D={args.dim} H={args.heads} K={args.k}; "
           f"Triton kernels {'on' if triton_ok else 'off (torch backends only)'}; "
