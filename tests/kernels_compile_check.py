@@ -28,12 +28,13 @@ def jobs(dtype, head_dim=64, k=16):
     absolute = dict(mixing, dvals=vt)
     dense = dict(BLOCK_T=32, BLOCK_N=32, BLOCK_D=head_dim, PRECISION="ieee", DOT_F32=dtype == "fp32")
     relative = dict(dense, num_warps=8 if dtype == "fp32" else 4)  # as triton_relative.launch_config
+    relative_bwd = dict(dense, num_warps=8)
     rows = dict(x=vt, w=vt, b=vt, y=vt, mean_out=f32p, rstd_out=f32p, dy=vt, mean_in=f32p, rstd_in=f32p, dx=vt,
                 dw_part=f32p, db_part=f32p, R=i32, D=i32, eps="fp32")
     gate = dict(c=vt, g=vt, y=vt, dy=vt, dc=vt, dg=vt, N=i32)
     return [
         (triton_relative._rel_fwd, mixing, dict(K=k, CAUSAL=True, BLOCK_W=next_power_of_2(2 * k + 1), **relative)),
-        (triton_relative._rel_bwd, mixing, dict(K=k, CAUSAL=False, **relative)),
+        (triton_relative._rel_bwd, mixing, dict(K=k, CAUSAL=False, **relative_bwd)),
         (triton_absolute._abs_fwd, absolute, dict(CAUSAL=True, **dense)),
         (triton_absolute._abs_bwd_dv, absolute, dict(CAUSAL=True, **dense)),
         (triton_absolute._abs_bwd_de, absolute, dict(CAUSAL=False, **dense)),

@@ -7,9 +7,9 @@ of one (batch row, head):
 - the maximum over each query's band and far energies comes from one (BLOCK_T, 2K+1) tile of its
   table row;
 - the band keys of the whole block lie in [min c - K, max c + K] (BLOCK_T + 2K keys for
-  consecutive centres), walked in BLOCK_N-key tiles: the banded weight tile P (zero outside
-  |c - m| <= K, energies gathered from the table rows) times the value tile by ``tl.dot``, fp32
-  accumulation;
+  consecutive centres), walked in BLOCK_N-key tiles (tiles without any band key skipped): the
+  banded weight tile P (zero outside |c - m| <= K, energies gathered from the table rows) times
+  the value tile by ``tl.dot``, fp32 accumulation;
 - the far-left / far-right groups add exp(E[2K]) * prefix and exp(E[0]) * suffix sums (fp32).
 
 The backward recomputes P from the saved log-sum-exp: dE = P (dO V^T - delta) is added into the
@@ -50,13 +50,16 @@ def _rel_setup(pos, cen, lens, b, T, pid_t, K: tl.constexpr, CAUSAL: tl.constexp
 
 
 @triton.jit
-def _band_energies(row, c, upper, tm, n0, K: tl.constexpr, BLOCK_N: tl.constexpr):
-    """(m, in_band, e): keys n0 + [0, BLOCK_N), whether each is a band key of each query, its energy."""
+def _band(c, upper, tm, n0, K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(m, j, in_band, any): keys n0 + [0, BLOCK_N), their energy index for each query, whether
+    each is a band key of each query, and whether the tile holds any band key at all (a block
+    whose queries have distant positions, e.g. padding queries at position 0 beside real ones,
+    spans tiles that none of its queries uses: they are skipped)."""
     m = n0 + tl.arange(0, BLOCK_N)
     j = c[:, None] - m[None, :] + K
     in_band = (j >= 0) & (j <= 2 * K) & (m[None, :] < upper[:, None]) & (m[None, :] >= 0) & tm[:, None]
-    e = tl.load(row[:, None] + j, mask=in_band, other=0.0).to(tl.float32)
-    return m, in_band, j, e
+    used = tl.sum(tl.sum(in_band.to(tl.int32), axis=1), axis=0) > 0
+    return m, j, in_band, used
 
 
 @triton.jit
@@ -90,14 +93,16 @@ def _rel_fwd(table, pos, cen, lens, vals, prefix, suffix, out, lse,
     acc = tl.zeros([BLOCK_T, BLOCK_D], dtype=tl.float32)
     vbase = vals + bh * S * DH
     for n0 in range(lo, hi, BLOCK_N):
-        m, in_band, j, e = _band_energies(row, c, upper, tm, n0, K, BLOCK_N)
-        pr = tl.where(in_band, tl.exp(e - mx[:, None]), 0.0)
-        z += tl.sum(pr, axis=1)
-        v = tl.load(vbase + m[:, None] * DH + d[None, :], mask=(m < hi)[:, None] & dm[None, :], other=0.0)
-        if DOT_F32:
-            acc += tl.dot(pr, v.to(tl.float32), input_precision=PRECISION)
-        else:
-            acc += tl.dot(pr.to(v.dtype), v)
+        m, j, in_band, used = _band(c, upper, tm, n0, K, BLOCK_N)
+        if used:
+            e = tl.load(row[:, None] + j, mask=in_band, other=0.0).to(tl.float32)
+            pr = tl.where(in_band, tl.exp(e - mx[:, None]), 0.0)
+            z += tl.sum(pr, axis=1)
+            v = tl.load(vbase + m[:, None] * DH + d[None, :], mask=(m < hi)[:, None] & dm[None, :], other=0.0)
+            if DOT_F32:
+                acc += tl.dot(pr, v.to(tl.float32), input_precision=PRECISION)
+            else:
+                acc += tl.dot(pr.to(v.dtype), v)
     sbase = bh * (S + 1) * DH
     w_left = tl.where(n_left > 0, tl.exp(e_left - mx), 0.0)
     z += w_left * n_left.to(tl.float32)
@@ -142,18 +147,20 @@ def _rel_bwd(table, pos, cen, lens, vals, prefix, suffix, out, dout, lse, dtable
     vbase = vals + bh * S * DH
     dvbase = dvals + bh * S * DH
     for n0 in range(lo, hi, BLOCK_N):
-        m, in_band, j, e = _band_energies(row, c, upper, tm, n0, K, BLOCK_N)
-        pr = tl.where(in_band, tl.exp(e - lse_t[:, None]), 0.0)
-        kmask = (m < hi)[:, None] & dm[None, :]
-        v = tl.load(vbase + m[:, None] * DH + d[None, :], mask=kmask, other=0.0)
-        if DOT_F32:
-            dp = tl.dot(g32, tl.trans(v.to(tl.float32)), input_precision=PRECISION)
-            dv = tl.dot(tl.trans(pr), g32, input_precision=PRECISION)
-        else:
-            dp = tl.dot(g, tl.trans(v))
-            dv = tl.dot(tl.trans(pr.to(g.dtype)), g)
-        tl.atomic_add(drow[:, None] + j, pr * (dp - delta[:, None]), mask=in_band)
-        tl.atomic_add(dvbase + m[:, None] * DH + d[None, :], dv, mask=kmask)
+        m, j, in_band, used = _band(c, upper, tm, n0, K, BLOCK_N)
+        if used:
+            e = tl.load(row[:, None] + j, mask=in_band, other=0.0).to(tl.float32)
+            pr = tl.where(in_band, tl.exp(e - lse_t[:, None]), 0.0)
+            kmask = (m < hi)[:, None] & dm[None, :]
+            v = tl.load(vbase + m[:, None] * DH + d[None, :], mask=kmask, other=0.0)
+            if DOT_F32:
+                dp = tl.dot(g32, tl.trans(v.to(tl.float32)), input_precision=PRECISION)
+                dv = tl.dot(tl.trans(pr), g32, input_precision=PRECISION)
+            else:
+                dp = tl.dot(g, tl.trans(v))
+                dv = tl.dot(tl.trans(pr.to(g.dtype)), g)
+            tl.atomic_add(drow[:, None] + j, pr * (dp - delta[:, None]), mask=in_band)
+            tl.atomic_add(dvbase + m[:, None] * DH + d[None, :], dv, mask=kmask)
     sbase = bh * (S + 1) * DH
     e_left = tl.load(row + 2 * K, mask=tm, other=0.0).to(tl.float32)
     e_right = tl.load(row, mask=tm, other=0.0).to(tl.float32)
@@ -173,11 +180,12 @@ def _rel_bwd(table, pos, cen, lens, vals, prefix, suffix, out, dout, lse, dtable
     tl.atomic_add(dsuffix + sbase + upper[:, None] * DH + d[None, :], -w_right[:, None] * g32, mask=rmask)
 
 
-def launch_config(values: torch.Tensor, k: int) -> dict:
-    """Block sizes, warps and dot precision of the relative kernels for these values and K
-    (sm_90 binaries spill no registers with these: 4 warps for 16-bit values, 8 for fp32)."""
+def launch_config(values: torch.Tensor, backward: bool = False) -> dict:
+    """Block sizes, warps and dot precision of the relative kernels for these values (sm_90
+    binaries spill no registers with these: 8 warps, 4 for the 16-bit forward)."""
     block_d = max(16, next_power_of_2(values.size(-1)))
-    return dict(BLOCK_T=32, BLOCK_N=32, BLOCK_D=block_d, num_warps=8 if values.dtype == torch.float32 else 4,
+    warps = 8 if backward or values.dtype == torch.float32 else 4
+    return dict(BLOCK_T=32, BLOCK_N=32, BLOCK_D=block_d, num_warps=warps,
                 # fp32 storage: exact fp32 products ("ieee", not TF32); fp16/bf16: tensor-core products
                 # of the storage dtype; the interpreter multiplies in fp32 (its tl.dot mishandles bf16)
                 PRECISION="ieee", DOT_F32=values.dtype == torch.float32 or INTERPRETED)
@@ -197,7 +205,7 @@ class RelativeWindowMixing(torch.autograd.Function):
         prefix, suffix = prefix_suffix(values_c, key_lengths)
         out = torch.empty(batch, heads, steps, dim, dtype=values.dtype, device=values.device)
         lse = torch.empty(batch, heads, steps, dtype=torch.float32, device=values.device)
-        config = launch_config(values, k)
+        config = launch_config(values)
         if steps and batch * heads:
             _rel_fwd[(triton.cdiv(steps, config["BLOCK_T"]), batch * heads)](
                 table_c, pos, cen, lens, values_c, prefix, suffix, out, lse, heads, steps, keys, pq, dim,
@@ -217,7 +225,7 @@ class RelativeWindowMixing(torch.autograd.Function):
         dvals = torch.zeros(values.shape, dtype=torch.float32, device=values.device)
         dprefix = torch.zeros_like(prefix)
         dsuffix = torch.zeros_like(suffix)
-        config = launch_config(values, k)
+        config = launch_config(values, backward=True)
         if steps and batch * heads:
             _rel_bwd[(triton.cdiv(steps, config["BLOCK_T"]), batch * heads)](
                 table, pos, cen, lens, values, prefix, suffix, out, grad_out.to(values.dtype).contiguous(), lse,
