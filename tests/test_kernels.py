@@ -224,18 +224,20 @@ def test_relative_window_gradcheck_float64():
 
 def test_relative_triton_block_boundaries(triton_device):
     """Several 32-query blocks, band ranges wider than one 32-key tile (K = 5), a left-padded row
-    (its padding queries at position 0 widen the first block's range), gamma != 1, causal."""
+    (its padding queries at position 0 widen the first block's range), a right-padded row whose
+    last block mixes positions 96-99 with padding at position 0 (the key tile [32, 64) between
+    them holds no band key and is skipped), gamma != 1, causal."""
     g = torch.Generator().manual_seed(4)
     lengths = torch.tensor([70, 45])
-    mask = torch.arange(70)[None] < (70 - lengths)[:, None]
-    self_positions = positions_from_padding(mask)
-    cases = [(self_positions, 70, 1.0, True), (self_positions, 70, 1.0, False),
-             (torch.arange(70).repeat(2, 1), 90, 1.3, False)]
-    for qp, keys, gamma, causal in cases:
-        table = torch.randn(2, 75, 11, generator=g).to(triton_device).requires_grad_()
+    left_padded = positions_from_padding(torch.arange(70)[None] < (70 - lengths)[:, None])
+    right_padded = positions_from_padding(torch.arange(128)[None] >= torch.tensor([[100], [128]]))
+    cases = [(left_padded, lengths, 70, 1.0, True), (left_padded, lengths, 70, 1.0, False),
+             (right_padded, torch.tensor([100, 128]), 128, 1.0, False),
+             (torch.arange(70).repeat(2, 1), torch.tensor([90, 60]), 90, 1.3, False)]
+    for qp, key_lengths, keys, gamma, causal in cases:
+        table = torch.randn(2, 130, 11, generator=g).to(triton_device).requires_grad_()
         values = torch.randn(2, 2, keys, 3, generator=g).to(triton_device).requires_grad_()
-        key_lengths = (lengths if keys == 70 else torch.tensor([90, 60])).to(triton_device)
-        qp = qp.to(triton_device)
+        qp, key_lengths = qp.to(triton_device), key_lengths.to(triton_device)
         expected = forward_and_grads(relative_mixing_dense, table, values, qp, values, key_lengths, gamma, causal)
         actual = forward_and_grads(_relative("triton"), table, values, qp, values, key_lengths, gamma, causal)
         for what, a, e in zip(("output", "d table", "d values"), actual, expected):
