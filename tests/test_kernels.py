@@ -432,6 +432,12 @@ def test_input_errors(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     with pytest.raises(kernels.KernelBackendError, match="float32, float16 and bfloat16, not torch.float64"):
         kernels.relative_position_mixing(table.double(), qp, values.double(), lengths, backend="triton")
+    state = kernels.RelativeDecodeState.empty(1, 2, 3, 4)
+    rows = torch.zeros(1, 2, 7, requires_grad=True)
+    with pytest.raises(kernels.KernelBackendError, match="'triton' decoding step, which is forward-only"):
+        kernels.relative_decode_step(rows, *state.tensors(), backend="triton")
+    with pytest.raises(ValueError, match=r"energy_rows must be \(B, H, 2K\+1\) = \(1, 2, 7\)"):
+        kernels.relative_decode_step(rows[..., :5], *state.tensors())
 
 
 BLOCKER = """

@@ -114,14 +114,19 @@ def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_vali
     (B, H, K, Dh): slot i is the key at distance i (0 = the current token), energy index K+i;
     ``window_valid`` (B, K) bool; the keys at distance >= K all use energy index 2K: ``far_sum``
     (B, H, Dh) is their value sum, ``far_count`` (B,) their number. :class:`RelativeDecodeState`
-    keeps these tensors across steps. Forward only on the Triton backend (search needs no grad).
+    keeps these tensors across steps. The Triton kernel is forward-only (search needs no grad):
+    ``auto`` runs PyTorch when a gradient is needed.
     """
     check_decode_inputs(energy_rows, window_values, window_valid, far_sum, far_count)
-    if _backend(backend, energy_rows, window_values, far_sum) == "triton":
-        if torch.is_grad_enabled() and (energy_rows.requires_grad or window_values.requires_grad
-                                        or far_sum.requires_grad):
-            raise KernelBackendError("relative_decode_step: the Triton decoding step is forward-only; run it under "
-                                     "torch.no_grad() or with backend='torch' to differentiate it")
+    name = _backend(backend, energy_rows, window_values, far_sum)
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (energy_rows, window_values, far_sum))
+    if name == "triton" and needs_grad:  # forward-only kernel: auto differentiates with torch, forcing it fails
+        requested, setting = dispatch.requested(backend)
+        if requested == "triton":
+            raise KernelBackendError(f"{setting} asks for the 'triton' decoding step, which is forward-only; run it "
+                                     "under torch.no_grad() or use 'torch' or 'auto' to differentiate it")
+        name = "torch"
+    if name == "triton":
         return _triton_module("decode").relative_decode_triton(energy_rows, window_values, window_valid, far_sum,
                                                                far_count)
     return relative_decode_reference(energy_rows, window_values, window_valid, far_sum, far_count)
@@ -132,7 +137,8 @@ def _check_same_shape(name: str, a: Tensor, b: Tensor, what: str) -> None:
         raise ValueError(f"{name}: {what} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
 
 
-def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5, backend: Optional[str] = None) -> Tensor:
+def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5,
+                   backend: Optional[str] = None) -> Tensor:
     """LayerNorm(GeLU(x)) over the last axis (the value path of Eq. 4)."""
     if weight.shape != (x.size(-1),) or bias.shape != (x.size(-1),):
         raise ValueError(f"gelu_layernorm: weight and bias must be ({x.size(-1)},), got {tuple(weight.shape)} and "
