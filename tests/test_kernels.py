@@ -1,22 +1,24 @@
 """posmix_fairseq.kernels: every implementation equals the dense reference, the dense references
-equal the definitions (Gated position-based attention, Eqs. 4, 8-10, written as loops), the decoding
-state equals causal dense mixing, and bad input or an impossible backend gets a clear error.
+equal the definitions (Gated position-based attention, Eqs. 8-10 written as loops; Eq. 4 written
+out), the decoding state equals causal dense mixing, and bad input or an impossible backend gets a
+clear error.
 
 The Triton kernels run on the CPU through the Triton interpreter. Triton reads TRITON_INTERPRET
 once, when it is first imported, so the Triton tests run in a child pytest process started by
-``test_triton_kernels_in_interpreter`` with TRITON_INTERPRET=1 in its environment; in this process
+``test_interpreter_child_runs_the_kernel_tests`` with TRITON_INTERPRET=1 in its environment; in this process
 they are skipped, and the environment of the other test modules is left untouched.
 
-Tolerances (max abs error over max(1, max |reference|); the inputs are O(1)): float32 1e-5 (forward and gradients; float64
-for gradcheck); float16 5e-3 and bfloat16 3e-2 against the float32 reference of the same rounded
-inputs (one rounding of the output/gradient to the storage dtype: 2^-11 resp. 2^-8, plus the
-rounding of P before the P V product on the GPU).
+Tolerances (max abs error over max(1, max |reference|); the inputs are O(1)): float32 1e-5
+(forward and gradients; float64 for gradcheck); float16 5e-3 and bfloat16 3e-2 against the
+float32 reference of the same rounded inputs (one rounding of the output/gradient to the storage
+dtype: 2^-11 resp. 2^-8, plus the rounding of P before the P V product on the GPU).
 """
+import importlib.util
 import math
 import os
-import zlib
 import subprocess
 import sys
+import zlib
 
 import pytest
 import torch
@@ -42,21 +44,37 @@ def triton_device():
         return torch.device("cpu")
     if torch.cuda.is_available() and dispatch.triton_available() and not dispatch.interpreter_enabled():
         return torch.device("cuda")
-    pytest.skip("runs in the TRITON_INTERPRET=1 child process of test_triton_kernels_in_interpreter (no GPU here)")
+    pytest.skip("runs in the TRITON_INTERPRET=1 child process of test_interpreter_child_runs_the_kernel_tests (no GPU here)")
 
 
 @pytest.mark.skipif(IN_CHILD, reason="this is the child")
-def test_triton_kernels_in_interpreter():
-    pytest.importorskip("triton", reason="Triton is not installed (it has wheels for Linux x86-64 only)")
+def test_interpreter_child_runs_the_kernel_tests():
+    if importlib.util.find_spec("triton") is None:  # (without importing Triton into this process)
+        pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
     env = dict(os.environ, TRITON_INTERPRET="1", **{CHILD_FLAG: "1"})
     env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore",
-                             os.path.abspath(__file__), "-k", "triton and not in_interpreter"],
+                             "--noconftest",  # this file needs no fairseq (tests/conftest.py imports it)
+                             os.path.abspath(__file__), "-k", "triton"],  # the tests named *triton*
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert " passed" in summary and "skipped" not in summary and "deselected" in summary, summary
 
+
+@pytest.mark.skipif(IN_CHILD, reason="this is the child")
+def test_kernels_compile_for_gpu_ahead_of_time(tmp_path):
+    """Every kernel compiles to an sm_90 (H100) binary with bf16 storage, no GPU needed
+    (tests/kernels_compile_check.py): the interpreter alone would accept code the compiler rejects."""
+    if importlib.util.find_spec("triton") is None:  # (without importing Triton into this process)
+        pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path), PYTHONPATH=os.pathsep.join(
+        [ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "kernels_compile_check.py")], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert result.stdout.count("ok sm_90 bf16") == 10, result.stdout
 
 def assert_close(actual, expected, rel, what=""):
     actual, expected = actual.double(), expected.double()
@@ -204,6 +222,28 @@ def test_relative_window_gradcheck_float64():
             fast_mode=name != "gamma_1.3")
 
 
+def test_relative_triton_block_boundaries(triton_device):
+    """Several 32-query blocks, band ranges wider than one 32-key tile (K = 5), a left-padded row
+    (its padding queries at position 0 widen the first block's range), a right-padded row whose
+    last block mixes positions 96-99 with padding at position 0 (the key tile [32, 64) between
+    them holds no band key and is skipped), gamma != 1, causal."""
+    g = torch.Generator().manual_seed(4)
+    lengths = torch.tensor([70, 45])
+    left_padded = positions_from_padding(torch.arange(70)[None] < (70 - lengths)[:, None])
+    right_padded = positions_from_padding(torch.arange(128)[None] >= torch.tensor([[100], [128]]))
+    cases = [(left_padded, lengths, 70, 1.0, True), (left_padded, lengths, 70, 1.0, False),
+             (right_padded, torch.tensor([100, 128]), 128, 1.0, False),
+             (torch.arange(70).repeat(2, 1), torch.tensor([90, 60]), 90, 1.3, False)]
+    for qp, key_lengths, keys, gamma, causal in cases:
+        table = torch.randn(2, 130, 11, generator=g).to(triton_device).requires_grad_()
+        values = torch.randn(2, 2, keys, 3, generator=g).to(triton_device).requires_grad_()
+        qp, key_lengths = qp.to(triton_device), key_lengths.to(triton_device)
+        expected = forward_and_grads(relative_mixing_dense, table, values, qp, values, key_lengths, gamma, causal)
+        actual = forward_and_grads(_relative("triton"), table, values, qp, values, key_lengths, gamma, causal)
+        for what, a, e in zip(("output", "d table", "d values"), actual, expected):
+            assert_close(a, e, 1e-5, f"gamma={gamma} causal={causal} {what}")
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_relative_triton_low_precision(triton_device, dtype):
     for name, causal in (("left_padded", True), ("gamma_0.7", False)):
@@ -344,6 +384,9 @@ def test_gating_reference_is_eq4():
 # --------------------------------------------------------------------------------------------
 # dispatch and input errors
 def test_dispatch_settings_and_errors(monkeypatch):
+    # Triton "installed" without importing it here: an import in this process would fix its
+    # interpreter mode for every later test module
+    monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.delenv(dispatch.ENV_VAR, raising=False)
     cpu = torch.device("cpu")
@@ -385,10 +428,16 @@ def test_input_errors(monkeypatch):
     atable, qp, values, lengths = absolute_inputs("odd_right_padded")
     with pytest.raises(ValueError, match="table's key axis 5"):
         kernels.absolute_position_mixing(atable[..., :5], qp, values, lengths)
+    monkeypatch.setattr(dispatch, "triton_available", lambda: True)  # (checked before any Triton import)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    if dispatch.triton_available():
-        with pytest.raises(kernels.KernelBackendError, match="float32, float16 and bfloat16, not torch.float64"):
-            kernels.relative_position_mixing(table.double(), qp, values.double(), lengths, backend="triton")
+    with pytest.raises(kernels.KernelBackendError, match="float32, float16 and bfloat16, not torch.float64"):
+        kernels.relative_position_mixing(table.double(), qp, values.double(), lengths, backend="triton")
+    state = kernels.RelativeDecodeState.empty(1, 2, 3, 4)
+    rows = torch.zeros(1, 2, 7, requires_grad=True)
+    with pytest.raises(kernels.KernelBackendError, match="'triton' decoding step, which is forward-only"):
+        kernels.relative_decode_step(rows, *state.tensors(), backend="triton")
+    with pytest.raises(ValueError, match=r"energy_rows must be \(B, H, 2K\+1\) = \(1, 2, 7\)"):
+        kernels.relative_decode_step(rows[..., :5], *state.tensors())
 
 
 BLOCKER = """
@@ -424,3 +473,22 @@ def test_kernels_and_benchmark_import_without_fairseq():
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok relative_position_mixing main"
+
+
+@pytest.mark.skipif(IN_CHILD, reason="runs in the parent")
+def test_benchmark_runs_end_to_end():
+    """scripts/bench_kernels.py end to end at tiny sizes, its Triton rows through the interpreter (a
+    subprocess): every rPosNet output in it equals the dense reference's."""
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
+    command = [sys.executable, os.path.join(ROOT, "scripts", "bench_kernels.py"), "--device", "cpu",
+               "--force-triton", "--lengths", "16,40", "--tokens", "40", "--dim", "32", "--heads", "2", "--k", "2",
+               "--repeats", "1", "--warmup", "0", "--hypotheses", "2", "--decode-t", "8"]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    rows = [line.split("|") for line in result.stdout.splitlines() if line.startswith("| ") and "rPosNet" in line
+            and "step" not in line]
+    assert len(rows) == 6, result.stdout
+    assert all(float(row[-2]) <= 1e-5 for row in rows), result.stdout
+    assert "Triton step vs torch step: max error" in result.stdout

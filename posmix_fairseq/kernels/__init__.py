@@ -12,6 +12,7 @@ key position m), ``key_lengths`` (B,) the real keys of each row (slots >= length
 table: their output is finite); ``causal`` allows key m only if m <= p. The softmax is fp32; a
 query with no allowed key gets 0, never NaN. Outputs have the dtype of ``values``.
 """
+import importlib
 from typing import Optional
 
 import torch
@@ -41,7 +42,7 @@ def _backend(backend: Optional[str], *tensors: Tensor) -> str:
     """Resolve the backend; float64 inputs have no Triton kernel (``auto`` uses torch for them)."""
     name = dispatch.resolve(backend, tensors[0].device)
     if name == "triton" and any(t.dtype not in TRITON_DTYPES for t in tensors if t.is_floating_point()):
-        requested, setting = dispatch._setting(backend)
+        requested, setting = dispatch.requested(backend)
         if requested == "triton":
             bad = sorted({str(t.dtype) for t in tensors if t.is_floating_point() and t.dtype not in TRITON_DTYPES})
             raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, which supports "
@@ -51,8 +52,15 @@ def _backend(backend: Optional[str], *tensors: Tensor) -> str:
 
 
 def _triton_module(name: str):
-    import importlib
     return importlib.import_module(f"{__name__}.triton_{name}")
+
+
+def _no_keys(table: Tensor, values: Tensor, steps: int) -> Tensor:
+    """No key slot at all (S = 0): every query gets 0, still connected to both inputs' graphs
+    (the sums over empty tensors are exact zeros, whatever the table holds)."""
+    batch, heads, _, dim = values.shape
+    zero = values.sum(2, keepdim=True) + table.reshape(-1)[:0].sum().to(values.dtype)
+    return zero.expand(batch, heads, steps, dim)
 
 
 def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Tensor, key_lengths: Tensor,
@@ -76,8 +84,8 @@ def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
     batch, heads, steps, keys, dim = check_mixing_inputs("relative_position_mixing", table, query_positions,
                                                          values, key_lengths)
     centre = centres(query_positions, length_ratio)
-    if keys == 0:  # no key slot at all: every query gets 0 (still connected to the graph)
-        return (values.sum(2, keepdim=True) * 0).expand(batch, heads, steps, dim) + table.sum() * 0
+    if keys == 0:
+        return _no_keys(table, values, steps)
     if _backend(backend, table, values) == "triton":
         return _triton_module("relative").relative_mixing_triton(table, query_positions, values, key_lengths,
                                                                  centre, causal)
@@ -92,7 +100,7 @@ def absolute_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
     batch, heads, steps, keys, dim = check_mixing_inputs("absolute_position_mixing", table, query_positions,
                                                          values, key_lengths, table_keys=table.size(2))
     if keys == 0:
-        return (values.sum(2, keepdim=True) * 0).expand(batch, heads, steps, dim) + table.sum() * 0
+        return _no_keys(table, values, steps)
     if _backend(backend, table, values) == "triton":
         return _triton_module("absolute").absolute_mixing_triton(table, query_positions, values, key_lengths, causal)
     return absolute_mixing_dense(table, query_positions, values, key_lengths, causal)
@@ -106,14 +114,19 @@ def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_vali
     (B, H, K, Dh): slot i is the key at distance i (0 = the current token), energy index K+i;
     ``window_valid`` (B, K) bool; the keys at distance >= K all use energy index 2K: ``far_sum``
     (B, H, Dh) is their value sum, ``far_count`` (B,) their number. :class:`RelativeDecodeState`
-    keeps these tensors across steps. Forward only on the Triton backend (search needs no grad).
+    keeps these tensors across steps. The Triton kernel is forward-only (search needs no grad):
+    ``auto`` runs PyTorch when a gradient is needed.
     """
     check_decode_inputs(energy_rows, window_values, window_valid, far_sum, far_count)
-    if _backend(backend, energy_rows, window_values, far_sum) == "triton":
-        if torch.is_grad_enabled() and (energy_rows.requires_grad or window_values.requires_grad
-                                        or far_sum.requires_grad):
-            raise KernelBackendError("relative_decode_step: the Triton decoding step is forward-only; run it under "
-                                     "torch.no_grad() or with backend='torch' to differentiate it")
+    name = _backend(backend, energy_rows, window_values, far_sum)
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (energy_rows, window_values, far_sum))
+    if name == "triton" and needs_grad:  # forward-only kernel: auto differentiates with torch, forcing it fails
+        requested, setting = dispatch.requested(backend)
+        if requested == "triton":
+            raise KernelBackendError(f"{setting} asks for the 'triton' decoding step, which is forward-only; run it "
+                                     "under torch.no_grad() or use 'torch' or 'auto' to differentiate it")
+        name = "torch"
+    if name == "triton":
         return _triton_module("decode").relative_decode_triton(energy_rows, window_values, window_valid, far_sum,
                                                                far_count)
     return relative_decode_reference(energy_rows, window_values, window_valid, far_sum, far_count)
@@ -124,7 +137,8 @@ def _check_same_shape(name: str, a: Tensor, b: Tensor, what: str) -> None:
         raise ValueError(f"{name}: {what} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
 
 
-def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5, backend: Optional[str] = None) -> Tensor:
+def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5,
+                   backend: Optional[str] = None) -> Tensor:
     """LayerNorm(GeLU(x)) over the last axis (the value path of Eq. 4)."""
     if weight.shape != (x.size(-1),) or bias.shape != (x.size(-1),):
         raise ValueError(f"gelu_layernorm: weight and bias must be ({x.size(-1)},), got {tuple(weight.shape)} and "

@@ -112,6 +112,12 @@ def sublayer_table(args, device, dtype, triton_ok):
         positions = torch.arange(length, device=device).repeat(batch, 1)
         lengths = torch.full((batch,), length, device=device)
         results = {}
+        try:  # every rPosNet implementation's output is checked against the dense reference's
+            with torch.no_grad():
+                reference = rposnet_sublayer(prm, x, positions, lengths, "torch", "dense").float()
+        except torch.cuda.OutOfMemoryError:
+            reference = None
+            torch.cuda.empty_cache()
         for name, backend, impl in impls:
             if backend is None:
                 def run(sdpa=impl):
@@ -128,10 +134,14 @@ def sublayer_table(args, device, dtype, triton_ok):
                 run().float().sum().backward()
 
             try:
+                error = None
+                if backend is not None and reference is not None:
+                    with torch.no_grad():
+                        error = float((run().float() - reference).abs().max() / reference.abs().max())
                 results[name] = (timed(fwd, device, args.repeats, args.warmup),
-                                 timed(fwd_bwd, device, args.repeats, args.warmup))
+                                 timed(fwd_bwd, device, args.repeats, args.warmup), error)
             except torch.cuda.OutOfMemoryError:
-                results[name] = (float("nan"), float("nan"))
+                results[name] = (float("nan"), float("nan"), None)
                 torch.cuda.empty_cache()
             x.grad = None
             for t in prm.grads():
@@ -146,14 +156,14 @@ def ratio(a, b):
 
 def print_sublayer(names, rows):
     print("| N | batch | implementation | fwd ms | fwd+bwd ms | speed-up vs SDPA MHA (fwd / fwd+bwd) "
-          "| vs eager MHA (fwd+bwd) | vs torch dense reference (fwd+bwd) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| vs eager MHA (fwd+bwd) | vs torch dense reference (fwd+bwd) | max error vs dense (rel.) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for length, batch, res in rows:
         sdpa, eager, ref = res["MHA SDPA"], res["MHA eager"], res["rPosNet torch dense (reference)"]
         for name in names:
-            f, fb = res[name]
+            f, fb, err = res[name]
             print(f"| {length} | {batch} | {name} | {f:.3f} | {fb:.3f} | {ratio(f, sdpa[0])} / {ratio(fb, sdpa[1])} "
-                  f"| {ratio(fb, eager[1])} | {ratio(fb, ref[1])} |")
+                  f"| {ratio(fb, eager[1])} | {ratio(fb, ref[1])} | {'-' if err is None else f'{err:.1e}'} |")
 
 
 def decode_table(args, device, dtype, triton_ok):
@@ -195,9 +205,15 @@ def decode_table(args, device, dtype, triton_ok):
     with torch.no_grad():
         for name, fn in steps:
             out.append((name, timed(fn, device, args.repeats * 5, args.warmup)))
+        check = ""
+        if triton_ok:
+            reference = rposnet_step("torch").float()
+            check = (f"; Triton step vs torch step: max error "
+                     f"{float((rposnet_step('triton').float() - reference).abs().max() / reference.abs().max()):.1e}"
+                     " (rel.)")
     mha = out[-1][1]
     print(f"\nDecoding step: {hyps} hypotheses, D={dim}, H={heads}, K={k}, t={t}; state {state_bytes} bytes "
-          f"(rPosNet) vs KV cache {cache_bytes} bytes (MHA), {cache_bytes / state_bytes:.1f}x smaller\n")
+          f"(rPosNet) vs KV cache {cache_bytes} bytes (MHA), {cache_bytes / state_bytes:.1f}x smaller{check}\n")
     print("| step | ms | speed-up vs MHA step |")
     print("|---|---|---|")
     for name, ms in out:
@@ -220,6 +236,9 @@ def parse_args(argv=None):
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
+    ap.add_argument("--force-triton", action="store_true",
+                    help="include the Triton rows on a non-CUDA device (TRITON_INTERPRET=1 on the CPU: a slow "
+                         "check that the benchmark's Triton path runs, not a timing)")
     args = ap.parse_args(argv)
     if args.quick:  # small sizes; options given explicitly still win
         ap.set_defaults(dim=64, heads=4, k=4, tokens=1024, lengths=[32, 64, 128], hypotheses=12, decode_t=128,
@@ -234,7 +253,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
-    triton_ok = dispatch.resolve("auto", device) == "triton"
+    triton_ok = dispatch.resolve("triton" if args.force_triton else "auto", device) == "triton"
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
     print(f"Device: {name}; torch {torch.__version__}; dtype {dtype}; D={args.dim} H={args.heads} K={args.k}; "
           f"Triton kernels {'on' if triton_ok else 'off (torch backends only)'}; "

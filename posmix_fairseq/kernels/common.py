@@ -17,7 +17,8 @@ def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, value
     if table.dim() != 3 or not table.is_floating_point():
         raise ValueError(f"{name}: table must be a float tensor (H, Pq, X), got {tuple(table.shape)} {table.dtype}")
     if values.dim() != 4 or not values.is_floating_point():
-        raise ValueError(f"{name}: values must be a float tensor (B, H, S, Dh), got {tuple(values.shape)} {values.dtype}")
+        raise ValueError(f"{name}: values must be a float tensor (B, H, S, Dh), "
+                         f"got {tuple(values.shape)} {values.dtype}")
     batch, heads, keys, head_dim = values.shape
     if heads != table.size(0):
         raise ValueError(f"{name}: table has {table.size(0)} heads but values have {heads}")
@@ -31,18 +32,18 @@ def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, value
     if len(devices) != 1:
         raise ValueError(f"{name}: all inputs must be on one device, got {sorted(str(d) for d in devices)}")
     steps = query_positions.size(1)
-    if query_positions.numel():
-        low, high = (int(x) for x in torch.aminmax(query_positions))
-        if low < 0 or high >= table.size(1):
-            raise ValueError(f"{name}: query positions must lie in [0, {table.size(1)}) (the table's query axis); "
-                             f"got [{low}, {high}]: raise the table's maximum positions")
-    if batch:
-        low, high = (int(x) for x in torch.aminmax(key_lengths))
-        limit = keys if table_keys is None else min(keys, table_keys)
-        if low < 0 or high > limit:
-            raise ValueError(f"{name}: key_lengths must lie in [0, {limit}] (values hold {keys} key slots"
-                             + ("" if table_keys is None else f", the table's key axis {table_keys} positions")
-                             + f"); got [{low}, {high}]")
+    # one host synchronisation for the four bounds (this runs on every call, on the GPU too)
+    empty = torch.zeros(1, dtype=torch.long, device=values.device)
+    qp, kl = (query_positions if query_positions.numel() else empty), (key_lengths if batch else empty)
+    q_low, q_high, k_low, k_high = torch.stack([qp.min(), qp.max(), kl.min(), kl.max()]).tolist()
+    if q_low < 0 or q_high >= table.size(1):
+        raise ValueError(f"{name}: query positions must lie in [0, {table.size(1)}) (the table's query axis); "
+                         f"got [{q_low}, {q_high}]: raise the table's maximum positions")
+    limit = keys if table_keys is None else min(keys, table_keys)
+    if k_low < 0 or k_high > limit:
+        raise ValueError(f"{name}: key_lengths must lie in [0, {limit}] (values hold {keys} key slots"
+                         + ("" if table_keys is None else f", the table's key axis {table_keys} positions")
+                         + f"); got [{k_low}, {k_high}]")
     return batch, heads, steps, keys, head_dim
 
 

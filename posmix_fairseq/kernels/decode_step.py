@@ -61,10 +61,11 @@ class RelativeDecodeState:
     """The constant-size self-attention state of one rPosNet decoder layer during search.
 
     ``window_values`` (B, H, K, Dh): slot i holds the value at distance i from the newest token
-    (slot 0 = the newest); ``window_valid`` (B, K) bool; ``far_sum`` (B, H, Dh) float32 (float64 for float64 values) sum of the
-    values at distance >= K, ``far_count`` (B,) their number. Its size does not depend on t.
-    Usage per step: ``state.push(v_t)`` (the current token is its own key at distance 0), then
-    ``relative_decode_step(table[:, t], *state.tensors())``.
+    (slot 0 = the newest); ``window_valid`` (B, K) bool; ``far_sum`` (B, H, Dh) float32 (float64
+    for float64 values) sum of the values at distance >= K, ``far_count`` (B,) their number. Its
+    size does not depend on t. Usage per step: ``state.push(v_t)`` (the current token is its own
+    key at distance 0), then ``relative_decode_step(table[:, t_b].transpose(0, 1), *state.tensors())``
+    with ``t_b`` (B,) the current position of each hypothesis.
     """
 
     def __init__(self, window_values: Tensor, window_valid: Tensor, far_sum: Tensor, far_count: Tensor):

@@ -7,6 +7,7 @@ Triton imports, and the PyTorch implementations otherwise. Forcing ``triton`` wh
 raises a :class:`KernelBackendError` naming the setting and its valid values: never a silent
 fallback.
 """
+import functools
 import importlib
 import importlib.util
 import os
@@ -38,15 +39,11 @@ def set_backend(name: Optional[str]) -> None:
 
 def get_backend() -> str:
     """The backend requested for calls that pass no ``backend=`` (``auto`` when nothing is set)."""
-    if _global_backend is not None:
-        return _global_backend
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return _check_name(env, ENV_VAR)
-    return "auto"
+    return requested(None)[0]
 
 
-def _setting(backend: Optional[str]) -> tuple:
+def requested(backend: Optional[str]) -> tuple:
+    """(name, setting): the backend asked for and where it was set (argument, set_backend(), env, auto)."""
     if backend is not None:
         return _check_name(backend, "backend"), "backend"
     if _global_backend is not None:
@@ -57,8 +54,9 @@ def _setting(backend: Optional[str]) -> tuple:
     return "auto", "auto"
 
 
+@functools.lru_cache(maxsize=None)
 def triton_available() -> bool:
-    """True when the ``triton`` package is installed and imports."""
+    """True when the ``triton`` package is installed and imports (checked once per process)."""
     if importlib.util.find_spec("triton") is None:
         return False
     try:
@@ -86,15 +84,14 @@ def _triton_unusable_reason(device: torch.device) -> Optional[str]:
 
 def resolve(backend: Optional[str], device: torch.device) -> str:
     """``"torch"`` or ``"triton"`` for a call on tensors of ``device``."""
-    name, setting = _setting(backend)
+    name, setting = requested(backend)
     if name == "torch":
         return "torch"
+    if name == "auto":  # Triton for CUDA tensors only (the interpreter is for tests, far slower than torch)
+        return "triton" if device.type == "cuda" and triton_available() else "torch"
     reason = _triton_unusable_reason(device)
-    if name == "triton":
-        if reason is not None:
-            raise KernelBackendError(
-                f"{setting} asks for the 'triton' kernel backend, but {reason}; valid values: "
-                f"{', '.join(BACKENDS)} (use 'torch' or 'auto' here)")
-        return "triton"
-    # auto: Triton for CUDA tensors only (the interpreter is for tests, far slower than torch)
-    return "triton" if device.type == "cuda" and reason is None else "torch"
+    if reason is not None:
+        raise KernelBackendError(
+            f"{setting} asks for the 'triton' kernel backend, but {reason}; valid values: "
+            f"{', '.join(BACKENDS)} (use 'torch' or 'auto' here)")
+    return "triton"

@@ -47,8 +47,8 @@ def far_counts(centre: Tensor, upper: Tensor, k: int):
 
 
 def prefix_suffix(values: Tensor, key_lengths: Tensor):
-    """(prefix, suffix), each (B, H, S+1, Dh) float32 (float64 for float64 values) over the real keys (padding slots count 0):
-    prefix[i] = sum_{m < i} v_m, suffix[i] = sum_{m >= i} v_m (suffix[S] = 0 exactly)."""
+    """(prefix, suffix), each (B, H, S+1, Dh) float32 (float64 for float64 values) over the real
+    keys (padding slots count 0): prefix[i] = sum_{m < i} v_m, suffix[i] = sum_{m >= i} v_m (suffix[S] = 0 exactly)."""
     batch, heads, keys, dim = values.shape
     dtype = compute_dtype(values)
     real = (torch.arange(keys, device=values.device) < key_lengths[:, None]).to(dtype)

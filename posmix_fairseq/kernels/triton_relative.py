@@ -1,12 +1,21 @@
 """Triton kernels of rPosNet mixing in the window + far-sum form, forward and backward.
 
 Same math as :func:`posmix_fairseq.kernels.relative_mixing.relative_mixing_window` (see its
-module docstring; Gated position-based attention, Eqs. 9-10): one program handles BLOCK_T queries
-of one (batch row, head); a first pass over the 2K+1 band energies and the two far energies finds
-the maximum, a second accumulates exp(E - max) * v in fp32 (band keys gathered by row, far keys
-from the fp32 prefix/suffix sums of the values). The backward recomputes the weights from the
-saved log-sum-exp and scatters dE into the table, dv into the band keys and the far sums with
-fp32 atomics; the far-sum gradients are turned into value gradients by (reverse) cumulative sums.
+module docstring; Gated position-based attention, Eqs. 9-10). One program handles BLOCK_T queries
+of one (batch row, head):
+
+- the maximum over each query's band and far energies comes from one (BLOCK_T, 2K+1) tile of its
+  table row;
+- the band keys of the whole block lie in [min c - K, max c + K] (BLOCK_T + 2K keys for
+  consecutive centres), walked in BLOCK_N-key tiles (tiles without any band key skipped): the
+  banded weight tile P (zero outside |c - m| <= K, energies gathered from the table rows) times
+  the value tile by ``tl.dot``, fp32 accumulation;
+- the far-left / far-right groups add exp(E[2K]) * prefix and exp(E[0]) * suffix sums (fp32).
+
+The backward recomputes P from the saved log-sum-exp: dE = P (dO V^T - delta) is added into the
+table rows (fp32 atomics: queries of several rows share a position), dV = P^T dO into the values
+(one fp32 atomic tile per key tile: neighbouring query blocks share 2K keys), and the far-sum
+gradients into the prefix/suffix sums, turned into value gradients by (reverse) cumulative sums.
 Imported only when Triton is available.
 """
 import torch
@@ -15,55 +24,85 @@ import triton.language as tl
 
 from .common import next_power_of_2
 from .relative_mixing import prefix_suffix
-from .triton_support import check_runnable
+from .triton_support import INTERPRETED, check_runnable
+
+
+@triton.jit
+def _rel_setup(pos, cen, lens, b, T, pid_t, K: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr):
+    t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+    tm = t < T
+    # int32 index arithmetic (positions and lengths are far below 2^31); base offsets are int64
+    p = tl.load(pos + b * T + t, mask=tm, other=0)
+    c = tl.load(cen + b * T + t, mask=tm, other=0)
+    length = tl.load(lens + b)
+    upper = tl.zeros([BLOCK_T], dtype=tl.int32) + length
+    if CAUSAL:
+        upper = tl.minimum(upper, p + 1)
+    upper = tl.where(tm, upper, 0)
+    n_left = tl.maximum(tl.minimum(c - K, upper), 0)
+    start_right = tl.maximum(c + K + 1, 0)
+    n_right = tl.maximum(upper - start_right, 0)
+    # band keys of the block: [lo, hi)
+    live = tm & (upper > 0)
+    lo = tl.maximum(tl.min(tl.where(live, c - K, 2147483647), axis=0), 0)
+    hi = tl.max(tl.where(live, tl.minimum(c + K + 1, upper), 0), axis=0)
+    return t, tm, p, c, upper, n_left, start_right, n_right, lo, hi
+
+
+@triton.jit
+def _band(c, upper, tm, n0, K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(m, j, in_band, any): keys n0 + [0, BLOCK_N), their energy index for each query, whether
+    each is a band key of each query, and whether the tile holds any band key at all (a block
+    whose queries have distant positions, e.g. padding queries at position 0 beside real ones,
+    spans tiles that none of its queries uses: they are skipped)."""
+    m = n0 + tl.arange(0, BLOCK_N)
+    j = c[:, None] - m[None, :] + K
+    in_band = (j >= 0) & (j <= 2 * K) & (m[None, :] < upper[:, None]) & (m[None, :] >= 0) & tm[:, None]
+    used = tl.sum(tl.sum(in_band.to(tl.int32), axis=1), axis=0) > 0
+    return m, j, in_band, used
 
 
 @triton.jit
 def _rel_fwd(table, pos, cen, lens, vals, prefix, suffix, out, lse,
              H, T, S, PQ, DH,
-             K: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+             K: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
+             BLOCK_W: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
     pid_t = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b = bh // H
     h = bh % H
     W: tl.constexpr = 2 * K + 1
-    t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
-    tm = t < T
+    t, tm, p, c, upper, n_left, start_right, n_right, lo, hi = _rel_setup(pos, cen, lens, b, T, pid_t, K, CAUSAL,
+                                                                          BLOCK_T)
     d = tl.arange(0, BLOCK_D)
     dm = d < DH
-    p = tl.load(pos + b * T + t, mask=tm, other=0).to(tl.int64)
-    c = tl.load(cen + b * T + t, mask=tm, other=0).to(tl.int64)
-    length = tl.load(lens + b).to(tl.int64)
-    upper = tl.zeros([BLOCK_T], dtype=tl.int64) + length
-    if CAUSAL:
-        upper = tl.minimum(upper, p + 1)
-    upper = tl.where(tm, upper, 0)
     row = table + (h * PQ + p) * W
     e_left = tl.load(row + 2 * K, mask=tm, other=0.0).to(tl.float32)
     e_right = tl.load(row, mask=tm, other=0.0).to(tl.float32)
-    n_left = tl.maximum(tl.minimum(c - K, upper), 0)
-    start_right = tl.maximum(c + K + 1, 0)
-    n_right = tl.maximum(upper - start_right, 0)
     neg_inf = float("-inf")
-    mx = tl.where(n_left > 0, e_left, neg_inf)
+    # the maximum: one tile of each query's table row (index j <-> key c - j + K)
+    jw = tl.arange(0, BLOCK_W)
+    mw = c[:, None] - jw[None, :] + K
+    ok_w = (jw[None, :] < W) & (mw >= 0) & (mw < upper[:, None]) & tm[:, None]
+    e_w = tl.load(row[:, None] + jw[None, :], mask=ok_w, other=0.0).to(tl.float32)
+    mx = tl.max(tl.where(ok_w, e_w, neg_inf), axis=1)
+    mx = tl.maximum(mx, tl.where(n_left > 0, e_left, neg_inf))
     mx = tl.maximum(mx, tl.where(n_right > 0, e_right, neg_inf))
-    for o in range(W):
-        m = c - K + o
-        ok = (m >= 0) & (m < upper)
-        e = tl.load(row + (2 * K - o), mask=tm, other=0.0).to(tl.float32)
-        mx = tl.maximum(mx, tl.where(ok, e, neg_inf))
     mx = tl.where(mx == neg_inf, 0.0, mx)
     z = tl.zeros([BLOCK_T], dtype=tl.float32)
     acc = tl.zeros([BLOCK_T, BLOCK_D], dtype=tl.float32)
     vbase = vals + bh * S * DH
-    for o in range(W):
-        m = c - K + o
-        ok = (m >= 0) & (m < upper)
-        e = tl.load(row + (2 * K - o), mask=tm, other=0.0).to(tl.float32)
-        w = tl.where(ok, tl.exp(e - mx), 0.0)
-        z += w
-        v = tl.load(vbase + m[:, None] * DH + d[None, :], mask=ok[:, None] & dm[None, :], other=0.0).to(tl.float32)
-        acc += w[:, None] * v
+    for n0 in range(lo, hi, BLOCK_N):
+        m, j, in_band, used = _band(c, upper, tm, n0, K, BLOCK_N)
+        if used:
+            e = tl.load(row[:, None] + j, mask=in_band, other=0.0).to(tl.float32)
+            pr = tl.where(in_band, tl.exp(e - mx[:, None]), 0.0)
+            z += tl.sum(pr, axis=1)
+            v = tl.load(vbase + m[:, None] * DH + d[None, :], mask=(m < hi)[:, None] & dm[None, :], other=0.0)
+            if DOT_F32:
+                acc += tl.dot(pr, v.to(tl.float32), input_precision=PRECISION)
+            else:
+                acc += tl.dot(pr.to(v.dtype), v)
     sbase = bh * (S + 1) * DH
     w_left = tl.where(n_left > 0, tl.exp(e_left - mx), 0.0)
     z += w_left * n_left.to(tl.float32)
@@ -86,70 +125,70 @@ def _rel_fwd(table, pos, cen, lens, vals, prefix, suffix, out, lse,
 @triton.jit
 def _rel_bwd(table, pos, cen, lens, vals, prefix, suffix, out, dout, lse, dtable, dvals, dprefix, dsuffix,
              H, T, S, PQ, DH,
-             K: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+             K: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
+             BLOCK_D: tl.constexpr, PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
     pid_t = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b = bh // H
     h = bh % H
     W: tl.constexpr = 2 * K + 1
-    t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
-    tm = t < T
+    t, tm, p, c, upper, n_left, start_right, n_right, lo, hi = _rel_setup(pos, cen, lens, b, T, pid_t, K, CAUSAL,
+                                                                          BLOCK_T)
     d = tl.arange(0, BLOCK_D)
     dm = d < DH
-    p = tl.load(pos + b * T + t, mask=tm, other=0).to(tl.int64)
-    c = tl.load(cen + b * T + t, mask=tm, other=0).to(tl.int64)
-    length = tl.load(lens + b).to(tl.int64)
-    upper = tl.zeros([BLOCK_T], dtype=tl.int64) + length
-    if CAUSAL:
-        upper = tl.minimum(upper, p + 1)
-    upper = tl.where(tm, upper, 0)
     qmask = tm[:, None] & dm[None, :]
     qoff = bh * T * DH + t[:, None] * DH + d[None, :]
-    g = tl.load(dout + qoff, mask=qmask, other=0.0).to(tl.float32)
-    o_val = tl.load(out + qoff, mask=qmask, other=0.0).to(tl.float32)
-    delta = tl.sum(g * o_val, axis=1)
+    g = tl.load(dout + qoff, mask=qmask, other=0.0)
+    g32 = g.to(tl.float32)
+    delta = tl.sum(g32 * tl.load(out + qoff, mask=qmask, other=0.0).to(tl.float32), axis=1)
     lse_t = tl.load(lse + bh * T + t, mask=tm, other=float("inf"))
     row = table + (h * PQ + p) * W
     drow = dtable + (h * PQ + p) * W
     vbase = vals + bh * S * DH
     dvbase = dvals + bh * S * DH
-    for o in range(W):
-        m = c - K + o
-        ok = (m >= 0) & (m < upper)
-        e = tl.load(row + (2 * K - o), mask=tm, other=0.0).to(tl.float32)
-        pr = tl.where(ok, tl.exp(e - lse_t), 0.0)
-        kmask = ok[:, None] & dm[None, :]
-        v = tl.load(vbase + m[:, None] * DH + d[None, :], mask=kmask, other=0.0).to(tl.float32)
-        de = pr * (tl.sum(g * v, axis=1) - delta)
-        tl.atomic_add(drow + (2 * K - o), de, mask=ok)
-        tl.atomic_add(dvbase + m[:, None] * DH + d[None, :], pr[:, None] * g, mask=kmask)
+    for n0 in range(lo, hi, BLOCK_N):
+        m, j, in_band, used = _band(c, upper, tm, n0, K, BLOCK_N)
+        if used:
+            e = tl.load(row[:, None] + j, mask=in_band, other=0.0).to(tl.float32)
+            pr = tl.where(in_band, tl.exp(e - lse_t[:, None]), 0.0)
+            kmask = (m < hi)[:, None] & dm[None, :]
+            v = tl.load(vbase + m[:, None] * DH + d[None, :], mask=kmask, other=0.0)
+            if DOT_F32:
+                dp = tl.dot(g32, tl.trans(v.to(tl.float32)), input_precision=PRECISION)
+                dv = tl.dot(tl.trans(pr), g32, input_precision=PRECISION)
+            else:
+                dp = tl.dot(g, tl.trans(v))
+                dv = tl.dot(tl.trans(pr.to(g.dtype)), g)
+            tl.atomic_add(drow[:, None] + j, pr * (dp - delta[:, None]), mask=in_band)
+            tl.atomic_add(dvbase + m[:, None] * DH + d[None, :], dv, mask=kmask)
     sbase = bh * (S + 1) * DH
-    n_left = tl.maximum(tl.minimum(c - K, upper), 0)
-    start_right = tl.maximum(c + K + 1, 0)
-    n_right = tl.maximum(upper - start_right, 0)
     e_left = tl.load(row + 2 * K, mask=tm, other=0.0).to(tl.float32)
     e_right = tl.load(row, mask=tm, other=0.0).to(tl.float32)
     lok = n_left > 0
     lmask = lok[:, None] & dm[None, :]
     w_left = tl.where(lok, tl.exp(e_left - lse_t), 0.0)
     left = tl.load(prefix + sbase + n_left[:, None] * DH + d[None, :], mask=lmask, other=0.0)
-    tl.atomic_add(drow + 2 * K, w_left * (tl.sum(g * left, axis=1) - n_left.to(tl.float32) * delta), mask=lok)
-    tl.atomic_add(dprefix + sbase + n_left[:, None] * DH + d[None, :], w_left[:, None] * g, mask=lmask)
+    tl.atomic_add(drow + 2 * K, w_left * (tl.sum(g32 * left, axis=1) - n_left.to(tl.float32) * delta), mask=lok)
+    tl.atomic_add(dprefix + sbase + n_left[:, None] * DH + d[None, :], w_left[:, None] * g32, mask=lmask)
     rok = n_right > 0
     rmask = rok[:, None] & dm[None, :]
     w_right = tl.where(rok, tl.exp(e_right - lse_t), 0.0)
     right = (tl.load(suffix + sbase + start_right[:, None] * DH + d[None, :], mask=rmask, other=0.0)
              - tl.load(suffix + sbase + upper[:, None] * DH + d[None, :], mask=rmask, other=0.0))
-    tl.atomic_add(drow, w_right * (tl.sum(g * right, axis=1) - n_right.to(tl.float32) * delta), mask=rok)
-    tl.atomic_add(dsuffix + sbase + start_right[:, None] * DH + d[None, :], w_right[:, None] * g, mask=rmask)
-    tl.atomic_add(dsuffix + sbase + upper[:, None] * DH + d[None, :], -w_right[:, None] * g, mask=rmask)
+    tl.atomic_add(drow, w_right * (tl.sum(g32 * right, axis=1) - n_right.to(tl.float32) * delta), mask=rok)
+    tl.atomic_add(dsuffix + sbase + start_right[:, None] * DH + d[None, :], w_right[:, None] * g32, mask=rmask)
+    tl.atomic_add(dsuffix + sbase + upper[:, None] * DH + d[None, :], -w_right[:, None] * g32, mask=rmask)
 
 
-def _launch_config(steps: int, head_dim: int):
-    block_d = max(16, next_power_of_2(head_dim))
-    block_t = 32 if block_d <= 64 else 16
-    block_t = min(block_t, max(16, next_power_of_2(steps)))
-    return block_t, block_d
+def launch_config(values: torch.Tensor, backward: bool = False) -> dict:
+    """Block sizes, warps and dot precision of the relative kernels for these values (sm_90
+    binaries spill no registers with these: 8 warps, 4 for the 16-bit forward)."""
+    block_d = max(16, next_power_of_2(values.size(-1)))
+    warps = 8 if backward or values.dtype == torch.float32 else 4
+    return dict(BLOCK_T=32, BLOCK_N=32, BLOCK_D=block_d, num_warps=warps,
+                # fp32 storage: exact fp32 products ("ieee", not TF32); fp16/bf16: tensor-core products
+                # of the storage dtype; the interpreter multiplies in fp32 (its tl.dot mishandles bf16)
+                PRECISION="ieee", DOT_F32=values.dtype == torch.float32 or INTERPRETED)
 
 
 class RelativeWindowMixing(torch.autograd.Function):
@@ -166,11 +205,11 @@ class RelativeWindowMixing(torch.autograd.Function):
         prefix, suffix = prefix_suffix(values_c, key_lengths)
         out = torch.empty(batch, heads, steps, dim, dtype=values.dtype, device=values.device)
         lse = torch.empty(batch, heads, steps, dtype=torch.float32, device=values.device)
-        block_t, block_d = _launch_config(steps, dim)
-        grid = (triton.cdiv(steps, block_t), batch * heads)
+        config = launch_config(values)
         if steps and batch * heads:
-            _rel_fwd[grid](table_c, pos, cen, lens, values_c, prefix, suffix, out, lse, heads, steps, keys, pq, dim,
-                           K=k, CAUSAL=bool(causal), BLOCK_T=block_t, BLOCK_D=block_d)
+            _rel_fwd[(triton.cdiv(steps, config["BLOCK_T"]), batch * heads)](
+                table_c, pos, cen, lens, values_c, prefix, suffix, out, lse, heads, steps, keys, pq, dim,
+                K=k, CAUSAL=bool(causal), BLOCK_W=next_power_of_2(width), **config)
         ctx.save_for_backward(table_c, values_c, pos, cen, lens, prefix, suffix, out, lse, key_lengths)
         ctx.causal = bool(causal)
         return out
@@ -186,12 +225,11 @@ class RelativeWindowMixing(torch.autograd.Function):
         dvals = torch.zeros(values.shape, dtype=torch.float32, device=values.device)
         dprefix = torch.zeros_like(prefix)
         dsuffix = torch.zeros_like(suffix)
-        block_t, block_d = _launch_config(steps, dim)
-        grid = (triton.cdiv(steps, block_t), batch * heads)
+        config = launch_config(values, backward=True)
         if steps and batch * heads:
-            _rel_bwd[grid](table, pos, cen, lens, values, prefix, suffix, out, grad_out.contiguous(), lse,
-                           dtable, dvals, dprefix, dsuffix, heads, steps, keys, pq, dim,
-                           K=k, CAUSAL=ctx.causal, BLOCK_T=block_t, BLOCK_D=block_d)
+            _rel_bwd[(triton.cdiv(steps, config["BLOCK_T"]), batch * heads)](
+                table, pos, cen, lens, values, prefix, suffix, out, grad_out.to(values.dtype).contiguous(), lse,
+                dtable, dvals, dprefix, dsuffix, heads, steps, keys, pq, dim, K=k, CAUSAL=ctx.causal, **config)
         # prefix[i] = sum_{m<i} v_m -> dv_m += sum_{i>m} dprefix[i]; suffix[i] = sum_{m>=i} v_m -> dv_m += sum_{i<=m}
         dvals += torch.cumsum(dprefix[:, :, 1:].flip(2), dim=2).flip(2)
         dvals += torch.cumsum(dsuffix[:, :, :keys], dim=2)

@@ -1,0 +1,84 @@
+"""Compile every Triton kernel of posmix_fairseq.kernels to a CUDA binary without a GPU (Triton's
+ahead-of-time path with its bundled ptxas), so that CI on a CPU catches what the interpreter
+accepts but the compiler rejects. Run by tests/test_kernels.py in a subprocess (no
+TRITON_INTERPRET): ``python tests/kernels_compile_check.py [--arch 90] [--dtype bf16 ...]``.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+os.environ.pop("TRITON_INTERPRET", None)
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from posmix_fairseq.kernels import triton_absolute, triton_decode, triton_gating, triton_relative  # noqa: E402
+from posmix_fairseq.kernels.common import next_power_of_2  # noqa: E402
+
+
+def jobs(dtype, head_dim=64, k=16):
+    """(kernel, argument types, constexprs) of every kernel, as the wrappers launch them."""
+    i32, f32p, vt = "i32", "*fp32", f"*{dtype}"
+    mixing = dict(table=vt, pos="*i32", cen="*i32", lens="*i32", vals=vt, prefix=f32p, suffix=f32p, out=vt,
+                  lse=f32p, dout=vt, dtable=f32p, dvals=f32p, dprefix=f32p, dsuffix=f32p,
+                  H=i32, T=i32, S=i32, PQ=i32, PK=i32, DH=i32)
+    absolute = dict(mixing, dvals=vt)
+    dense = dict(BLOCK_T=32, BLOCK_N=32, BLOCK_D=head_dim, PRECISION="ieee", DOT_F32=dtype == "fp32")
+    relative = dict(dense, num_warps=8 if dtype == "fp32" else 4)  # as triton_relative.launch_config
+    relative_bwd = dict(dense, num_warps=8)
+    rows = dict(x=vt, w=vt, b=vt, y=vt, mean_out=f32p, rstd_out=f32p, dy=vt, mean_in=f32p, rstd_in=f32p, dx=vt,
+                dw_part=f32p, db_part=f32p, R=i32, D=i32, eps="fp32")
+    gate = dict(c=vt, g=vt, y=vt, dy=vt, dc=vt, dg=vt, N=i32)
+    return [
+        (triton_relative._rel_fwd, mixing, dict(K=k, CAUSAL=True, BLOCK_W=next_power_of_2(2 * k + 1), **relative)),
+        (triton_relative._rel_bwd, mixing, dict(K=k, CAUSAL=False, **relative_bwd)),
+        (triton_absolute._abs_fwd, absolute, dict(CAUSAL=True, **dense)),
+        (triton_absolute._abs_bwd_dv, absolute, dict(CAUSAL=True, **dense)),
+        (triton_absolute._abs_bwd_de, absolute, dict(CAUSAL=False, **dense)),
+        (triton_decode._decode, dict(rows=vt, wvals=vt, wvalid="*i8", far_sum=f32p, far_count="*i64", out=vt,
+                                     H=i32, K=i32, DH=i32), dict(BLOCK_K=16, BLOCK_D=head_dim)),
+        (triton_gating._gelu_ln_fwd, rows, dict(BLOCK_R=8, BLOCK_D=512)),
+        (triton_gating._gelu_ln_bwd, rows, dict(BLOCK_R=8, BLOCK_D=512)),
+        (triton_gating._gelu_gate_fwd, gate, dict(BLOCK=1024)),
+        (triton_gating._gelu_gate_bwd, gate, dict(BLOCK=1024)),
+    ]
+
+
+def spill_count(cubin: bytes) -> str:
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True, check=True).stdout
+    return f"{sass.count('STL')} spill stores, {sass.count('LDL')} spill loads"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--arch", type=int, nargs="+", default=[90], help="CUDA compute capabilities (90 = H100)")
+    ap.add_argument("--dtype", nargs="+", default=["bf16"], choices=["bf16", "fp16", "fp32"])
+    ap.add_argument("--spills", action="store_true",
+                    help="also count register spill stores/loads (STL/LDL) in each binary (cuobjdump -sass)")
+    args = ap.parse_args(argv)
+    failures = 0
+    for arch in args.arch:
+        for dtype in args.dtype:
+            for fn, types, consts in jobs(dtype):
+                signature = {name: "constexpr" if name in consts else types[name] for name in fn.arg_names}
+                warps = consts.pop("num_warps", 4)
+                try:
+                    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts),
+                                            target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+                    extra = f", {spill_count(kernel.asm['cubin'])}" if args.spills else ""
+                    print(f"ok sm_{arch} {dtype} {fn.__name__} ({len(kernel.asm['cubin'])} bytes{extra})")
+                except Exception as exc:  # report every kernel, then fail
+                    failures += 1
+                    print(f"FAILED sm_{arch} {dtype} {fn.__name__}: {type(exc).__name__}: {exc}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
