@@ -12,14 +12,14 @@ setup(
     # constraints.txt: scripts/setup.sh installs the whole stack in a working order.
     install_requires=["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece", "sacremoses", "matplotlib"],
     entry_points={"console_scripts": [
-        "posmix-score=posmix_fairseq.evaluation.score:main",
-        "posmix-average=posmix_fairseq.evaluation.average:main",
-        "posmix-length-bins=posmix_fairseq.evaluation.length_bins:main",
-        "posmix-concat-testset=posmix_fairseq.evaluation.concat_testset:main",
-        "posmix-decode-speed=posmix_fairseq.evaluation.decode_speed:main",
-        "posmix-attention=posmix_fairseq.evaluation.attention:main",
-        "posmix-contrastive=posmix_fairseq.evaluation.contrastive:main",
-        "posmix-reproduce=posmix_fairseq.evaluation.reproduce:main",
+        "posmix-score=posmix_fairseq.evaluation.score:cli",
+        "posmix-average=posmix_fairseq.evaluation.average:cli",
+        "posmix-length-bins=posmix_fairseq.evaluation.length_bins:cli",
+        "posmix-concat-testset=posmix_fairseq.evaluation.concat_testset:cli",
+        "posmix-decode-speed=posmix_fairseq.evaluation.decode_speed:cli",
+        "posmix-attention=posmix_fairseq.evaluation.attention:cli",
+        "posmix-contrastive=posmix_fairseq.evaluation.contrastive:cli",
+        "posmix-reproduce=posmix_fairseq.evaluation.reproduce:cli",
     ]},
     extras_require={"eval": ["unbabel-comet==2.2.7", "bleurt-pytorch==0.0.1"], "test": ["pytest"]},
 )

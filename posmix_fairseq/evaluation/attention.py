@@ -21,7 +21,6 @@ returns no weights (``none``, the -SA ablation) is reported as such.
 import argparse
 import csv
 import os
-import sys
 from collections import defaultdict
 from typing import Dict, List, Optional, Tuple
 
@@ -206,6 +205,10 @@ def main(argv: Optional[List[str]] = None):
     return rows, offdiag
 
 
-if __name__ == "__main__":
+def cli():
+    """Console entry point: main() returns results for tests; the process exits 0 on success."""
     main()
-    sys.exit(0)
+
+
+if __name__ == "__main__":
+    cli()

@@ -11,7 +11,6 @@ benchmarks.
 """
 import argparse
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import List, Optional, Sequence
@@ -116,6 +115,10 @@ def main(argv: Optional[List[str]] = None):
     return r
 
 
-if __name__ == "__main__":
+def cli():
+    """Console entry point: main() returns results for tests; the process exits 0 on success."""
     main()
-    sys.exit(0)
+
+
+if __name__ == "__main__":
+    cli()

@@ -14,8 +14,6 @@ equal size from the data.
     posmix-length-bins gen.hc_all.txt --baseline gen.base.txt --spm-model spm.model --ref test.de \\
         --by ref --bins quantiles:5 --metrics bleu
 """
-import argparse
-import sys
 from typing import List, Optional, Sequence, Tuple
 
 from . import score as score_mod
@@ -164,6 +162,10 @@ def main(argv: Optional[List[str]] = None):
     return result
 
 
-if __name__ == "__main__":
+def cli():
+    """Console entry point: main() returns results for tests; the process exits 0 on success."""
     main()
-    sys.exit(0)
+
+
+if __name__ == "__main__":
+    cli()
