@@ -66,8 +66,8 @@ def measure_decode_speed(data_dir: str, checkpoint: str, runs: int = 10, beam: i
     if subset not in task.datasets:
         raise ValueError(f"{data_dir}: no '{subset}' split (fairseq-preprocess --testpref/--validpref)")
     generator = task.build_generator(models, cfg.generation)
-    if warmup:
-        decode_once(task, generator, models, cfg, subset, min(max_sentences or 8, 8), batch_size, max_tokens)
+    if warmup:  # one untimed pass first (allocator and thread-pool warm-up)
+        decode_once(task, generator, models, cfg, subset, max_sentences, batch_size, max_tokens)
     result = SpeedResult(runs=runs, sentences=0, tokens=0, threads=threads)
     for _ in range(runs):
         n_sent, n_tok, secs = decode_once(task, generator, models, cfg, subset, max_sentences, batch_size, max_tokens)
