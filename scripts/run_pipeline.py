@@ -35,10 +35,21 @@ def log(msg):
     print(f"[pipeline {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def run(cmd, logfile):
+def run(cmd, logfile, max_update=0):
+    """Runs cmd with its output in logfile; with max_update, prints training progress (updates done,
+    time left) as fairseq logs it, so a long run is never silent."""
     env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+    t0 = time.time()
     with open(logfile, "w") as f:
-        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+        for line in proc.stdout:
+            f.write(line)
+            m = re.search(r"num_updates\W+(\d+)", line) if max_update else None
+            if m and "valid" not in line:
+                n = int(m.group(1))
+                left = (time.time() - t0) / max(n, 1) * max(max_update - n, 0)
+                log(f"  update {n}/{max_update}, about {int(left) // 60}m{int(left) % 60:02d}s of training left")
+        proc.wait()
     if proc.returncode != 0:
         tail = open(logfile).read()[-3000:]
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n--- {logfile} ---\n{tail}")
@@ -145,7 +156,7 @@ def main():
             "--warmup-updates", "300", "--clip-norm", "1.0", "--criterion", "label_smoothed_cross_entropy",
             "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens), "--max-update", str(args.max_update),
             "--save-dir", save_dir, "--no-epoch-checkpoints", "--no-progress-bar", "--log-interval", "100",
-            "--seed", "1", "--num-workers", "0", "--cpu"], train_log)
+            "--seed", "1", "--num-workers", "0", "--cpu"], train_log, max_update=args.max_update)
         train_time = time.time() - t0
         log(f"fairseq-generate {name} (beam {args.beam})")
         gen_out = os.path.join(out, f"generate.{name}.txt")

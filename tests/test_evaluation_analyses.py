@@ -94,9 +94,9 @@ def test_decode_speed_counts_the_generated_tokens(trained):
 def test_contrastive_scores_equal_fairseq_sequence_scorer(trained):
     data, ckpt_dir = trained
     ckpt = os.path.join(ckpt_dir, "checkpoint_last.pt")
-    prefix = str(tmp_prefix := contrastive.EXAMPLE_PREFIX)
+    prefix = contrastive.EXAMPLE_PREFIX  # the shipped example, in LingEval97's layout
     scores, (by_cat, by_dist) = contrastive.evaluate(data, ckpt, prefix, "en", "de")
-    sources, targets, items = contrastive.read_contrastive_set(tmp_prefix, "en", "de")
+    sources, targets, items = contrastive.read_contrastive_set(prefix, "en", "de")
     _, task, models = load_for_inference(data, ckpt, subset="none")
     src = encode_lines(task.source_dictionary, sources)
     tgt = encode_lines(task.target_dictionary, targets)

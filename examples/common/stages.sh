@@ -8,7 +8,8 @@
 #   VOCAB SPM_TYPE SEPARATE   subword vocabulary size, bpe|unigram, 1 = one model per language
 #   TOKENIZE              sacreBLEU tokenizer: 13a | intl | zh
 # User variables (environment):
-#   RAW (raw corpus dir) OUT (work dir) SIZE (tiny|small|base|big) VARIANT (e.g. rposnet) or ARCH (full arch name)
+#   RAW (raw corpus dir) OUT (work dir) SIZE (tiny: tests; mini: 3+3 layers, D=128, a few hundred updates on CPU;
+#   small|base|big: the papers') VARIANT (e.g. rposnet) or ARCH (full arch name)
 #   STAGES ("download prepare preprocess train average generate score"), DEVICE_FLAGS ("--cpu", "--fp16")
 #   MAX_UPDATE MAX_TOKENS UPDATE_FREQ LR WARMUP BEAM LENPEN AVG SAVE_INTERVAL_UPDATES: override the size's values
 #   TEST_SET (RAW/<name>.* as the test set, e.g. newstest_all), MAX_TRAIN MAX_EVAL (subsets, for tests), TRAIN_FLAGS (extra fairseq-train flags)
@@ -46,19 +47,21 @@ size_defaults() {
     tiny)  ARCH_SUFFIX=iwslt_de_en; mu=6; mt=1000; uf=1; lr=1e-3; wu=1; beam=2; lp=1; avg="best-and-next 2"; sint=2
            GEN_SIZE_FLAGS="--max-len-a 1 --max-len-b 5"
            extra="--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 --encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 --decoder-attention-heads 2 --max-source-positions 256 --max-target-positions 256" ;;
+    mini)  ARCH_SUFFIX=iwslt_de_en; mu=400; mt=4096; uf=1; lr=1e-3; wu=300; beam=5; lp=1; avg="best-and-next 3"; sint=50
+           extra="--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 --encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 --encoder-attention-heads 4 --decoder-attention-heads 4 --dropout 0.1" ;;
     small) ARCH_SUFFIX=iwslt_de_en; mu=30000; mt=4000; uf=4; lr=5e-4; wu=4000; beam=12; lp=1; avg="best-and-next 30"; sint=300 ;;
     base)  ARCH_SUFFIX=wmt_en_de; mu=150000; mt=4500; uf=6; lr=7e-4; wu=4000; beam=12; lp=1; avg="best-and-next 7"; sint=1000 ;;
     big)   ARCH_SUFFIX=wmt_en_de_big; mu=300000; mt=4500; uf=6; lr=5e-4; wu=4000; beam=12; lp=1; avg="best-and-next 20"; sint=600 ;;
-    *) echo "SIZE=$SIZE: valid values are tiny, small, base, big" >&2; exit 2 ;;
+    *) echo "SIZE=$SIZE: valid values are tiny, mini, small, base, big" >&2; exit 2 ;;
   esac
   SCHED="--lr-scheduler inverse_sqrt --warmup-updates \$WARMUP"
   OPT="--optimizer adam --adam-betas (0.9,0.98) --clip-norm 0.0 --weight-decay 0.0001"
   SHARE="--share-all-embeddings"
   case "$PAPER" in
     gpa|rpe) ;;
-    posnet) [ "$SIZE" = tiny ] || { mt=4096; uf=8; beam=4; lp=0.6; avg="last 5"; }
+    posnet) case "$SIZE" in tiny|mini) ;; *) false ;; esac || { mt=4096; uf=8; beam=4; lp=0.6; avg="last 5"; }
             OPT="--optimizer adam --adam-betas (0.9,0.98) --adam-eps 1e-9 --clip-norm 0.0" ;;
-    ape) [ "$SIZE" = tiny ] || { lr=3e-4; mt=4700; uf=1; avg="none"; }
+    ape) case "$SIZE" in tiny|mini) ;; *) false ;; esac || { lr=3e-4; mt=4700; uf=1; avg="none"; }
          SCHED="--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.9 --lr-patience 6"
          SHARE=""; extra="$extra --max-source-positions 100 --max-target-positions 100 --skip-invalid-size-inputs-valid-test" ;;
     hc) if [ "$SIZE" = small ]; then ARCH_SUFFIX=iwslt_small; lr=3e-4; mt=4000; uf=1

@@ -21,7 +21,6 @@ returns no weights (``none``, the -SA ablation) is reported as such.
 import argparse
 import csv
 import os
-import sys
 from collections import defaultdict
 from typing import Dict, List, Optional, Tuple
 
@@ -176,7 +175,7 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("data")
     p.add_argument("--path", required=True)
     p.add_argument("--subset", default="test")
-    p.add_argument("--max-sentences", type=int, default=0)
+    p.add_argument("--max-sentences", type=int, default=0, help="stop after the batch reaching N sentences (0: all)")
     p.add_argument("--heatmaps", default="", help="comma-separated sentence ids to draw")
     p.add_argument("--out", required=True, help="output directory")
     a = p.parse_args(argv)
@@ -189,6 +188,8 @@ def main(argv: Optional[List[str]] = None):
         rows, offdiag, no_weights = analyse(a.data, a.path, a.subset, a.max_sentences, ids, a.out)
     except ValueError as e:
         raise SystemExit(f"posmix-attention: {e}")
+    if not rows:
+        raise SystemExit("posmix-attention: no attention module of this model returned weights")
     with open(os.path.join(a.out, "argmax_distance.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
@@ -206,6 +207,10 @@ def main(argv: Optional[List[str]] = None):
     return rows, offdiag
 
 
-if __name__ == "__main__":
+def cli():
+    """Console entry point: main() returns results for tests; the process exits 0 on success."""
     main()
-    sys.exit(0)
+
+
+if __name__ == "__main__":
+    cli()

@@ -22,7 +22,6 @@ import argparse
 import collections
 import os
 import re
-import sys
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -148,6 +147,10 @@ def main(argv: Optional[List[str]] = None):
     return chosen
 
 
-if __name__ == "__main__":
+def cli():
+    """Console entry point: main() returns results for tests; the process exits 0 on success."""
     main()
-    sys.exit(0)
+
+
+if __name__ == "__main__":
+    cli()

@@ -13,7 +13,6 @@ Writes OUT/concat.SRC, OUT/concat.TGT and OUT/concat.G<lo>-<hi>.{SRC,TGT} per no
 """
 import argparse
 import os
-import sys
 from typing import List, Optional, Tuple
 
 from ..raw_text import read_lines
@@ -82,6 +81,10 @@ def main(argv: Optional[List[str]] = None):
     return src, tgt, counts
 
 
-if __name__ == "__main__":
+def cli():
+    """Console entry point: main() returns results for tests; the process exits 0 on success."""
     main()
-    sys.exit(0)
+
+
+if __name__ == "__main__":
+    cli()

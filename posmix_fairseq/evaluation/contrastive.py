@@ -27,7 +27,6 @@ import argparse
 import json
 import math
 import os
-import sys
 from collections import defaultdict
 from typing import Dict, List, Optional
 
@@ -161,6 +160,10 @@ def main(argv: Optional[List[str]] = None):
     return scores, by_cat, by_dist
 
 
-if __name__ == "__main__":
+def cli():
+    """Console entry point: main() returns results for tests; the process exits 0 on success."""
     main()
-    sys.exit(0)
+
+
+if __name__ == "__main__":
+    cli()

@@ -14,8 +14,6 @@ equal size from the data.
     posmix-length-bins gen.hc_all.txt --baseline gen.base.txt --spm-model spm.model --ref test.de \\
         --by ref --bins quantiles:5 --metrics bleu
 """
-import argparse
-import sys
 from typing import List, Optional, Sequence, Tuple
 
 from . import score as score_mod
@@ -107,6 +105,9 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--key-file", help="bin by these per-sentence values instead (one per line, in sentence order)")
     a = p.parse_args(argv)
     metrics = [m.strip().lower() for m in a.metrics.split(",") if m.strip()]
+    bad = [m for m in metrics if m not in score_mod.ALL_METRICS]
+    if bad or not metrics:
+        raise SystemExit(f"--metrics: unknown {bad or '(empty)'}; valid: {', '.join(score_mod.ALL_METRICS)}")
     entries = ([(x, False, False) for x in a.gen_out] + [(x, False, True) for x in a.hyp]
                + [(x, True, False) for x in a.baseline] + [(x, True, True) for x in a.baseline_hyp])
     if not entries:
@@ -164,6 +165,10 @@ def main(argv: Optional[List[str]] = None):
     return result
 
 
-if __name__ == "__main__":
+def cli():
+    """Console entry point: main() returns results for tests; the process exits 0 on success."""
     main()
-    sys.exit(0)
+
+
+if __name__ == "__main__":
+    cli()

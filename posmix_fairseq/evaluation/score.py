@@ -15,7 +15,6 @@ import argparse
 import csv
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -269,6 +268,10 @@ def main(argv=None):
     return cells, signatures, skipped
 
 
-if __name__ == "__main__":
+def cli():
+    """Console entry point: main() returns results for tests; the process exits 0 on success."""
     main()
-    sys.exit(0)
+
+
+if __name__ == "__main__":
+    cli()
