@@ -256,21 +256,13 @@ def test_no_parameter_is_registered_twice(arch):
             storages[key] = name
 
 
-# rPosNet as cross mixer builds a source-position table in the decoder that it never reads (its
-# keys are relative distances): under fairseq's default --ddp-backend pytorch_ddp
-# (find_unused_parameters=False) the second update raises "Expected to have finished reduction
-# in the prior iteration ... Parameter indices which did not receive grad".
-UNUSED_PARAMETER_CONFIGS = {"rposnet_cross"}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(reason="a decoder table the rPosNet cross mixer never reads"))
-    if n in UNUSED_PARAMETER_CONFIGS else n for n in sorted(ALL_CONFIGS)])
+@pytest.mark.parametrize("name", sorted(ALL_CONFIGS))
 def test_every_parameter_gets_a_gradient(name):
     """PyTorch's DistributedDataParallel (fairseq's default --ddp-backend on GPUs) requires every
     parameter to take part in the loss, unless --find-unused-parameters (slower) is given. One
     training step of every config must give every parameter a gradient.
-    Fails when a config builds a parameter its forward never reads (see rposnet_cross)."""
+    Fails when a config builds a parameter its forward never reads (rposnet_cross once built an
+    unused source-position table in the decoder)."""
     model, d = build_model(ALL_CONFIGS[name], seed=1)
     model.train()
     src, src_lengths, prev = tiny_train_batch(d)

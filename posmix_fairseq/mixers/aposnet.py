@@ -7,12 +7,13 @@ n~, m~ are absolute position embeddings shared across the layers of the encoder 
 sinusoidal by default (Section 5.2). W^Q, W^K are per layer. Gating (Eq. 4) is on by default.
 Training-time parameters per layer (gated): 5(D^2 + D) + 2D.
 """
+import torch
 from torch import Tensor
 
 from .base import MixerSpec, position_table_option, register_mixer
 from .energy import split_heads, xavier_linear
 from .mixing import EnergyMixingAttention
-from .position_queries import PositionQueries
+from .position_queries import PositionQueries, shared_table
 
 
 class AbsolutePositionEnergy(PositionQueries):
@@ -20,7 +21,12 @@ class AbsolutePositionEnergy(PositionQueries):
 
     def __init__(self, spec: MixerSpec):
         super().__init__(spec)
+        self.__dict__["_key_table"] = shared_table(spec, spec.placement.key_side)  # m~, owned by the side
         self.k_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
+
+    @property
+    def key_table(self):
+        return self.__dict__["_key_table"]
 
     def key_features(self, key: Tensor, key_positions: Tensor) -> Tensor:
         m = self.key_table(key_positions).to(self.k_proj.weight.dtype)  # (B, S, D)
@@ -28,6 +34,13 @@ class AbsolutePositionEnergy(PositionQueries):
 
     def logits(self, query, query_positions, keys, key_positions):
         return self.position_queries(query, query_positions) @ keys.to(query.dtype).transpose(-1, -2)
+
+    def energy_table(self, num_query_positions: int, num_key_positions: int) -> Tensor:
+        """(H, Pq, Pk) energies e_nm of Eq. 8 for query positions n < Pq and key positions m < Pk."""
+        positions = torch.arange(num_key_positions, device=self.k_proj.weight.device)
+        m = self.key_table(positions).to(self.k_proj.weight.dtype)  # (Pk, D)
+        keys = split_heads(self.k_proj(m).unsqueeze(1), self.num_heads)[0]  # (H, Pk, D_h)
+        return self.position_query_table(num_query_positions) @ keys.transpose(-1, -2)
 
 
 @register_mixer("aposnet", gated_by_default=True, uses_positions=True,

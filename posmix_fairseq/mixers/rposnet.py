@@ -9,6 +9,8 @@ gamma = 1 in self-attention and the training-set length ratio in cross-attention
 Gating (Eq. 4) is on by default. Training-time parameters per layer (gated):
 4(D^2 + D) + 2D + (2K + 1) D_h.
 """
+from torch import Tensor
+
 from ..core.position_tables import RelativePositionTable
 from ..core.positions import clipped_relative_index
 from .base import (MixerSpec, max_relative_position, max_relative_position_option, position_table_option,
@@ -25,6 +27,12 @@ class RelativePositionEnergy(PositionQueries):
         super().__init__(spec)
         self.k, self.length_ratio = max_relative_position(spec), spec.length_ratio
         self.relative_embeddings = RelativePositionTable(self.k, spec.embed_dim // spec.num_heads, "learned")
+
+    def energy_table(self, num_query_positions: int) -> Tensor:
+        """(H, Pq, 2K+1) energies of Eq. 10 for query positions n < Pq and each clipped distance
+        index j = clip(floor(gamma n) - m, K) + K: E[h, n, j] = q_n^h . Emb_rel(j - K)."""
+        q = self.position_query_table(num_query_positions)  # (H, Pq, D_h)
+        return q @ self.relative_embeddings().to(q.dtype).t()
 
     def logits(self, query, query_positions, keys, key_positions):
         q = self.position_queries(query, query_positions)

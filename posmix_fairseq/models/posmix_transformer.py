@@ -59,6 +59,15 @@ class PositionAwareSide:
             limit = (getattr(cfg, f"max_{side.role}_positions"), side.max_positions_option)
         self.__dict__["_learned_positions_limit"] = limit
 
+    def upgrade_state_dict_named(self, state_dict, name):
+        """Checkpoints made before rPosNet stopped building the key side's table: a cross-attention
+        rPosNet decoder stored an unused learned source table, which is dropped on load."""
+        prefix = f"{name}.mixer_position_tables." if name else "mixer_position_tables."
+        for key in [k for k in state_dict if k.startswith(prefix)]:
+            if key[len(prefix):].split(".")[0] not in self.mixer_position_tables:
+                del state_dict[key]
+        return super().upgrade_state_dict_named(state_dict, name)
+
     @property
     def position_route(self):
         return self._mixer_plan.route
