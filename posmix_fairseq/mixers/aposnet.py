@@ -13,10 +13,11 @@ from torch import Tensor
 from .base import MixerSpec, position_table_option, register_mixer
 from .energy import split_heads, xavier_linear
 from .mixing import EnergyMixingAttention
+from .position_energy import AbsoluteTableEnergy
 from .position_queries import PositionQueries, shared_table
 
 
-class AbsolutePositionEnergy(PositionQueries):
+class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
     """aPosNet, Eq. 8."""
 
     def __init__(self, spec: MixerSpec):

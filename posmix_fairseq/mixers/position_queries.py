@@ -36,7 +36,7 @@ class PositionQueries(SoftmaxEnergy):
         return self.__dict__["_query_table"]
 
     def position_queries(self, query: Tensor, query_positions: Tensor) -> Tensor:
-        """(B, H, T, D_h) scaled W^Q n~; query supplies only dtype."""
+        """(B, H, T, D_h) scaled W^Q n~; ``query`` (any tensor) supplies only the dtype."""
         n = self.query_table(query_positions).to(query.dtype)  # (B, T, D)
         return split_heads(self.q_proj(n).transpose(0, 1) * self.scaling, self.num_heads)
 

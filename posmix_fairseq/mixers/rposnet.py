@@ -12,15 +12,14 @@ Gating (Eq. 4) is on by default. Training-time parameters per layer (gated):
 from torch import Tensor
 
 from ..core.position_tables import RelativePositionTable
-from ..core.positions import clipped_relative_index
 from .base import (MixerSpec, max_relative_position, max_relative_position_option, position_table_option,
                    register_mixer)
 from .mixing import EnergyMixingAttention
+from .position_energy import RelativeTableEnergy
 from .position_queries import PositionQueries
-from .relative_scores import gather_relative
 
 
-class RelativePositionEnergy(PositionQueries):
+class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
     """rPosNet, Eqs. 9-10."""
 
     def __init__(self, spec: MixerSpec):
@@ -34,10 +33,9 @@ class RelativePositionEnergy(PositionQueries):
         q = self.position_query_table(num_query_positions)  # (H, Pq, D_h)
         return q @ self.relative_embeddings().to(q.dtype).t()
 
-    def logits(self, query, query_positions, keys, key_positions):
-        q = self.position_queries(query, query_positions)
-        index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
-        return gather_relative(q @ self.relative_embeddings().to(q.dtype).t(), index)
+    def energy_rows(self, query_positions: Tensor) -> Tensor:
+        q = self.position_queries(self.q_proj.weight, query_positions)  # (B, H, T, D_h)
+        return q @ self.relative_embeddings().to(q.dtype).t()
 
 
 @register_mixer("rposnet", gated_by_default=True, uses_positions=True,

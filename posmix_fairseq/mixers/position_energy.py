@@ -1,0 +1,51 @@
+"""Position-only energies as tables: the contract shared by trained and frozen aPosNet / rPosNet.
+
+Gated position-based attention (000_56daf9cf6f59e3ab.txt), Sections 4.1-4.2: the energies of
+aPosNet (Eq. 8) and rPosNet (Eqs. 9-10) depend on positions only, so they are functions of the
+query position (and the key position or the clipped distance). Everything that mixes with them
+(the dense softmax, the window form of rPosNet, constant-state decoding, the kernels, the frozen
+search-time tables) goes through the two methods below, whether the energy computes its table
+from W^Q n~ (training) or stores it (frozen).
+"""
+import abc
+
+from torch import Tensor
+
+from ..core.positions import clipped_relative_index
+from .energy import SoftmaxEnergy
+from .relative_scores import gather_relative
+
+
+class RelativeTableEnergy(SoftmaxEnergy):
+    """Energies per query position and clipped distance (rPosNet, Eq. 10).
+
+    Subclasses set ``k`` (the clipping distance K), ``length_ratio`` (gamma) and ``num_heads`` and
+    implement :meth:`energy_rows` and :meth:`energy_table`.
+    """
+
+    k: int
+    length_ratio: float
+    num_heads: int
+
+    @abc.abstractmethod
+    def energy_rows(self, query_positions: Tensor) -> Tensor:
+        """(B, H, T, 2K+1) float energies of the queries at ``query_positions`` (B, T), one per
+        clipped distance index j = clip(floor(gamma n) - m, K) + K."""
+
+    @abc.abstractmethod
+    def energy_table(self, num_query_positions: int) -> Tensor:
+        """(H, Pq, 2K+1) energies for the query positions 0 .. Pq-1."""
+
+    def logits(self, query, query_positions, keys, key_positions):
+        index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
+        return gather_relative(self.energy_rows(query_positions).to(query.dtype), index)
+
+
+class AbsoluteTableEnergy(SoftmaxEnergy):
+    """Energies per (query position, key position) (aPosNet, Eq. 8)."""
+
+    num_heads: int
+
+    @abc.abstractmethod
+    def energy_table(self, num_query_positions: int, num_key_positions: int) -> Tensor:
+        """(H, Pq, Pk) energies for query positions < Pq and key positions < Pk."""
