@@ -1,6 +1,7 @@
 """posmix-average, posmix-attention, posmix-decode-speed, posmix-contrastive, posmix-length-bins and
 posmix-concat-testset, on one tiny HC-SA model trained here (a few updates on the toy corpus)."""
 import glob
+import json
 import os
 import random
 
@@ -94,9 +95,12 @@ def test_decode_speed_counts_the_generated_tokens(trained):
 def test_contrastive_scores_equal_fairseq_sequence_scorer(trained):
     data, ckpt_dir = trained
     ckpt = os.path.join(ckpt_dir, "checkpoint_last.pt")
-    prefix = contrastive.EXAMPLE_PREFIX  # the shipped example, in LingEval97's layout
-    scores, (by_cat, by_dist) = contrastive.evaluate(data, ckpt, prefix, "en", "de")
-    sources, targets, items = contrastive.read_contrastive_set(prefix, "en", "de")
+    example = contrastive.EXAMPLE_SET  # the shipped example, in lingeval97.json's format
+    scores, (by_cat, by_dist) = contrastive.evaluate(data, ckpt, example)
+    with open(example, encoding="utf-8") as f:  # the pairs in evaluate.py's order, read independently
+        entries = json.load(f)
+    sources = [e["source"] for e in entries for _ in range(1 + len(e["errors"]))]
+    targets = [t for e in entries for t in [e["reference"]] + [x["contrastive"] for x in e["errors"]]]
     _, task, models = load_for_inference(data, ckpt, subset="none")
     src = encode_lines(task.source_dictionary, sources)
     tgt = encode_lines(task.target_dictionary, targets)
@@ -106,16 +110,32 @@ def test_contrastive_scores_equal_fairseq_sequence_scorer(trained):
     hypos = SequenceScorer(task.target_dictionary).generate(models, sample)
     expected = {int(i): h[0]["positional_scores"].sum().item() for i, h in zip(sample["id"], hypos)}
     assert scores == pytest.approx([expected[i] for i in range(len(src))], abs=1e-4)
-    assert by_cat["subj_verb_agreement"][1] == 3 and set(by_dist["subj_verb_agreement"]) == {1, 7}
+    assert by_cat["subj_verb_agreement"][1] == 3 and set(by_dist["subj_verb_agreement"]) == {"1", "7"}
 
 
 def test_contrastive_accuracy_from_known_scores():
-    items = [{"sentnum": 0, "errors": [{"sentnum": 1, "type": "agr", "distance": 2}, {"sentnum": 2, "type": "neg"}]},
-             {"sentnum": 3, "errors": [{"sentnum": 4, "type": "agr", "distance": 2}]},
-             {"sentnum": 5, "errors": [{"sentnum": 6, "type": "agr", "distance": 5}]}]
-    by_cat, by_dist = contrastive.accuracy(items, [-1.0, -2.0, -0.5, -3.0, -4.0, -2.0, -2.0])
-    assert by_cat == {"agr": (2, 3), "neg": (0, 1)}  # a tie is not a correct decision
-    assert by_dist == {"agr": {2: (2, 2), 5: (0, 1)}}
+    """Scores in Sennrich's evaluate.py order (per entry: reference, then variants); distances binned
+    0 ... 15 and ">15" as evaluate.py bins them."""
+    def entry(*errors):
+        return {"source": "s", "reference": "r", "errors": [dict(e, contrastive="c") for e in errors]}
+    items = [entry({"type": "agr", "distance": 2}, {"type": "neg"}),
+             entry({"type": "agr", "distance": 2}),
+             entry({"type": "agr", "distance": 5}),
+             entry({"type": "agr", "distance": 23})]
+    by_cat, by_dist = contrastive.accuracy(items, [-1.0, -2.0, -0.5, -3.0, -4.0, -2.0, -2.0, -1.0, -9.0])
+    assert by_cat == {"agr": (3, 4), "neg": (0, 1)}  # a tie is not a correct decision
+    assert by_dist == {"agr": {"2": (2, 2), "5": (0, 1), ">15": (1, 1)}}
+    with pytest.raises(ValueError, match="8 scores for a set of 9"):
+        contrastive.accuracy(items, [0.0] * 8)
+
+
+def test_contrastive_set_errors_name_what_is_missing(tmp_path):
+    bad = tmp_path / "set.json"
+    bad.write_text(json.dumps([{"source": "s", "reference": "r", "errors": [{"type": "agr"}]}]))
+    with pytest.raises(ValueError, match=r"entry 0 lacks errors\[0\]\.contrastive"):
+        contrastive.read_contrastive_set(str(bad))
+    with pytest.raises(ValueError, match="no such file"):
+        contrastive.read_contrastive_set(str(tmp_path / "missing.json"))
 
 
 def _gen_file(path, refs, hyps, srcs):

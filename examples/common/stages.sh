@@ -186,12 +186,33 @@ stage_lengthbins() {
       --tokenize "$TOKENIZE" $flags --json "$OUT/length-bins.$NAME.json" | tee "$OUT/length-bins.$NAME.md"
 }
 
+# HC Table 4 / Fig. 5: LingEval97 contrastive evaluation (en->de). The set is read from $LINGEVAL97
+# (default RAW/lingeval97.json); when absent it is fetched from LingEval97's repository (needs internet).
+stage_contrastive() {
+  local set=${LINGEVAL97:-$RAW/lingeval97.json} flags=""
+  [ "$SEPARATE" = 1 ] && { echo "contrastive: needs one joint SentencePiece model (SEPARATE=0)" >&2; exit 2; }
+  [ "$MOSES" = 1 ] && flags="--moses"
+  [ "$LOWERCASE" = 1 ] && flags="$flags --lowercase"
+  if [ -f "$set" ]; then
+    log "contrastive: LingEval97 present in $set, skipping the download"
+  else
+    log "contrastive: no $set; fetching ${LINGEVAL97_URL:-$LINGEVAL97_DEFAULT_URL} (needs internet)"
+    "$PY" -c "import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])" \
+        "${LINGEVAL97_URL:-$LINGEVAL97_DEFAULT_URL}" "$set" || {
+      echo "contrastive: could not fetch LingEval97; put lingeval97.json at $set (or set LINGEVAL97=PATH)" >&2; exit 2; }
+  fi
+  "$PY" -m posmix_fairseq.evaluation.contrastive "$OUT/data-bin" --path "$OUT/checkpoints/$NAME/checkpoint_final.pt" \
+      --set "$set" --src "$SRC" --tgt "$TGT" $flags --spm-model "$OUT/prep/spm.model" --per-token \
+      --scores-out "$OUT/contrastive-scores.$NAME.txt" --json "$OUT/contrastive.$NAME.json" | tee "$OUT/contrastive.$NAME.md"
+}
+LINGEVAL97_DEFAULT_URL=https://raw.githubusercontent.com/rsennrich/lingeval97/master/lingeval97.json
+
 run_recipe() {
   posmix_init
   log "$TASK: $ARCH ($PAPER hyper-parameters, size $SIZE); raw $RAW; work $OUT"
   for stage in ${STAGES:-download prepare preprocess train average generate score}; do
     if ! declare -F "stage_$stage" >/dev/null; then
-      echo "STAGES: unknown stage '$stage'; valid: download prepare preprocess train average generate score lengthbins concat" >&2
+      echo "STAGES: unknown stage '$stage'; valid: download prepare preprocess train average generate score lengthbins concat contrastive" >&2
       exit 2
     fi
     "stage_$stage"

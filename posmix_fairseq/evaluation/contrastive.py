@@ -6,21 +6,23 @@ log-probability given the source, teacher-forced, with any architecture (fairseq
 scores higher than the variant. Accuracy is reported per error category and, for errors that carry
 a ``distance`` (subject-verb agreement), by distance (Fig. 5).
 
-Input, in LingEval97's own layout:
-
-- ``PREFIX.SRC`` / ``PREFIX.TGT``: parallel text, one pair per line; the references and their
-  contrastive variants are all lines of these files (a variant repeats its reference's source);
-- ``PREFIX.json``: a list of ``{"sentnum": N, "errors": [{"sentnum": M, "type": "...",
-  "distance": D (optional)}, ...]}`` with 0-based line numbers, as Sennrich's ``evaluate.py`` reads them.
+Input: LingEval97's own ``lingeval97.json`` (https://github.com/rsennrich/lingeval97, README "Data
+format"): a list of entries ``{"source", "reference", "origin", "errors": [{"type", "contrastive",
+"distance" (optional), "frequency" (optional)}, ...]}``. The text is read from the JSON itself (no
+``json_to_plaintext.py`` step). ``--scores-out`` writes the scores in the order Sennrich's
+``evaluate.py`` reads them (per entry: the reference, then each contrastive variant, one per line), so
+``python evaluate.py -r lingeval97.json --maximize < scores`` cross-checks the tables printed here.
+Distances are binned as ``evaluate.py`` bins them (0 ... 15, then ">15"); like it, a tie is not a
+correct decision.
 
 Scores: the summed log-probability of the target tokens, EOS included (LingEval97), or with
 ``--per-token`` its mean per token (HC paper footnote 17: "lower token-level cross entropy").
 Text is encoded with ``--spm-model`` (SentencePiece, as the recipes' BPE), or taken as already
-tokenised when no model is given. The real set (Sennrich 2017) is fetched by the recipe
-(examples/iwslt16_en_de/run.sh, stage ``contrastive``); ``posmix_fairseq/evaluation/data/`` ships a
-tiny example in the same format.
+tokenised when no model is given. The real set (Sennrich 2017) is fetched by the recipes' stage
+``contrastive`` (examples/common/stages.sh); ``posmix_fairseq/evaluation/data/lingeval97_tiny.json``
+is a tiny hand-written example in the same format.
 
-    posmix-contrastive data-bin --path checkpoint_best.pt --prefix lingeval97 --src en --tgt de \\
+    posmix-contrastive data-bin --path checkpoint_best.pt --set lingeval97.json \\
         --spm-model bpe/spm.model --per-token --json contrastive.json
 """
 import argparse
@@ -34,45 +36,62 @@ import torch
 
 from .fairseq_loading import encode_lines, load_for_inference
 
-EXAMPLE_PREFIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "lingeval97_tiny")
+EXAMPLE_SET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "lingeval97_tiny.json")
+#: evaluate.py's distance bins: each distance 0 ... 15, everything beyond in ">15"
+LAST_DISTANCE_BIN = 15
 
 
-def read_contrastive_set(prefix: str, src: str, tgt: str):
-    paths = {k: f"{prefix}.{k}" for k in (src, tgt, "json")}
-    for p in paths.values():
-        if not os.path.isfile(p):
-            raise ValueError(f"--prefix {prefix}: missing {p} (expected PREFIX.{src}, PREFIX.{tgt}, PREFIX.json)")
-    with open(paths[src], encoding="utf-8") as f:
-        sources = [line.rstrip("\n") for line in f]
-    with open(paths[tgt], encoding="utf-8") as f:
-        targets = [line.rstrip("\n") for line in f]
-    if len(sources) != len(targets):
-        raise ValueError(f"{paths[src]} has {len(sources)} lines but {paths[tgt]} has {len(targets)}")
-    with open(paths["json"], encoding="utf-8") as f:
-        items = json.load(f)
-    for item in items:
-        for n in [item["sentnum"]] + [e["sentnum"] for e in item["errors"]]:
-            if not 0 <= n < len(targets):
-                raise ValueError(f"{paths['json']}: sentnum {n} is outside the {len(targets)} lines")
-    return sources, targets, items
+def read_contrastive_set(path: str):
+    """(sources, targets, entries): the pairs to score in evaluate.py's order (per entry the reference,
+    then its variants) and the entries of ``lingeval97.json``."""
+    if not os.path.isfile(path):
+        raise ValueError(f"--set {path}: no such file (LingEval97's lingeval97.json)")
+    with open(path, encoding="utf-8") as f:
+        entries = json.load(f)
+    sources, targets = [], []
+    for i, entry in enumerate(entries):
+        missing = [k for k in ("source", "reference", "errors") if k not in entry]
+        missing += [f"errors[{j}].{k}" for j, e in enumerate(entry.get("errors", [])) for k in ("type", "contrastive")
+                    if k not in e]
+        if missing:
+            raise ValueError(f"--set {path}: entry {i} lacks {', '.join(missing)} (LingEval97 entries have source, "
+                             "reference and errors with type and contrastive)")
+        for target in [entry["reference"]] + [e["contrastive"] for e in entry["errors"]]:
+            sources.append(entry["source"])
+            targets.append(target)
+    return sources, targets, entries
 
 
-def accuracy(items, scores: List[float]):
-    """(per category {type: (correct, total)}, by distance {type: {d: (correct, total)}})."""
+def distance_bin(distance) -> str:
+    d = int(distance)
+    return str(d) if d <= LAST_DISTANCE_BIN else f">{LAST_DISTANCE_BIN}"
+
+
+def accuracy(entries, scores: List[float]):
+    """(per category {type: (correct, total)}, by distance {type: {bin: (correct, total)}}) from the
+    scores in evaluate.py's order; a decision is correct when the reference scores strictly higher."""
     by_cat: Dict[str, List[int]] = defaultdict(lambda: [0, 0])
-    by_dist: Dict[str, Dict[int, List[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    for item in items:
-        ref_score = scores[item["sentnum"]]
-        for err in item["errors"]:
-            ok = int(ref_score > scores[err["sentnum"]])
+    by_dist: Dict[str, Dict[str, List[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    expected = sum(1 + len(e["errors"]) for e in entries)
+    if len(scores) != expected:
+        raise ValueError(f"{len(scores)} scores for a set of {expected} references and variants")
+    it = iter(scores)
+    for entry in entries:
+        ref_score = next(it)
+        for err in entry["errors"]:
+            ok = int(ref_score > next(it))
             by_cat[err["type"]][0] += ok
             by_cat[err["type"]][1] += 1
             if err.get("distance") is not None:
-                d = by_dist[err["type"]][int(err["distance"])]
+                d = by_dist[err["type"]][distance_bin(err["distance"])]
                 d[0] += ok
                 d[1] += 1
+
+    def order(b: str):
+        return (1, 0) if b.startswith(">") else (0, int(b))
+
     return ({k: tuple(v) for k, v in by_cat.items()},
-            {k: {d: tuple(v) for d, v in sorted(ds.items())} for k, ds in by_dist.items()})
+            {k: {d: tuple(ds[d]) for d in sorted(ds, key=order)} for k, ds in by_dist.items()})
 
 
 def score_pairs(models, task, sources: List[List[int]], targets: List[List[int]], per_token=False,
@@ -106,8 +125,16 @@ def score_pairs(models, task, sources: List[List[int]], targets: List[List[int]]
     return out
 
 
-def evaluate(data_dir, checkpoint, prefix, src, tgt, spm_model=None, per_token=False, extra=()):
-    sources, targets, items = read_contrastive_set(prefix, src, tgt)
+def evaluate(data_dir, checkpoint, set_path, spm_model=None, per_token=False, extra=(), src="en", tgt="de",
+             moses=False, lowercase=False):
+    """Scores (evaluate.py's order) and accuracies; the raw text goes through the recipe's own
+    normalisation (``recipes.prepare_data.Normaliser``: Moses, lowercasing) and SentencePiece model."""
+    sources, targets, items = read_contrastive_set(set_path)
+    if moses or lowercase:
+        from ..recipes.prepare_data import Normaliser
+
+        norm_src, norm_tgt = Normaliser(src, moses, lowercase), Normaliser(tgt, moses, lowercase)
+        sources, targets = [norm_src(s) for s in sources], [norm_tgt(t) for t in targets]
     if spm_model:
         import sentencepiece as spm
 
@@ -136,16 +163,19 @@ def main(argv: Optional[List[str]] = None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("data", help="fairseq-preprocess --destdir (for the dictionaries)")
     p.add_argument("--path", required=True, help="checkpoint(s), ':'-separated for an ensemble")
-    p.add_argument("--prefix", default=EXAMPLE_PREFIX, help="contrastive set prefix (default: the tiny example)")
-    p.add_argument("--src", default="en")
-    p.add_argument("--tgt", default="de")
+    p.add_argument("--set", default=EXAMPLE_SET, help="LingEval97's lingeval97.json (default: the tiny example)")
+    p.add_argument("--src", default="en", help="source language (for --moses)")
+    p.add_argument("--tgt", default="de", help="target language (for --moses)")
+    p.add_argument("--moses", action="store_true", help="Moses normalisation + tokenisation, as the recipe's prepare")
+    p.add_argument("--lowercase", action="store_true", help="lowercase, as the recipe's prepare")
     p.add_argument("--spm-model", help="SentencePiece model used for the training data")
     p.add_argument("--per-token", action="store_true", help="mean log-prob per token (HC footnote 17)")
-    p.add_argument("--scores-out", help="write one score per line of the set (LingEval97's scores file)")
+    p.add_argument("--scores-out", help="write the scores in evaluate.py's order (per entry: reference, then variants)")
     p.add_argument("--json", help="write accuracies here")
     a = p.parse_args(argv)
     try:
-        scores, (by_cat, by_dist) = evaluate(a.data, a.path, a.prefix, a.src, a.tgt, a.spm_model, a.per_token)
+        scores, (by_cat, by_dist) = evaluate(a.data, a.path, a.set, a.spm_model, a.per_token, src=a.src,
+                                               tgt=a.tgt, moses=a.moses, lowercase=a.lowercase)
     except ValueError as e:
         raise SystemExit(f"posmix-contrastive: {e}")
     print(format_tables(by_cat, by_dist))
@@ -155,7 +185,7 @@ def main(argv: Optional[List[str]] = None):
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"by_category": {k: {"correct": c, "total": n} for k, (c, n) in by_cat.items()},
-                       "by_distance": {k: {str(d): {"correct": c, "total": n} for d, (c, n) in ds.items()}
+                       "by_distance": {k: {d: {"correct": c, "total": n} for d, (c, n) in ds.items()}
                                        for k, ds in by_dist.items()}}, f, indent=1)
     return scores, by_cat, by_dist
 
