@@ -9,6 +9,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 
 from ..core.placement import PLACEMENTS
 from ..mixers.base import MIXER_REGISTRY
+from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .options import default_mixers, posmix_base_architecture, upgrade_legacy_args
 from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers the model first)
 
@@ -83,6 +84,14 @@ VARIANTS = {
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
 }
 
+def rpe_heads(t):
+    """--S-rpe-heads t for each side whose position encoding reads it (the other side may use another)."""
+    def per_side(side):
+        return lambda args: t if "rpe-heads" in POSITION_ENCODING_REGISTRY.get(
+            getattr(args, f"{side}_position_encoding"), f"--{side}-position-encoding").options else None
+    return {f"{side}_rpe_heads": per_side(side) for side in ("encoder", "decoder")}
+
+
 # Issue 11 ("Match the papers"; README, Choices): the relative-embedding layout of each arch's paper,
 # and the RPE widths. GPA counts (2K+1) D per layer for Shaw, rPosNet and relative attention
 # (Table 8; Tables 2, 3, 6), with no a^V term in its Shaw (its totals exclude one); the positional-
@@ -95,8 +104,8 @@ ISSUE11_DEFAULTS = {
     "shaw_konly": both_sides(self_relative_embedding_heads="shared"),
     "shaw_sin": both_sides(self_relative_embedding_heads="shared"),
     "shaw_abs": both_sides(self_relative_embedding_heads="shared"),
-    "rpehead": both_sides(rpe_heads=3),
-    "mprhead": both_sides(rpe_heads=2),
+    "rpehead": rpe_heads(3),
+    "mprhead": rpe_heads(2),
 }
 for _variant, _extra in ISSUE11_DEFAULTS.items():
     VARIANTS[_variant][2].update(_extra)
