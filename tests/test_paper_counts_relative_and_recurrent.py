@@ -13,9 +13,14 @@ import math
 import pytest
 import torch
 
-from helpers import build_model_from_args, make_dictionary, parse_model_args
+from fairseq.models import ARCH_CONFIG_REGISTRY
+
+from helpers import build_model_from_args, make_dictionary, mixer_spec, parse_model_args
+from posmix_fairseq.core.placement import ENCODER
 from posmix_fairseq.mixers.base import build_mixer
-from helpers import mixer_spec
+from posmix_fairseq.models.options import READINGS_MARKER
+from posmix_fairseq.position_encodings.base import POSITION_ENCODING_REGISTRY, PositionEncodingSpec
+from posmix_fairseq.position_encodings.recurrent import RPE_OPTIONS
 
 M = 1e6
 
@@ -160,9 +165,6 @@ def test_rpe_first_layer_is_multi_head_attention_and_adds_only_the_recurrent_par
 
 def test_rpe_sinusoids_interleave_sine_and_cosine_so_every_head_slice_has_both():
     """RPE Eq. 2: pe_(j,2i) = sin(j / 10000^(2i/d_p)), pe_(j,2i+1) = cos(j / 10000^(2i/d_p))."""
-    from posmix_fairseq.position_encodings.base import POSITION_ENCODING_REGISTRY, PositionEncodingSpec
-    from posmix_fairseq.core.placement import ENCODER
-    from posmix_fairseq.position_encodings.recurrent import RPE_OPTIONS
     opts = {o: kw["default"] for o, kw in RPE_OPTIONS.items()}
     opts["rpe-heads"] = 2
     module = POSITION_ENCODING_REGISTRY.get("mprhead", "x").builder(
@@ -180,7 +182,6 @@ def test_arguments_stored_before_issue_11_rebuild_the_old_shapes():
     """Stored arguments lack the hidden --posmix-readings marker: the upgrade restores the old
     layouts (shared relative tables with a^V, RPE's head-sliced first layer with t = 1, the LSTM at
     D/2 | D units without projection), so their weights load unchanged."""
-    from posmix_fairseq.models.options import READINGS_MARKER
     shapes = {}
     for arch in ("shaw_iwslt_de_en", "rpehead_iwslt_de_en", "lstmpe_iwslt_de_en", "shaw_sin_iwslt_de_en"):
         args = parse_model_args(["--arch", arch], tiny=True)
@@ -191,7 +192,6 @@ def test_arguments_stored_before_issue_11_rebuild_the_old_shapes():
                 setattr(stored, key, value)
         stored.arch = arch
         delattr(stored, READINGS_MARKER)
-        from fairseq.models import ARCH_CONFIG_REGISTRY
         ARCH_CONFIG_REGISTRY[arch](stored)  # what fairseq does before build_model on loading
         model, _ = build_model_from_args(stored)
         shapes[arch] = {n: tuple(p.shape) for n, p in model.state_dict().items()}

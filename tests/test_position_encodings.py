@@ -129,7 +129,8 @@ def context_for(length, batch=1, padding_mask=None):
 
 
 def rpe_spec(side="encoder", **options):
-    opts = {"rpe-heads": 1, "rpe-cell": "gru", "rpe-direction": "forward", "rpe-sinusoids": "on", "rpe-reading": "paper"}
+    opts = {"rpe-heads": 1, "rpe-cell": "gru", "rpe-direction": "forward", "rpe-sinusoids": "on",
+            "rpe-reading": "paper"}
     opts.update({k.replace("_", "-"): v for k, v in options.items()})
     return PositionEncodingSpec(name="rpehead", side={"encoder": ENCODER, "decoder": DECODER}[side], embed_dim=16,
                                 num_heads=4, dropout=0.0, options=opts)

@@ -120,7 +120,8 @@ class RelativePositionTable(nn.Module):
                  sinusoids: str = "d-model"):
         super().__init__()
         if heads not in RELATIVE_EMBEDDING_HEADS:
-            raise ValueError(f"unknown relative embedding layout {heads!r}; valid: {', '.join(RELATIVE_EMBEDDING_HEADS)}")
+            raise ValueError(f"unknown relative embedding layout {heads!r}; "
+                             f"valid: {', '.join(RELATIVE_EMBEDDING_HEADS)}")
         if sinusoids not in RELATIVE_SINUSOIDS:
             raise ValueError(f"unknown relative sinusoids {sinusoids!r}; valid: {', '.join(RELATIVE_SINUSOIDS)}")
         self.k, self.num_heads, self.head_dim, self.kind, self.heads = k, num_heads, embed_dim // num_heads, kind, heads

@@ -74,7 +74,7 @@ ISSUE11_MIXER_OPTIONS = {"relative-embedding-heads": "shared", "relative-sinusoi
 ISSUE11_ENCODING_OPTIONS = {
     "rpe-reading": lambda args, side: "sliced-legacy",
     "rpe-heads": lambda args, side: 1,
-    "position-lstm-units": lambda args, side: getattr(args, f"{side}_embed_dim") // (2 if side.name == "encoder" else 1),
+    "position-lstm-units": lambda args, side: getattr(args, f"{side}_embed_dim") // (2 if side.causal is False else 1),
 }
 
 
