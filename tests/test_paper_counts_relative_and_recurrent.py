@@ -8,7 +8,9 @@ Papers (/work/shared/papers/): GPA = Gated position-based attention (000_56daf9c
 APE = Analysis of positional encodings (002_a771f701453efe8f.txt), RPE = Recurrent positional
 embedding (003_b81e1389b968ba82.txt).
 """
+import argparse
 import math
+import os
 
 import pytest
 import torch
@@ -205,3 +207,20 @@ def test_arguments_stored_before_issue_11_rebuild_the_old_shapes():
     assert lstm["encoder.layernorm_embedding.encoding.lstm.weight_hh_l0"] == (4 * 16, 16)
     assert lstm["decoder.layernorm_embedding.encoding.lstm.weight_hh_l0"] == (4 * 32, 32)
     assert not any(".encoding.proj." in n for n in lstm)
+
+
+@pytest.mark.parametrize("name", ["shaw", "shaw_sin", "relattn", "rposnet", "rpehead", "mprhead", "lstmpe"])
+def test_models_made_before_issue_11_rebuild_and_give_the_same_log_probs(name):
+    """tests/data/legacy_checkpoints/issue11_archs_before.pt was written by the code before issue 11
+    (make_issue11_archs_before.py): its stored arguments, run through the arch function as fairseq's
+    loading does, rebuild a model that takes the old weights (strict) and gives the same log-probs."""
+    record = torch.load(os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints",
+                                     "issue11_archs_before.pt"), weights_only=False)[name]
+    args = argparse.Namespace(**record["args"])
+    ARCH_CONFIG_REGISTRY[args.arch](args)
+    model, _ = build_model_from_args(args)
+    model.load_state_dict(record["state"], strict=True)
+    model.eval()
+    with torch.no_grad():
+        logits, _ = model(record["src"], record["src_len"], record["prev"])
+    torch.testing.assert_close(torch.log_softmax(logits.double(), -1), record["lp"], atol=1e-6, rtol=0)
