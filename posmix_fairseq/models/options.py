@@ -7,10 +7,13 @@ sublayer whose mixer does not read it, it is an error). Per side (``encoder``, `
 ``--<side>-position-encoding`` plus every option a registered position encoding declares.
 """
 import argparse
+import logging
 
 from ..core.placement import DECODER, ENCODER, PLACEMENTS, SIDES
 from ..mixers.base import MIXER_REGISTRY
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
+
+logger = logging.getLogger(__name__)
 
 GATING_CHOICES = ("default", "on", "off")
 
@@ -107,6 +110,9 @@ def upgrade_issue11_args(args) -> bool:
                 setattr(args, attr, value(args, side))
                 upgraded = True
     setattr(args, READINGS_MARKER, PRE_READINGS)
+    if upgraded:
+        logger.info("arguments stored before issue 11: relative tables, RPE and LSTM widths set as that code built "
+                    "them (README, Choices, issue 11)")
     return upgraded
 
 
