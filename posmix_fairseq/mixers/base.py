@@ -114,7 +114,7 @@ def relative_embeddings_options(default: str, sinusoids: bool = False):
              "the paper of the mixer/arch (README, Choices, issue 11)")}
     if sinusoids:
         options["relative-sinusoids"] = dict(
-            choices=RELATIVE_SINUSOIDS, default="d-model",
+            choices=RELATIVE_SINUSOIDS, default=None,
             help="sinusoidal relative tables: d-model (the first D_h dims of the D-dim encoding, Analysis of "
                  "positional encodings Eqs. 8-9; default) or head (a D_h-dim encoding over all frequencies: "
                  "only for checkpoints made before issue 11)")
@@ -123,8 +123,12 @@ def relative_embeddings_options(default: str, sinusoids: bool = False):
 
 def relative_position_table(spec: MixerSpec, k: int, kind: str):
     """The relative-distance table of ``spec``'s mixer, laid out by its own options."""
+    sinusoids = spec.options.get("relative-sinusoids")
+    if sinusoids is not None and kind != "sinusoidal":
+        raise ValueError(f"{spec.flag('relative-sinusoids')} {sinusoids} applies to sinusoidal relative tables only; "
+                         f"{spec.flag('position-table')} is {kind}: drop the flag or make the table sinusoidal")
     return RelativePositionTable(k, spec.embed_dim, spec.num_heads, kind, spec.options["relative-embedding-heads"],
-                                 spec.options.get("relative-sinusoids") or "d-model")
+                                 sinusoids or "d-model")
 
 
 def max_relative_position(spec: MixerSpec) -> int:

@@ -72,7 +72,13 @@ def add_posmix_args(parser):
 # every arch function upgrades first (before its defaults fill the unset options).
 READINGS_MARKER, READINGS, PRE_READINGS = "posmix_readings", "issue11", "pre-issue11"
 # (shaw-value-term and rpe-heads: the shaw / rpehead / mprhead archs' defaults changed with issue 11)
-ISSUE11_MIXER_OPTIONS = {"relative-embedding-heads": "shared", "relative-sinusoids": "head", "shaw-value-term": "on"}
+# (relative-sinusoids: only where the relative table is sinusoidal)
+ISSUE11_MIXER_OPTIONS = {
+    "relative-embedding-heads": lambda args, placement: "shared",
+    "relative-sinusoids": lambda args, placement:
+        "head" if getattr(args, placement.attr("position-table"), None) == "sinusoidal" else None,
+    "shaw-value-term": lambda args, placement: "on",
+}
 # (per side; the LSTM's old width: D/2 per direction in the encoder, D in the decoder)
 ISSUE11_ENCODING_OPTIONS = {
     "rpe-reading": lambda args, side: "sliced-legacy",
@@ -98,7 +104,7 @@ def upgrade_issue11_args(args) -> bool:
         read = MIXER_REGISTRY.get(mixer, placement.flag("mixer")).options if mixer in MIXER_REGISTRY else {}
         for option, value in ISSUE11_MIXER_OPTIONS.items():
             if option in read and getattr(args, placement.attr(option), None) is None:
-                setattr(args, placement.attr(option), value)
+                setattr(args, placement.attr(option), value(args, placement))
                 upgraded = True
     for side in SIDES:
         name = getattr(args, f"{side}_position_encoding", None)
