@@ -85,6 +85,21 @@ EXTRA_CONFIGS.update({
 ALL_CONFIGS.update(EXTRA_CONFIGS)
 
 
+EXTRA_CONFIGS.update({
+    # issue 11: the layouts the archs do not default to (old checkpoints' readings, Shaw's own sharing)
+    "rpe_sliced_legacy_mprhead": ["--arch", "mprhead_iwslt_de_en", "--encoder-rpe-reading", "sliced-legacy",
+                                  "--decoder-rpe-reading", "sliced-legacy", "--encoder-rpe-heads", "1",
+                                  "--decoder-rpe-heads", "1"],
+    "shaw_sin_sliced_heads": ["--arch", "shaw_sin_iwslt_de_en", "--encoder-self-relative-embedding-heads", "sliced",
+                              "--decoder-self-relative-embedding-heads", "sliced"],
+    "rposnet_shared_heads_legacy_sinusoids_shaw_cross": [
+        "--arch", "rposnet_iwslt_de_en", "--encoder-self-relative-embedding-heads", "shared",
+        "--decoder-self-relative-embedding-heads", "shared", "--decoder-cross-mixer", "shaw",
+        "--decoder-cross-position-table", "sinusoidal", "--decoder-cross-relative-sinusoids", "head",
+        "--length-ratio", "1.2"],
+})
+ALL_CONFIGS.update(EXTRA_CONFIGS)
+
 # defined last: the parameters are read when the decorator runs, so every update above counts
 @pytest.fixture(params=sorted(ALL_CONFIGS), ids=sorted(ALL_CONFIGS))
 def any_config(request):

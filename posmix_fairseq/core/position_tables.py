@@ -83,26 +83,70 @@ class SharedPositionTables:
         raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
 
 
-class RelativePositionTable(nn.Module):
-    """Embeddings of clipped relative distances -K..K, one (head_dim)-vector each, shared
-    across heads (Shaw et al. 2018, Section 3.2): learned, or the sinusoidal encoding of the
-    clipped distance (no parameters)."""
+RELATIVE_EMBEDDING_HEADS = ("sliced", "shared")
+RELATIVE_SINUSOIDS = ("d-model", "head")
 
-    def __init__(self, k: int, dim: int, kind: str):
+
+def interleaved_sinusoids(positions: Tensor, dim: int, d_model: int) -> Tensor:
+    """The first ``dim`` dimensions of the d_model-dimensional sinusoidal encoding in the papers'
+    layout (Analysis of positional encodings, 002_a771f701453efe8f.txt, Eqs. 1-2; Vaswani et al.
+    2017): PE_{p,2i} = sin(p / 10000^(2i/d_model)), PE_{p,2i+1} = cos(p / 10000^(2i/d_model)),
+    so every pair of dimensions is the sine and cosine of one frequency."""
+    i = torch.arange((dim + 1) // 2, dtype=torch.float32, device=positions.device)
+    angles = positions.float().unsqueeze(-1) / torch.pow(10000.0, 2 * i / d_model)
+    return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).flatten(-2)[..., :dim]
+
+
+class RelativePositionTable(nn.Module):
+    """Embeddings of the clipped relative distances -K..K for the H heads of a layer;
+    ``forward()`` gives the (H, 2K+1, D_h) vectors, head h's in row h.
+
+    ``heads``:
+      - ``sliced``: one D-dim vector per distance, head h uses slice h (D_h dims) of it: (2K+1) D
+        parameters per table (Gated position-based attention, 000_56daf9cf6f59e3ab.txt, Table 8:
+        (2K+1) D + 4D^2 for Shaw and rPosNet; Tables 2, 3, 6 need it);
+      - ``shared``: one D_h-dim vector per distance shared by all heads, (2K+1) D_h parameters
+        (Shaw et al. 2018, Section 3.2; Analysis of positional encodings, Section 3.2: "the
+        distance terms are shared across attention heads").
+
+    ``kind`` ``learned``, or ``sinusoidal`` (no parameters; Analysis of positional encodings,
+    Eqs. 8-9: the vector of distance d is the first D_h dimensions of the D-dim sinusoidal
+    encoding PE_d, Eqs. 1-2; sliced, head h takes dimensions h D_h .. (h+1) D_h - 1 of PE_d).
+    ``sinusoids="head"`` is the encoding of checkpoints made before issue 11 (shared heads, a
+    D_h-dim [sin | cos] encoding over all D_h / 2 frequencies); it is kept for them only.
+    """
+
+    def __init__(self, k: int, embed_dim: int, num_heads: int, kind: str, heads: str = "shared",
+                 sinusoids: str = "d-model"):
         super().__init__()
-        self.k, self.dim, self.kind = k, dim, kind
+        if heads not in RELATIVE_EMBEDDING_HEADS:
+            raise ValueError(f"unknown relative embedding layout {heads!r}; "
+                             f"valid: {', '.join(RELATIVE_EMBEDDING_HEADS)}")
+        if sinusoids not in RELATIVE_SINUSOIDS:
+            raise ValueError(f"unknown relative sinusoids {sinusoids!r}; valid: {', '.join(RELATIVE_SINUSOIDS)}")
+        self.k, self.num_heads, self.head_dim, self.kind, self.heads = k, num_heads, embed_dim // num_heads, kind, heads
+        width = embed_dim if heads == "sliced" else self.head_dim
         if kind == "learned":
-            self.weight = nn.Parameter(torch.empty(2 * k + 1, dim))
+            self.weight = nn.Parameter(torch.empty(2 * k + 1, width))
             nn.init.xavier_uniform_(self.weight)
         elif kind == "sinusoidal":
-            self.register_buffer(
-                "weight", sinusoidal_encoding(torch.arange(-k, k + 1), dim), persistent=False
-            )
+            distances = torch.arange(-k, k + 1)
+            if sinusoids == "head":
+                if heads != "shared":
+                    raise ValueError("the per-head relative sinusoids of checkpoints made before issue 11 exist only "
+                                     "with shared relative embeddings")
+                table = sinusoidal_encoding(distances, self.head_dim)
+            else:
+                table = interleaved_sinusoids(distances, width, embed_dim)
+            self.register_buffer("weight", table, persistent=False)
         else:
             raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
 
     def forward(self) -> Tensor:
-        return self.weight
+        """(H, 2K+1, D_h): the vectors of head h in row h (a view: no copy)."""
+        if self.heads == "sliced":
+            return self.weight.view(2 * self.k + 1, self.num_heads, self.head_dim).transpose(0, 1)
+        return self.weight.unsqueeze(0).expand(self.num_heads, -1, -1)
 
 
 def position_kernels(positions: int, groups: int, dim: int) -> nn.Parameter:

@@ -3,12 +3,13 @@ queries from token content, keys from relative positions only (token-position in
 
     e_nm = (W^Q y_n)(a^K_nm)^T / sqrt(D_h)
 
-Parameters: 3(D^2 + D) + (2K + 1) D_h (no W^K).
+Parameters: 3(D^2 + D) + (2K + 1) D with the relative keys sliced over the heads (one D-vector per
+distance; the default, GPA Table 6 "Rel. Self-Attention" 63.6M needs it), 3(D^2 + D) + (2K + 1) D_h
+with ``--S-relative-embedding-heads shared`` (no W^K).
 """
-from ..core.position_tables import RelativePositionTable
 from ..core.positions import clipped_relative_index
 from .base import (MixerSpec, max_relative_position, max_relative_position_option, position_table_option,
-                   register_mixer)
+                   register_mixer, relative_embeddings_options, relative_position_table)
 from .energy import SoftmaxEnergy, head_scaling, split_heads, xavier_linear
 from .mixing import EnergyMixingAttention
 from .relative_scores import gather_relative
@@ -24,16 +25,17 @@ class RelativeKeyEnergy(SoftmaxEnergy):
         self.scaling = head_scaling(head_dim)
         self.k, self.length_ratio = max_relative_position(spec), spec.length_ratio
         self.q_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
-        self.relative_keys = RelativePositionTable(self.k, head_dim, spec.options["position-table"])
+        self.relative_keys = relative_position_table(spec, self.k, spec.options["position-table"])
 
     def logits(self, query, query_positions, keys, key_positions):
         q = split_heads(self.q_proj(query) * self.scaling, self.num_heads)
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
-        return gather_relative(q @ self.relative_keys().to(q.dtype).t(), index)
+        return gather_relative(q @ self.relative_keys().to(q.dtype).transpose(-1, -2), index)
 
 
 @register_mixer("relattn", gated_by_default=False, uses_positions=True,
                 description="token-position relative attention (content queries, relative-position keys)",
-                options={**max_relative_position_option(), **position_table_option("learned")})
+                options={**max_relative_position_option(), **position_table_option("learned"),
+                         **relative_embeddings_options("sliced", sinusoids=True)})
 def build_relattn(spec: MixerSpec):
     return EnergyMixingAttention(spec, RelativeKeyEnergy(spec))

@@ -4,16 +4,15 @@ The energies depend on positions only, never on token content:
     e_nm = (W^Q n~)(d~_nm)^T / sqrt(D_h),    d~_nm = Emb_rel(clip(floor(gamma n) - m, K))
 
 n~ is the absolute query-position table shared across the layers of a side (learned by default,
-Section 5.2); W^Q and Emb_rel (one (2K+1) x D_h table shared across heads) are per layer.
+Section 5.2); W^Q and Emb_rel ((2K+1) x D, head h uses slice h: Table 8) are per layer.
 gamma = 1 in self-attention and the training-set length ratio in cross-attention (Section 4.2).
 Gating (Eq. 4) is on by default. Training-time parameters per layer (gated):
-4(D^2 + D) + 2D + (2K + 1) D_h.
+4(D^2 + D) + 2D + (2K + 1) D (``--S-relative-embedding-heads shared``: (2K + 1) D_h).
 """
 from torch import Tensor
 
-from ..core.position_tables import RelativePositionTable
 from .base import (MixerSpec, max_relative_position, max_relative_position_option, position_table_option,
-                   register_mixer)
+                   register_mixer, relative_embeddings_options, relative_position_table)
 from .mixing import EnergyMixingAttention
 from .position_energy import RelativeTableEnergy
 from .position_queries import PositionQueries
@@ -25,21 +24,22 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
     def __init__(self, spec: MixerSpec):
         super().__init__(spec)
         self.k, self.length_ratio = max_relative_position(spec), spec.length_ratio
-        self.relative_embeddings = RelativePositionTable(self.k, spec.embed_dim // spec.num_heads, "learned")
+        self.relative_embeddings = relative_position_table(spec, self.k, "learned")
 
     def energy_table(self, num_query_positions: int) -> Tensor:
         """(H, Pq, 2K+1) energies of Eq. 10 for query positions n < Pq and each clipped distance
         index j = clip(floor(gamma n) - m, K) + K: E[h, n, j] = q_n^h . Emb_rel(j - K)."""
         q = self.position_query_table(num_query_positions)  # (H, Pq, D_h)
-        return q @ self.relative_embeddings().to(q.dtype).t()
+        return q @ self.relative_embeddings().to(q.dtype).transpose(-1, -2)
 
     def energy_rows(self, query_positions: Tensor) -> Tensor:
         q = self.position_queries(self.q_proj.weight, query_positions)  # (B, H, T, D_h)
-        return q @ self.relative_embeddings().to(q.dtype).t()
+        return q @ self.relative_embeddings().to(q.dtype).transpose(-1, -2)
 
 
 @register_mixer("rposnet", gated_by_default=True, uses_positions=True,
                 description="rPosNet: energies from query positions and clipped relative distances (Eqs. 9-10)",
-                options={**max_relative_position_option(), **position_table_option("learned")})
+                options={**max_relative_position_option(), **position_table_option("learned"),
+                         **relative_embeddings_options("sliced")})
 def build_rposnet(spec: MixerSpec):
     return EnergyMixingAttention(spec, RelativePositionEnergy(spec))

@@ -4,16 +4,20 @@ attention, Table 6 "Shaw"):
     e_nm = (W^Q y_n)(W^K x_m + a^K_nm)^T / sqrt(D_h)
     c_n  = sum_m a_nm (W^V x_m + a^V_nm)
 
-with a^K, a^V learned embeddings of the clipped distance clip(floor(gamma n) - m, K), shared
-across heads, one table pair per layer. Parameters: 4(D^2 + D) + 2(2K + 1) D_h.
-Variants of the positional-encoding analysis: K-only (``--S-shaw-value-term off``, the a^V term
-omitted: 4(D^2 + D) + (2K + 1) D_h) and relative sinusoidal (``--S-position-table sinusoidal``:
-a^K, a^V are the sinusoids of the clipped distance, no position parameters).
+with a^K, a^V learned embeddings of the clipped distance clip(floor(gamma n) - m, K), one table
+pair per layer. ``--S-relative-embedding-heads`` lays them out: shared across heads (Shaw et al.;
+the mixer's default; 4(D^2 + D) + 2(2K + 1) D_h parameters) or sliced (one D-vector per distance,
+head h uses slice h; 4(D^2 + D) + 2(2K + 1) D). Variants: K-only (``--S-shaw-value-term off``, the
+a^V term omitted: 4(D^2 + D) + (2K + 1) D_h shared, 4(D^2 + D) + (2K + 1) D sliced: GPA Table 8's
+"(2K+1) D + 4D^2", the reading of the ``shaw_<size>`` archs) and relative sinusoidal
+(``--S-position-table sinusoidal``: a^K, a^V are the first D_h dims of the D-dim sinusoidal
+encoding of the clipped distance, Analysis of positional encodings Eqs. 8-9; no parameters).
 """
-from ..core.position_tables import RelativePositionTable
+from torch import nn
+
 from ..core.positions import clipped_relative_index
 from .base import (MixerSpec, max_relative_position, max_relative_position_option, position_table_option,
-                   register_mixer)
+                   register_mixer, relative_embeddings_options, relative_position_table)
 from .mha import ContentEnergy
 from .mixing import EnergyMixingAttention
 from .relative_scores import bucket_probabilities, gather_relative
@@ -26,23 +30,22 @@ class ShawEnergy(ContentEnergy):
     def __init__(self, spec: MixerSpec):
         super().__init__(spec)
         self.k, self.length_ratio = max_relative_position(spec), spec.length_ratio
-        self.relative_keys = RelativePositionTable(self.k, spec.embed_dim // spec.num_heads,
-                                                   spec.options["position-table"])
+        self.relative_keys = relative_position_table(spec, self.k, spec.options["position-table"])
 
     def logits(self, query, query_positions, keys, key_positions):
         q = self.queries(query)
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
-        relative = gather_relative(q @ self.relative_keys().to(q.dtype).t(), index)
+        relative = gather_relative(q @ self.relative_keys().to(q.dtype).transpose(-1, -2), index)
         return q @ keys.transpose(-1, -2) + relative
 
 
 class ShawValues(Values):
     """Values plus the relative term sum_m a_nm a^V_nm (Shaw et al. Eq. 3)."""
 
-    def __init__(self, projection, embed_dim, num_heads, gated, k: int, length_ratio: float, kind: str):
+    def __init__(self, projection, embed_dim, num_heads, gated, k: int, length_ratio: float, table: nn.Module):
         super().__init__(projection, embed_dim, num_heads, gated)
         self.k, self.length_ratio = k, length_ratio
-        self.relative_values = RelativePositionTable(k, embed_dim // num_heads, kind)
+        self.relative_values = table
 
     def relative_term(self, weights, query_positions, key_positions):
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
@@ -53,6 +56,7 @@ class ShawValues(Values):
 @register_mixer("shaw", gated_by_default=False, uses_positions=True,
                 description="Shaw et al. (2018) relative position representations (K and V terms)",
                 options={**max_relative_position_option(), **position_table_option("learned"),
+                         **relative_embeddings_options("shared", sinusoids=True),
                          "shaw-value-term": dict(choices=("on", "off"), default="on",
                                                  help="the a^V term of Shaw Eq. 3 (off: K-only, the positional-"
                                                       "encoding analysis' variant; default on)")})
@@ -60,5 +64,6 @@ def build_shaw(spec: MixerSpec):
     energy = ShawEnergy(spec)
     if spec.options["shaw-value-term"] == "off":
         return EnergyMixingAttention(spec, energy)
-    values = ShawValues.of_spec(spec, k=energy.k, length_ratio=spec.length_ratio, kind=spec.options["position-table"])
+    values = ShawValues.of_spec(spec, k=energy.k, length_ratio=spec.length_ratio,
+                                table=relative_position_table(spec, energy.k, spec.options["position-table"]))
     return EnergyMixingAttention(spec, energy, values)

@@ -9,7 +9,8 @@ from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 
 from ..core.placement import PLACEMENTS
 from ..mixers.base import MIXER_REGISTRY
-from .options import default_mixers, posmix_base_architecture
+from ..position_encodings.base import POSITION_ENCODING_REGISTRY
+from .options import default_mixers, posmix_base_architecture, upgrade_legacy_args
 from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers the model first)
 
 SIZES = {
@@ -83,6 +84,32 @@ VARIANTS = {
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
 }
 
+def rpe_heads(t):
+    """--S-rpe-heads t for each side whose position encoding reads it (the other side may use another)."""
+    def per_side(side):
+        return lambda args: t if "rpe-heads" in POSITION_ENCODING_REGISTRY.get(
+            getattr(args, f"{side}_position_encoding"), f"--{side}-position-encoding").options else None
+    return {f"{side}_rpe_heads": per_side(side) for side in ("encoder", "decoder")}
+
+
+# Issue 11 ("Match the papers"; README, Choices): the relative-embedding layout of each arch's paper,
+# and the RPE widths. GPA counts (2K+1) D per layer for Shaw, rPosNet and relative attention
+# (Table 8; Tables 2, 3, 6), with no a^V term in its Shaw (its totals exclude one); the positional-
+# encoding analysis shares the relative vectors across heads, as Shaw et al. do. RPE: t = 3 (RPEHead)
+# and 2 (MPRHead) come closest to the paper's +0.49M / +0.37M at Base.
+ISSUE11_DEFAULTS = {
+    "rposnet": both_sides(self_relative_embedding_heads="sliced"),
+    "relattn": both_sides(self_relative_embedding_heads="sliced"),
+    "shaw": both_sides(self_relative_embedding_heads="sliced", self_shaw_value_term="off"),
+    "shaw_konly": both_sides(self_relative_embedding_heads="shared"),
+    "shaw_sin": both_sides(self_relative_embedding_heads="shared"),
+    "shaw_abs": both_sides(self_relative_embedding_heads="shared"),
+    "rpehead": rpe_heads(3),
+    "mprhead": rpe_heads(2),
+}
+for _variant, _extra in ISSUE11_DEFAULTS.items():
+    VARIANTS[_variant][2].update(_extra)
+
 # The Gaussian paper's own small IWSLT16 configuration (its Section 4): embedding 288, hidden 507,
 # 4 heads, 5 layers. Registered for its three variants as <variant>_iwslt_small.
 HC_IWSLT_SMALL = dict(encoder_embed_dim=288, encoder_ffn_embed_dim=507, encoder_attention_heads=4,
@@ -116,6 +143,7 @@ def _apply(args, defaults):
 
 def make_architecture(variant_defaults, size_defaults):
     def architecture(args):
+        upgrade_legacy_args(args)  # stored arguments of older checkpoints: before the defaults below
         _apply(args, {k: v for k, v in variant_defaults.items() if k.endswith("_mixer")})
         default_mixers(args)  # the mixers are chosen before their own options
         _apply(args, variant_defaults)

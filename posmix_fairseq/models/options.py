@@ -6,9 +6,14 @@ Per sublayer S in ``encoder-self``, ``decoder-self``, ``decoder-cross``: ``--S-m
 sublayer whose mixer does not read it, it is an error). Per side (``encoder``, ``decoder``):
 ``--<side>-position-encoding`` plus every option a registered position encoding declares.
 """
+import argparse
+import logging
+
 from ..core.placement import DECODER, ENCODER, PLACEMENTS, SIDES
 from ..mixers.base import MIXER_REGISTRY
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
+
+logger = logging.getLogger(__name__)
 
 GATING_CHOICES = ("default", "on", "off")
 
@@ -41,6 +46,7 @@ def add_posmix_args(parser):
         kwargs = dict(kwargs, help=f"{kwargs.get('help', '')} [read by: {readers}]")
         for side in SIDES:
             group.add_argument(side.flag(option), **kwargs)
+    group.add_argument("--" + READINGS_MARKER.replace("_", "-"), default=READINGS, help=argparse.SUPPRESS)
     group.add_argument("--position-blind", type=str, metavar="SIDES",
                        help="encoder, decoder or encoder,decoder: allow these sides to have no position signal at "
                             "all (the no-PE baselines); otherwise such a combination is an error")
@@ -58,7 +64,65 @@ def add_posmix_args(parser):
                             "checkpoint)")
 
 
+# Options added by issue 11 ("Match the papers") -> the value that reproduces the code before it, set on
+# arguments stored before issue 11 where the sublayer's mixer / the side's encoding reads the option.
+# Fresh arguments carry READINGS_MARKER (a hidden flag whose parser default is READINGS); arguments stored
+# before issue 11 lack it. (fairseq leaves unset model options absent from fresh arguments too, so they
+# cannot tell old from new.) fairseq runs the arch function on stored arguments before build_model, so
+# every arch function upgrades first (before its defaults fill the unset options).
+READINGS_MARKER, READINGS, PRE_READINGS = "posmix_readings", "issue11", "pre-issue11"
+# (shaw-value-term and rpe-heads: the shaw / rpehead / mprhead archs' defaults changed with issue 11)
+# (relative-sinusoids: only where the relative table is sinusoidal)
+ISSUE11_MIXER_OPTIONS = {
+    "relative-embedding-heads": lambda args, placement: "shared",
+    "relative-sinusoids": lambda args, placement:
+        "head" if getattr(args, placement.attr("position-table"), None) == "sinusoidal" else None,
+    "shaw-value-term": lambda args, placement: "on",
+}
+# (per side; the LSTM's old width: D/2 per direction in the encoder, D in the decoder)
+ISSUE11_ENCODING_OPTIONS = {
+    "rpe-reading": lambda args, side: "sliced-legacy",
+    "rpe-heads": lambda args, side: 1,
+    "position-lstm-units": lambda args, side: getattr(args, f"{side}_embed_dim") // (2 if side.causal is False else 1),
+}
+
+
 def upgrade_legacy_args(args) -> bool:
+    """Arguments stored by older checkpoints: the renames (below), then the options added by issue
+    11, which a checkpoint made before it lacks: it gets the values that rebuild the model it was
+    trained as. Returns whether anything was upgraded."""
+    renamed = upgrade_renamed_args(args)
+    return upgrade_issue11_args(args) or renamed
+
+
+def upgrade_issue11_args(args) -> bool:
+    if getattr(args, READINGS_MARKER, None) is not None:
+        return False
+    upgraded = False
+    for placement in PLACEMENTS:
+        mixer = getattr(args, placement.attr("mixer"), None) or "mha"
+        read = MIXER_REGISTRY.get(mixer, placement.flag("mixer")).options if mixer in MIXER_REGISTRY else {}
+        for option, value in ISSUE11_MIXER_OPTIONS.items():
+            if option in read and getattr(args, placement.attr(option), None) is None:
+                setattr(args, placement.attr(option), value(args, placement))
+                upgraded = True
+    for side in SIDES:
+        name = getattr(args, f"{side}_position_encoding", None)
+        read = POSITION_ENCODING_REGISTRY.get(name, side.flag("position-encoding")).options \
+            if name in POSITION_ENCODING_REGISTRY else {}
+        for option, value in ISSUE11_ENCODING_OPTIONS.items():
+            attr = f"{side}_{option.replace('-', '_')}"
+            if option in read and getattr(args, attr, None) is None:
+                setattr(args, attr, value(args, side))
+                upgraded = True
+    setattr(args, READINGS_MARKER, PRE_READINGS)
+    if upgraded:
+        logger.info("arguments stored before issue 11: relative tables, RPE and LSTM widths set as that code built "
+                    "them (README, Choices, issue 11)")
+    return upgraded
+
+
+def upgrade_renamed_args(args) -> bool:
     """Arguments stored by checkpoints made before the option renames: rename them, and drop the
     mixer options their code stored for sublayers whose mixer never read them (so they still
     build the model they were trained as). Returns whether anything was upgraded."""
@@ -92,6 +156,7 @@ def default_mixers(args):
 def posmix_base_architecture(args):
     from fairseq.models.transformer.transformer_legacy import base_architecture
 
+    upgrade_legacy_args(args)  # stored arguments: before any default fills them (idempotent)
     default_mixers(args)
     for placement in PLACEMENTS:
         if getattr(args, placement.attr("gating"), None) is None:
@@ -139,9 +204,11 @@ def validate_posmix_args(args):
                                  f"{', '.join(POSITION_ENCODING_REGISTRY.readers(option))}, but "
                                  f"{side.flag('position-encoding')} is {name}: drop the flag or choose one of those")
         self_mixer = getattr(args, f"{side}_self_mixer")
-        if entry.first_self_mixer and self_mixer != "mha":
+        first = entry.first_self_mixer_of({o: getattr(args, f"{side}_{o.replace('-', '_')}", None) or kw.get("default")
+                                           for o, kw in entry.options.items()})
+        if first and self_mixer != "mha":
             raise ValueError(f"{side.flag('position-encoding')} {name} feeds its first self-attention layer head by "
-                             f"head ({entry.first_self_mixer}); it needs --{side}-self-mixer mha (got {self_mixer})")
+                             f"head ({first}); it needs --{side}-self-mixer mha (got {self_mixer})")
     blind = position_blind_sides(args)
     for side in SIDES:
         if side.name not in blind and not side_has_position_signal(args, side):

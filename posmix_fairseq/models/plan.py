@@ -38,7 +38,9 @@ class MixerPlan:
             encoding = POSITION_ENCODING_REGISTRY.get(getattr(self.cfg, f"{placement.owner}_position_encoding",
                                                               "sinusoidal"),
                                                       placement.owner.flag("position-encoding"))
-            name = encoding.first_self_mixer or name  # RPEHead/MPRHead: heads from input slices
+            options = {option: option_value(self.cfg, placement.owner.name, option, kwargs.get("default"))
+                       for option, kwargs in encoding.options.items()}
+            name = encoding.first_self_mixer_of(options) or name  # RPE's old reading: heads from input slices
         return name
 
     def spec(self, placement, layer_idx: int) -> MixerSpec:

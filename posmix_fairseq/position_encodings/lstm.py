@@ -1,15 +1,22 @@
 """``lstm``: LSTM positional encoding (Analysis of positional encodings).
 
-An LSTM between the embeddings and the first layer is the only position signal:
+An LSTM between the embeddings and the first layer is the only position signal
+(002_a771f701453efe8f.txt, Section 3.3: "a single BiLSTM layer in the encoder", "a single LSTM
+layer between the embedding layer and the first decoder layer"):
 
-    encoder: x'_j = [LSTM_fwd(x_1..x_j) : LSTM_bwd(x_j..x_J)]   (D/2 units per direction)
-    decoder: x'_i = LSTM(x_1..x_i)                               (D units; left to right)
+    encoder: x'_j = W [LSTM_fwd(x_1..x_j) : LSTM_bwd(x_j..x_J)] + b   (U units per direction)
+    decoder: x'_i = W LSTM(x_1..x_i) + b                               (U units; left to right)
 
 and x' replaces x as the input of the first layer (no residual connection, no other
-position embedding). Padding is excluded (each sentence runs over its own tokens, left- or
+position embedding). The paper gives no width, only that the LSTMs add "20% in our case" to a
+Base model (D = 512): U = ``--S-position-lstm-units``, by default 2D (1024 at Base), which adds
++21.9% to its Zh-En Base model (32k vocabularies, nothing shared; D/2 and D units, the widths
+before issue 11, add +3.9%). W, b (``proj``) map the LSTM output to D; there is none when the
+output is D wide already (U = D/2 in the encoder, U = D in the decoder: checkpoints made before
+issue 11 store these). Padding is excluded (each sentence runs over its own tokens, left- or
 right-padded alike); in incremental decoding the decoder LSTM's (h, c) lives in fairseq's
 incremental state, reordered with the beams, so a step costs O(1) in the prefix length.
-Parameters per direction and layer: 4 (h (d_in + h) + 2 h) for h units.
+Parameters per direction and layer: 4 (h (d_in + h) + 2 h) for h units, plus the projection.
 """
 import torch
 from torch import nn
@@ -27,14 +34,20 @@ class LstmPositionEncoding(BatchFirstIncrementalState):
         if layers < 1:
             raise ValueError(f"{spec.side.flag_prefix}-position-lstm-layers must be >= 1 (got {layers})")
         self.bidirectional = not spec.side.causal
-        if self.bidirectional and spec.embed_dim % 2:
-            raise ValueError(f"--encoder-position-encoding lstm needs an even --encoder-embed-dim "
-                             f"(D/2 units per direction; got {spec.embed_dim})")
-        hidden = spec.embed_dim // 2 if self.bidirectional else spec.embed_dim
+        hidden = spec.options["position-lstm-units"]
+        hidden = 2 * spec.embed_dim if hidden is None else int(hidden)
+        if hidden < 1:
+            raise ValueError(f"{spec.side.flag_prefix}-position-lstm-units must be >= 1 (got {hidden})")
         self.lstm = nn.LSTM(spec.embed_dim, hidden, num_layers=layers, batch_first=True,
                             bidirectional=self.bidirectional, dropout=spec.dropout if layers > 1 else 0.0)
+        width = hidden * (2 if self.bidirectional else 1)
+        self.proj = nn.Linear(width, spec.embed_dim) if width != spec.embed_dim else None
 
     def forward(self, x, frame):
+        out = self._lstm(x, frame)
+        return out if self.proj is None else self.proj(out)
+
+    def _lstm(self, x, frame):
         if frame.incremental_state is not None:
             return self._step(x, frame)
         order, lengths = left_aligned(frame.padding_mask, x.size(0), x.size(1), x.device)
@@ -60,6 +73,10 @@ class LstmPositionEncoding(BatchFirstIncrementalState):
 @register_position_encoding(
     "lstm", description="LSTM positional encoding: biLSTM (encoder) / LSTM (decoder) after the embeddings",
     options={"position-lstm-layers": dict(type=int, default=1, metavar="N",
-                                          help="layers of the positional LSTM (default 1)")})
+                                          help="layers of the positional LSTM (default 1)"),
+             "position-lstm-units": dict(type=int, default=None, metavar="U",
+                                         help="units of the positional LSTM per direction, its output projected "
+                                              "to the model dim when wider (default 2 x model dim: 1024 at Base, "
+                                              "the paper's +20%% parameters; README, Choices, issue 11)")})
 def build_lstm_positions(spec: PositionEncodingSpec):
     return LstmPositionEncoding(spec)

@@ -1,16 +1,20 @@
-"""The machinery of ``rpehead`` and ``mprhead`` (their modules register them): recurrent positional embedding (Chen et al. 2019, EMNLP).
+"""The machinery of ``rpehead`` and ``mprhead`` (their modules register them): recurrent positional
+embedding (Chen et al. 2019, EMNLP; 003_b81e1389b968ba82.txt).
 
 Each embedded word vector x_j (D) is split into x^p_j (its first d_p dims) and x^r_j (its last
 d_r dims), d_r = t D / H for t = ``--S-rpe-heads``:
 
     r_j = tanh(f_RNN(x^r_j, r_{j-1}) W^r + b^r)                    (Eq. 1)
-    p_j = x^p_j + pe_j,  pe_j the d_p-dim sinusoids of position j   (Eqs. 2-3)
+    p_j = x^p_j + pe_j                                              (Eq. 3)
+    pe_(j,2i) = sin(j / 10000^(2i/d_p)), pe_(j,2i+1) = cos(...)     (Eq. 2: sine and cosine interleaved)
     RPEHead: m_j = [p_j : r_j]                                      (Eq. 4)
     MPRHead: m_j = [p^1_j : r^1_j : ... : p^H_j : r^H_j]            (Eq. 5)
 
 with p^h (d_p/H) and r^h (d_r/H) the h-th slices. m_j is the input of the first layer, whose
-self-attention computes head h from slice h of m_j (the ``sliced_mha`` mixer): with RPEHead
-t heads see R alone, with MPRHead every head sees its own part of P and of R.
+multi-head self-attention is the Transformer's (Eqs. 4-5: O_h = Att(Q W^Q_h, K W^K_h, V W^V_h)
+with Q, K, V "depending on" T or M, i.e. every head projects all of m_j): the paper's
+parameter counts grow (+0.49M RPEHead, +0.37M MPRHead at Base on WMT14 En-De) by the recurrent
+part only. With the interleaved layout of Eq. 2 every slice p^h holds sine-cosine pairs.
 
 Choices (the paper leaves them open): f_RNN is a GRU cell by default (``--S-rpe-cell``
 gru|lstm|rnn) with d_r units, whose recurrent input is r_{j-1} as Eq. 1 writes (an LSTM cell
@@ -19,18 +23,27 @@ may run backward or bidirectionally (two cells of d_r/2 units, r = [r_fwd : r_bw
 must be forward (left to right), which makes decoding incremental: r_{j-1} (and c) are kept
 in fairseq's incremental state. Ablations: ``--S-rpe-sinusoids off`` drops pe_j (the "-PE"
 rows); an RPE-free side is simply ``--S-position-encoding sinusoidal``.
+``--S-rpe-reading sliced-legacy`` is the reading of checkpoints made before issue 11 (head h of
+the first layer computed from slice h of m_j only, the ``sliced_mha`` mixer, and pe_j in the
+[sin | cos] layout); kept so that they load as trained.
 Parameters: the cell(s) (GRU: 3 (d_r d_r + d_r d_r + 2 d_r)) and W^r, b^r (d_r^2 + d_r).
 """
 import torch
 from torch import Tensor, nn
 
 from ..core.incremental import BatchFirstIncrementalState
-from ..core.position_tables import sinusoidal_encoding
+from ..core.position_tables import interleaved_sinusoids, sinusoidal_encoding
 from ..core.positions import gather_rows, left_aligned, reversed_within_length
 from .base import PositionEncodingSpec
 
 CELLS = {"gru": nn.GRUCell, "lstm": nn.LSTMCell, "rnn": nn.RNNCell}
 DIRECTIONS = ("forward", "backward", "bidirectional")
+READINGS = ("paper", "sliced-legacy")
+
+
+def first_self_mixer(options) -> str:
+    """The first self-attention layer's mixer: the side's own (paper), or ``sliced_mha`` (sliced-legacy)."""
+    return "sliced_mha" if options["rpe-reading"] == "sliced-legacy" else None
 
 
 class RecurrentCell(nn.Module):
@@ -93,10 +106,19 @@ class RecurrentPositionalEmbedding(BatchFirstIncrementalState):
         else:
             self.cells = nn.ModuleList([RecurrentCell(cell, self.d_r, self.d_r)])
         self.sinusoids = opts["rpe-sinusoids"] == "on"
+        if opts["rpe-reading"] not in READINGS:
+            raise ValueError(f"{prefix}-rpe-reading: {opts['rpe-reading']!r} is not one of {', '.join(READINGS)}")
+        self.legacy = opts["rpe-reading"] == "sliced-legacy"
+
+    def position_sinusoids(self, positions: Tensor) -> Tensor:
+        """pe_j of Eq. 2 (interleaved; the [sin | cos] layout for sliced-legacy checkpoints)."""
+        if self.legacy:
+            return sinusoidal_encoding(positions, self.d_p)
+        return interleaved_sinusoids(positions, self.d_p, self.d_p)
 
     def forward(self, x, frame):
         x_p, x_r = x[..., : self.d_p], x[..., self.d_p:]
-        p = x_p + sinusoidal_encoding(frame.positions, self.d_p).to(x.dtype) if self.sinusoids else x_p
+        p = x_p + self.position_sinusoids(frame.positions).to(x.dtype) if self.sinusoids else x_p
         if frame.incremental_state is not None:
             r = self._step(x_r, frame)
         else:
@@ -149,4 +171,8 @@ RPE_OPTIONS = {
                           help="direction of the RPE recurrence (decoder: forward only; default forward)"),
     "rpe-sinusoids": dict(choices=("on", "off"), default="on",
                           help="add the d_p-dim sinusoids to P (Eqs. 2-3; off: the -PE ablation)"),
+    "rpe-reading": dict(choices=READINGS, default="paper",
+                        help="paper: the first layer is multi-head attention over all of m_j (Eqs. 4-5; default); "
+                             "sliced-legacy: head h reads only slice h of m_j, sinusoids in [sin | cos] layout "
+                             "(checkpoints made before issue 11)"),
 }
