@@ -1,0 +1,196 @@
+#!/usr/bin/env python
+"""Search-time rPosNet against MHA, one sublayer at a time, measured side by side in one run (issue 9).
+
+    python scripts/bench_search_attention.py                     # both tables, CPU, one thread
+    python scripts/bench_search_attention.py --steps 16,1024 --lengths 64,512 --repeats 5
+
+1. Decoder self-attention, one decoding step of ``--hyps`` hypotheses at step t: fairseq's
+   ``MultiheadAttention`` with its key/value cache, rPosNet with a cache of every value (the dense
+   form), rPosNet with the constant state (the last K values, the far sum and its count;
+   mixers/window_mixing.py). The caches are filled with t random entries (state as after t steps),
+   then one step is timed (median of ``--repeats``, each restarting from the t-entry cache); the
+   incremental-state bytes are those fairseq keeps for the sublayer after the step.
+2. One encoder self-attention sublayer, forward + backward, at N tokens per sentence with
+   batch x N = ``--tokens``: rPosNet dense, rPosNet window (``--S-rposnet-impl``), fairseq MHA.
+
+The mixers are the package's own (built as fairseq builds them: gated rPosNet, learned n~) and
+fairseq's MHA, at D = 512, H = 8, K = 16 (Base) unless told otherwise; fp32.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+
+import torch  # noqa: E402
+from fairseq.modules import MultiheadAttention  # noqa: E402
+
+from helpers import mixer_spec  # noqa: E402  (tests/helpers.py)
+from posmix_fairseq.core.positions import PositionFrame  # noqa: E402
+from posmix_fairseq.mixers.base import build_mixer  # noqa: E402
+
+
+def rposnet(placement, args, impl="dense"):
+    spec = mixer_spec("rposnet", placement, gated=True, k=args.k, table="learned", d=args.dim, h=args.heads,
+                      rposnet_impl=impl)
+    spec.max_query_positions = spec.max_key_positions = args.max_positions
+    return build_mixer(spec).eval()
+
+
+def mha(args, self_attention=True):
+    return MultiheadAttention(args.dim, args.heads, self_attention=self_attention).eval()
+
+
+def state_bytes(state):
+    return sum(t.numel() * t.element_size() for buf in state.values() for t in buf.values() if torch.is_tensor(t))
+
+
+def median_ms(fn, repeats):
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def filled_state(kind, module, t, args):
+    """fairseq's incremental state of ``module`` as after t steps (random contents)."""
+    b, h, dh = args.hyps, args.heads, args.dim // args.heads
+    g = torch.Generator().manual_seed(t)
+    state = {}
+    if kind == "mha":
+        module._set_input_buffer(state, {"prev_key": torch.randn(b, h, t, dh, generator=g),
+                                         "prev_value": torch.randn(b, h, t, dh, generator=g),
+                                         "prev_key_padding_mask": None})
+    elif kind == "dense":
+        module._set_input_buffer(state, {"values": torch.randn(b, h, t, dh, generator=g),
+                                         "key_positions": torch.arange(t).expand(b, t).contiguous(),
+                                         "key_padding_mask": torch.zeros(b, t, dtype=torch.bool)})
+    else:
+        k = args.k
+        module._set_input_buffer(state, {"window_values": torch.randn(b, h, k, dh, generator=g),
+                                         "window_valid": torch.ones(b, k, dtype=torch.bool) if t >= k else
+                                         torch.arange(k).expand(b, k) < t,
+                                         "far_sum": torch.randn(b, h, dh, generator=g),
+                                         "far_count": torch.full((b,), max(t - k, 0), dtype=torch.long)})
+    return state
+
+
+def decode_table(args):
+    x = torch.randn(1, args.hyps, args.dim)
+    mixer = rposnet("decoder_self", args)
+    modules = {"mha": mha(args), "dense": mixer, "constant": mixer}
+    frame_of = lambda t: PositionFrame(torch.full((args.hyps, 1), t), torch.zeros(args.hyps, 1, dtype=torch.bool))
+    rows = []
+    for t in args.steps:
+        row = {"t": t}
+        for kind, module in modules.items():
+            if kind != "mha":
+                module.constant_state_decoding = kind == "constant"
+
+            def step():
+                state = filled_state(kind, module, t, args)
+                if kind == "mha":
+                    module(x, x, x, incremental_state=state, need_weights=False)
+                else:
+                    module(x, x, x, incremental_state=state, need_weights=False, positions=frame_of(t))
+                return state
+            # the state build is outside the timed region: time the step on a prepared state
+            prepared = [filled_state(kind, module, t, args) for _ in range(args.repeats + 1)]
+            it = iter(prepared)
+
+            def timed():
+                state = next(it)
+                if kind == "mha":
+                    module(x, x, x, incremental_state=state, need_weights=False)
+                else:
+                    module(x, x, x, incremental_state=state, need_weights=False, positions=frame_of(t))
+            with torch.no_grad():
+                row[kind + "_ms"] = median_ms(timed, args.repeats)
+                row[kind + "_bytes"] = state_bytes(step())
+        rows.append(row)
+        print(f"  t={t}: " + ", ".join(f"{k} {v:.3f}" if k.endswith("ms") else f"{k} {v}"
+                                       for k, v in row.items() if k != "t"), file=sys.stderr)
+    return rows
+
+
+def train_table(args):
+    mixer = rposnet("encoder_self", args)  # one module (one n~ table): its impl is switched per row
+    modules = {"dense": mixer, "window": mixer, "mha": mha(args)}
+    rows = []
+    for n in args.lengths:
+        batch = max(1, args.tokens // n)
+        x = torch.randn(n, batch, args.dim, requires_grad=True)
+        frame = PositionFrame.of_padding(None, batch, n)
+        row, outs = {"N": n, "batch": batch}, {}
+        for kind, module in modules.items():
+            module.train()
+            if kind != "mha":
+                module.impl = kind
+
+            def fwd_bwd():
+                kwargs = {} if kind == "mha" else {"positions": frame}
+                out, _ = module(x, x, x, need_weights=False, **kwargs)
+                out.sum().backward()
+                outs[kind] = out.detach()
+            row[kind + "_ms"] = median_ms(fwd_bwd, args.repeats)
+        row["max_err"] = (outs["window"] - outs["dense"]).abs().max().item()
+        rows.append(row)
+        print(f"  N={n}: " + ", ".join(f"{k} {v:.3g}" for k, v in row.items() if k != "N"), file=sys.stderr)
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dim", type=int, default=512)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("-k", "--k", type=int, default=16, help="rPosNet clipping distance K (default 16)")
+    p.add_argument("--hyps", type=int, default=5, help="hypotheses in a decoding step (default 5: beam 5, batch 1)")
+    p.add_argument("--steps", default="16,64,256,1024,4096", help="decoding steps t")
+    p.add_argument("--lengths", default="64,128,256,512,1024,2048", help="sentence lengths N of the sublayer table")
+    p.add_argument("--tokens", type=int, default=4096, help="batch x N of the sublayer table")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--skip", choices=("decode", "train"), default=None)
+    args = p.parse_args(argv)
+    args.steps = [int(v) for v in args.steps.split(",")]
+    args.lengths = [int(v) for v in args.lengths.split(",")]
+    args.max_positions = max(args.steps + args.lengths) + 2
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, CPU, {args.threads} thread(s), fp32, D={args.dim}, H={args.heads}, "
+          f"K={args.k}, load average {os.getloadavg()[0]:.2f}")
+    if args.skip != "decode":
+        rows = decode_table(args)
+        print(f"\nDecoder self-attention, one step of {args.hyps} hypotheses (median of {args.repeats}; ms, bytes "
+              "of the sublayer's incremental state)\n")
+        print("| t | MHA (KV cache) | rPosNet dense (all values) | rPosNet constant state | constant vs MHA time "
+              "| state MHA / constant | constant t / t=16 |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        base = rows[0]["constant_ms"]
+        for r in rows:
+            print(f"| {r['t']} | {r['mha_ms']:.3f} ms, {r['mha_bytes']:,} B | {r['dense_ms']:.3f} ms, "
+                  f"{r['dense_bytes']:,} B | {r['constant_ms']:.3f} ms, {r['constant_bytes']:,} B | "
+                  f"{r['mha_ms'] / r['constant_ms']:.2f}x | {r['mha_bytes'] / r['constant_bytes']:.1f}x | "
+                  f"{r['constant_ms'] / base:.2f} |")
+    if args.skip != "train":
+        rows = train_table(args)
+        print(f"\nEncoder self-attention sublayer, forward + backward, batch x N = {args.tokens} tokens "
+              f"(median of {args.repeats}; ms)\n")
+        print("| N | batch | rPosNet dense | rPosNet window | MHA (fairseq) | dense / window | MHA / window "
+              "| max abs diff window vs dense |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            print(f"| {r['N']} | {r['batch']} | {r['dense_ms']:.1f} | {r['window_ms']:.1f} | {r['mha_ms']:.1f} | "
+                  f"{r['dense_ms'] / r['window_ms']:.2f}x | {r['mha_ms'] / r['window_ms']:.2f}x | "
+                  f"{r['max_err']:.1e} |")
+    print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
