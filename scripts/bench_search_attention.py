@@ -10,6 +10,7 @@
    mixers/window_mixing.py). The caches are filled with t random entries (state as after t steps),
    then one step is timed (median of ``--repeats``, each restarting from the t-entry cache); the
    incremental-state bytes are those fairseq keeps for the sublayer after the step.
+   Every cell is timed in turn within each repeat (median over the repeats).
 2. One encoder self-attention sublayer, forward + backward, at N tokens per sentence with
    batch x N = ``--tokens``: rPosNet dense, rPosNet window (``--S-rposnet-impl``), fairseq MHA.
 
@@ -48,14 +49,20 @@ def state_bytes(state):
     return sum(t.numel() * t.element_size() for buf in state.values() for t in buf.values() if torch.is_tensor(t))
 
 
-def median_ms(fn, repeats):
-    fn()  # warm-up
-    times = []
+def interleaved_ms(fns, repeats, prepare=None):
+    """Median milliseconds of each ``fns[name]()``, the candidates timed in turn within every
+    repeat (so that the load of the shared machine drifts over all of them alike). ``prepare(name)``
+    runs before each timed call, outside the timed region; its result is passed to the call."""
+    for name, fn in fns.items():  # warm-up
+        fn(prepare(name) if prepare else None)
+    times = {name: [] for name in fns}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+        for name, fn in fns.items():
+            arg = prepare(name) if prepare else None
+            start = time.perf_counter()
+            fn(arg)
+            times[name].append(time.perf_counter() - start)
+    return {name: 1000 * statistics.median(ts) for name, ts in times.items()}
 
 
 def filled_state(kind, module, t, args):
@@ -85,60 +92,52 @@ def decode_table(args):
     x = torch.randn(1, args.hyps, args.dim)
     mixer = rposnet("decoder_self", args)
     modules = {"mha": mha(args), "dense": mixer, "constant": mixer}
-    frame_of = lambda t: PositionFrame(torch.full((args.hyps, 1), t), torch.zeros(args.hyps, 1, dtype=torch.bool))
-    rows = []
-    for t in args.steps:
-        row = {"t": t}
-        for kind, module in modules.items():
-            if kind != "mha":
-                module.constant_state_decoding = kind == "constant"
 
-            def step():
-                state = filled_state(kind, module, t, args)
-                if kind == "mha":
-                    module(x, x, x, incremental_state=state, need_weights=False)
-                else:
-                    module(x, x, x, incremental_state=state, need_weights=False, positions=frame_of(t))
-                return state
-            # the state build is outside the timed region: time the step on a prepared state
-            prepared = [filled_state(kind, module, t, args) for _ in range(args.repeats + 1)]
-            it = iter(prepared)
+    def step(kind, t, state):
+        module = modules[kind]
+        if kind == "mha":
+            module(x, x, x, incremental_state=state, need_weights=False)
+            return state
+        module.constant_state_decoding = kind == "constant"
+        frame = PositionFrame(torch.full((args.hyps, 1), t), torch.zeros(args.hyps, 1, dtype=torch.bool))
+        module(x, x, x, incremental_state=state, need_weights=False, positions=frame)
+        return state
 
-            def timed():
-                state = next(it)
-                if kind == "mha":
-                    module(x, x, x, incremental_state=state, need_weights=False)
-                else:
-                    module(x, x, x, incremental_state=state, need_weights=False, positions=frame_of(t))
-            with torch.no_grad():
-                row[kind + "_ms"] = median_ms(timed, args.repeats)
-                row[kind + "_bytes"] = state_bytes(step())
-        rows.append(row)
-        print(f"  t={t}: " + ", ".join(f"{k} {v:.3f}" if k.endswith("ms") else f"{k} {v}"
-                                       for k, v in row.items() if k != "t"), file=sys.stderr)
+    cells = {(kind, t): (lambda state, kind=kind, t=t: step(kind, t, state)) for t in args.steps for kind in modules}
+    with torch.no_grad():
+        ms = interleaved_ms(cells, args.repeats, prepare=lambda cell: filled_state(cell[0], modules[cell[0]], cell[1], args))
+        rows = []
+        for t in args.steps:
+            row = {"t": t}
+            for kind, module in modules.items():
+                row[kind + "_ms"] = ms[(kind, t)]
+                row[kind + "_bytes"] = state_bytes(step(kind, t, filled_state(kind, module, t, args)))
+            rows.append(row)
     return rows
 
 
 def train_table(args):
-    mixer = rposnet("encoder_self", args)  # one module (one n~ table): its impl is switched per row
-    modules = {"dense": mixer, "window": mixer, "mha": mha(args)}
+    mixer = rposnet("encoder_self", args).train()  # one module (one n~ table): its impl is switched per call
+    attention = mha(args).train()
     rows = []
     for n in args.lengths:
         batch = max(1, args.tokens // n)
         x = torch.randn(n, batch, args.dim, requires_grad=True)
         frame = PositionFrame.of_padding(None, batch, n)
-        row, outs = {"N": n, "batch": batch}, {}
-        for kind, module in modules.items():
-            module.train()
-            if kind != "mha":
-                module.impl = kind
+        outs = {}
 
-            def fwd_bwd():
-                kwargs = {} if kind == "mha" else {"positions": frame}
-                out, _ = module(x, x, x, need_weights=False, **kwargs)
-                out.sum().backward()
-                outs[kind] = out.detach()
-            row[kind + "_ms"] = median_ms(fwd_bwd, args.repeats)
+        def fwd_bwd(kind):
+            if kind == "mha":
+                out, _ = attention(x, x, x, need_weights=False)
+            else:
+                mixer.impl = kind
+                out, _ = mixer(x, x, x, need_weights=False, positions=frame)
+            out.sum().backward()
+            outs[kind] = out.detach()
+
+        ms = interleaved_ms({kind: (lambda _, kind=kind: fwd_bwd(kind)) for kind in ("dense", "window", "mha")},
+                            args.repeats)
+        row = {"N": n, "batch": batch, **{k + "_ms": v for k, v in ms.items()}}
         row["max_err"] = (outs["window"] - outs["dense"]).abs().max().item()
         rows.append(row)
         print(f"  N={n}: " + ", ".join(f"{k} {v:.3g}" for k, v in row.items() if k != "N"), file=sys.stderr)

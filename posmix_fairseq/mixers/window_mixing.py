@@ -94,9 +94,10 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     rows = energy.energy_rows(query_positions)  # (B, H, T, 2K+1)
     outputs = []
     for t in range(steps):
-        real = ~padding_mask[:, t]
-        state.push(values[:, :, t], valid=real)
+        pad = padding_mask[:, t]
+        any_pad = bool(pad.any())  # search never feeds padding: skip the masked update then
+        state.push(values[:, :, t], valid=~pad if any_pad else None)
         out = kernels.relative_decode_step(rows[:, :, t], *state.tensors())
-        outputs.append(out.masked_fill(~real[:, None, None], 0.0))
+        outputs.append(out.masked_fill(pad[:, None, None], 0.0) if any_pad else out)
     buffer.update(zip(STATE_KEYS, state.tensors()))
     return torch.stack(outputs, dim=2)
