@@ -91,7 +91,8 @@ def filled_state(kind, module, t, args):
 def decode_table(args):
     x = torch.randn(1, args.hyps, args.dim)
     mixer = rposnet("decoder_self", args)
-    modules = {"mha": mha(args), "dense": mixer, "constant": mixer}
+    modules = {kind: module for kind, module in (("mha", mha(args)), ("dense", mixer), ("constant", mixer))
+               if kind in args.kinds}
 
     def step(kind, t, state):
         module = modules[kind]
@@ -105,7 +106,8 @@ def decode_table(args):
 
     cells = {(kind, t): (lambda state, kind=kind, t=t: step(kind, t, state)) for t in args.steps for kind in modules}
     with torch.no_grad():
-        ms = interleaved_ms(cells, args.repeats, prepare=lambda cell: filled_state(cell[0], modules[cell[0]], cell[1], args))
+        ms = interleaved_ms(cells, args.repeats,
+                            prepare=lambda cell: filled_state(cell[0], modules[cell[0]], cell[1], args))
         rows = []
         for t in args.steps:
             row = {"t": t}
@@ -155,10 +157,16 @@ def main(argv=None):
     p.add_argument("--tokens", type=int, default=4096, help="batch x N of the sublayer table")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--kinds", default="mha,dense,constant",
+                   help="decoding-step candidates (default mha,dense,constant; e.g. 'constant' alone shows its "
+                        "time without the large caches of the others in the same repeats)")
     p.add_argument("--skip", choices=("decode", "train"), default=None)
     args = p.parse_args(argv)
     args.steps = [int(v) for v in args.steps.split(",")]
     args.lengths = [int(v) for v in args.lengths.split(",")]
+    args.kinds = args.kinds.split(",")
+    if not set(args.kinds) <= {"mha", "dense", "constant"}:
+        p.error(f"--kinds: choose from mha, dense, constant (got {','.join(args.kinds)})")
     args.max_positions = max(args.steps + args.lengths) + 2
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -168,15 +176,19 @@ def main(argv=None):
         rows = decode_table(args)
         print(f"\nDecoder self-attention, one step of {args.hyps} hypotheses (median of {args.repeats}; ms, bytes "
               "of the sublayer's incremental state)\n")
-        print("| t | MHA (KV cache) | rPosNet dense (all values) | rPosNet constant state | constant vs MHA time "
-              "| state MHA / constant | constant t / t=16 |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        base = rows[0]["constant_ms"]
+        names = {"mha": "MHA (KV cache)", "dense": "rPosNet dense (all values)", "constant": "rPosNet constant state"}
+        both = "mha" in args.kinds and "constant" in args.kinds
+        print("| t | " + " | ".join(names[k] for k in args.kinds)
+              + (" | constant vs MHA time | state MHA / constant" if both else "")
+              + (f" | constant t / t={args.steps[0]} |" if "constant" in args.kinds else " |"))
+        print("| --- " * (1 + len(args.kinds) + 2 * both + ("constant" in args.kinds)) + "|")
         for r in rows:
-            print(f"| {r['t']} | {r['mha_ms']:.3f} ms, {r['mha_bytes']:,} B | {r['dense_ms']:.3f} ms, "
-                  f"{r['dense_bytes']:,} B | {r['constant_ms']:.3f} ms, {r['constant_bytes']:,} B | "
-                  f"{r['mha_ms'] / r['constant_ms']:.2f}x | {r['mha_bytes'] / r['constant_bytes']:.1f}x | "
-                  f"{r['constant_ms'] / base:.2f} |")
+            cells = [f"{r[k + '_ms']:.3f} ms, {r[k + '_bytes']:,} B" for k in args.kinds]
+            if both:
+                cells += [f"{r['mha_ms'] / r['constant_ms']:.2f}x", f"{r['mha_bytes'] / r['constant_bytes']:.1f}x"]
+            if "constant" in args.kinds:
+                cells.append(f"{r['constant_ms'] / rows[0]['constant_ms']:.2f}")
+            print(f"| {r['t']} | " + " | ".join(cells) + " |")
     if args.skip != "train":
         rows = train_table(args)
         print(f"\nEncoder self-attention sublayer, forward + backward, batch x N = {args.tokens} tokens "

@@ -37,9 +37,10 @@ class EnergyMixingAttention(TokenMixer):
 
     def __init__(self, spec: MixerSpec, energy: Energy, values: Optional[Values] = None, impl: str = "dense"):
         super().__init__(spec.embed_dim, spec.num_heads)
-        if impl not in RELATIVE_IMPLS or (impl == "window" and not isinstance(energy, RelativeTableEnergy)):
+        valid = RELATIVE_IMPLS if isinstance(energy, RelativeTableEnergy) else ("dense",)
+        if impl not in valid:
             raise ValueError(f"{spec.flag(spec.name + '-impl')}: {impl!r} is not a mixing implementation of "
-                             f"{spec.name}; valid values: dense" + (", window" if isinstance(energy, RelativeTableEnergy) else ""))
+                             f"{spec.name}; valid values: {', '.join(valid)}")
         self.impl = impl
         # decoder self-attention with rPosNet energies decodes with the constant state (False: cache
         # every value like the dense form, kept for the benchmark and as a reference)
@@ -123,8 +124,9 @@ class EnergyMixingAttention(TokenMixer):
         values, keys, key_positions, key_pad = self._keys_and_values(
             frame, key, value, key_padding_mask, incremental_state, static_kv)
         if self._window_applies(attn_mask, need_weights or need_head_weights):
-            context = window_context(self.energy, query_positions, frame.padding_mask if attn_mask is not None else None,
-                                     values, key_pad, causal=attn_mask is not None)
+            causal = attn_mask is not None  # the decoder's future mask (checked by _window_applies)
+            context = window_context(self.energy, query_positions, frame.padding_mask if causal else None,
+                                     values, key_pad, causal=causal)
             return self._output(context, query), None
 
         excluded = key_pad[:, None, None, :]
@@ -159,7 +161,8 @@ class EnergyMixingAttention(TokenMixer):
     def _constant_state_decoding(self) -> bool:
         """Decoder self-attention with position-and-distance energies (rPosNet, trained or frozen):
         the incremental state is the last K values, the far sum and its count."""
-        return (self.constant_state_decoding and isinstance(self.energy, RelativeTableEnergy) and self.placement.causal and not self.placement.cross
+        return (self.constant_state_decoding and isinstance(self.energy, RelativeTableEnergy)
+                and self.placement.causal and not self.placement.cross
                 and type(self.values).relative_term is Values.relative_term)
 
     def _window_applies(self, attn_mask: Optional[Tensor], weights_requested: bool) -> bool:

@@ -54,4 +54,5 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                                                    "no attention dropout, no attention weights: a call that asks "
                                                    f"for weights runs dense) (default {DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec):
-    return EnergyMixingAttention(spec, RelativePositionEnergy(spec), impl=spec.options.get("rposnet-impl", DEFAULT_IMPL))
+    # checkpoints made before the option get its default (models/plan.py option_value): dense, as then
+    return EnergyMixingAttention(spec, RelativePositionEnergy(spec), impl=spec.options["rposnet-impl"])
