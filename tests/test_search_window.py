@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers import build_model, mix, mixer_spec, random_batch
+from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.mixers.base import build_mixer
 from posmix_fairseq.mixers.window_mixing import STATE_KEYS
 
@@ -82,6 +83,24 @@ def test_window_equals_dense_cross_attention_with_gamma():
     results = run_both(mixer, x, ~target_pad, key_padding_mask=target_pad, source=source,
                        source_padding_mask=source_pad)
     check_equal(results, ~target_pad, "decoder_cross gamma=1.3")
+
+
+def test_window_cross_attention_while_decoding_step_by_step():
+    """A decoding step has one query at position t (cached source values, static_kv)."""
+    torch.manual_seed(2)
+    spec = mixer_spec("rposnet", "decoder_cross", gated=True, k=2, gamma=0.7, d=16, h=2)
+    mixer = build_mixer(spec).eval()
+    x, source = torch.randn(9, 2, 16), torch.randn(12, 2, 16)
+    source_pad = padding([12, 7], 12, left=True)
+    with torch.no_grad():
+        full, _ = mix(mixer, x, source=source, source_padding_mask=source_pad, need_weights=False)
+        mixer.impl, state = "window", {}
+        src = PositionFrame.of_padding(source_pad, 2, 12)
+        for t in range(9):
+            frame = PositionFrame(torch.full((2, 1), t), torch.zeros(2, 1, dtype=torch.bool), src.positions)
+            step, _ = mixer(x[t:t + 1], source, source, key_padding_mask=source_pad, incremental_state=state,
+                            static_kv=True, need_weights=False, positions=frame)
+            assert (step[0] - full[t]).abs().max().item() <= TOL, f"step {t}"
 
 
 def test_window_has_no_dropout_and_no_weights():

@@ -63,8 +63,8 @@ def window_context(energy: RelativeTableEnergy, query_positions: Tensor, query_p
     their padding ``key_padding_mask`` (B, S); ``causal`` for decoder self-attention (key
     position <= query position, the dense form's future mask over real tokens).
     """
-    steps = query_positions.size(1)
-    table = energy.energy_table(steps)  # positions are < T: counted over the T query columns
+    # the table up to the last query position (not T: a decoding step has T = 1 at position t)
+    table = energy.energy_table(int(query_positions.max()) + 1 if query_positions.numel() else 1)
     aligned, lengths = left_align_values(values, key_padding_mask)
     context = kernels.relative_position_mixing(table, query_positions, aligned, lengths, energy.length_ratio,
                                                causal=causal, impl="window")
