@@ -95,7 +95,9 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     outputs = []
     for t in range(steps):
         pad = padding_mask[:, t]
-        any_pad = bool(pad.any())  # search never feeds padding: skip the masked update then
+        # search never feeds padding: skip the masked update then (checked on the CPU only, where
+        # it costs no device synchronisation)
+        any_pad = bool(pad.any()) if pad.device.type == "cpu" else True
         state.push(values[:, :, t], valid=~pad if any_pad else None)
         out = kernels.relative_decode_step(rows[:, :, t], *state.tensors())
         outputs.append(out.masked_fill(pad[:, None, None], 0.0) if any_pad else out)
