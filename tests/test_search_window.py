@@ -31,13 +31,17 @@ def run_both(mixer, x, real, **kwargs):
     (a fixed random projection of the outputs at real queries) w.r.t. its parameters."""
     g = torch.Generator().manual_seed(7)
     probe = torch.randn(x.shape, generator=g, dtype=x.dtype)
+    # the mixer's parameters and the shared learned n~ table it reads (owned by the side, not the mixer)
+    params = {**dict(mixer.named_parameters()),
+              **{"n~." + n: p for n, p in mixer.energy.query_table.named_parameters()}}
     results = []
     for impl in ("dense", "window"):
         mixer.impl = impl
-        mixer.zero_grad()
+        for p in params.values():
+            p.grad = None
         out, _ = mix(mixer, x, **kwargs)
         (out * probe * real.t()[:, :, None]).sum().backward()
-        grads = {n: p.grad.clone() for n, p in mixer.named_parameters() if p.grad is not None}
+        grads = {n: p.grad.clone() for n, p in params.items() if p.grad is not None}
         results.append((out.detach(), grads))
     return results
 
@@ -48,6 +52,7 @@ def check_equal(results, real, what):
     err = ((dense - window) * mask).abs().max().item()
     assert err <= TOL * max(1.0, dense.abs().max().item()), f"{what}: outputs differ by {err:.2e}"
     assert dense_grads.keys() == window_grads.keys() and len(dense_grads) >= 4, what
+    assert any(name.startswith("n~.") for name in dense_grads) or what.startswith("decoder_cross"), what
     for name, grad in dense_grads.items():
         gerr = (grad - window_grads[name]).abs().max().item()
         assert gerr <= TOL * max(1.0, grad.abs().max().item()), f"{what}: d/d{name} differs by {gerr:.2e}"
