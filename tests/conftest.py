@@ -84,6 +84,17 @@ EXTRA_CONFIGS.update({
 })
 ALL_CONFIGS.update(EXTRA_CONFIGS)
 
+EXTRA_CONFIGS.update({
+    # search-time rPosNet (issue 9): the window impl everywhere, K = 2 so that the 10-step exactness
+    # test runs the constant decoding state's far sum, and rPosNet cross-attention with gamma
+    "rposnet_window_small_k": ["--arch", "rposnet_iwslt_de_en", "--encoder-self-rposnet-impl", "window",
+                               "--decoder-self-rposnet-impl", "window", "--decoder-cross-mixer", "rposnet",
+                               "--decoder-cross-rposnet-impl", "window", "--length-ratio", "1.3",
+                               "--encoder-self-max-relative-position", "2", "--decoder-self-max-relative-position", "2",
+                               "--decoder-cross-max-relative-position", "3"],
+})
+ALL_CONFIGS.update(EXTRA_CONFIGS)
+
 
 EXTRA_CONFIGS.update({
     # issue 11: the layouts the archs do not default to (old checkpoints' readings, Shaw's own sharing)

@@ -16,7 +16,12 @@ from ..core.positions import PositionFrame
 from .base import MixerSpec, TokenMixer
 from .energy import Energy, xavier_linear
 from .gating import ContextGate
+from .position_energy import RelativeTableEnergy
 from .values import Values
+from .window_mixing import constant_state_step, is_future_mask, window_context
+
+#: implementations of rPosNet mixing (``--S-rposnet-impl``)
+RELATIVE_IMPLS = ("dense", "window")
 
 # parameters renamed by the issue-8 reshaping: old suffix -> new suffix (checkpoints made before load)
 LEGACY_PARAMETER_NAMES = {
@@ -30,8 +35,16 @@ LEGACY_PARAMETER_NAMES = {
 class EnergyMixingAttention(TokenMixer):
     """A token mixer made of an :class:`Energy` and the (gated) value-mixing step."""
 
-    def __init__(self, spec: MixerSpec, energy: Energy, values: Optional[Values] = None):
+    def __init__(self, spec: MixerSpec, energy: Energy, values: Optional[Values] = None, impl: str = "dense"):
         super().__init__(spec.embed_dim, spec.num_heads)
+        valid = RELATIVE_IMPLS if isinstance(energy, RelativeTableEnergy) else ("dense",)
+        if impl not in valid:
+            raise ValueError(f"{spec.flag(spec.name + '-impl')}: {impl!r} is not a mixing implementation of "
+                             f"{spec.name}; valid values: {', '.join(valid)}")
+        self.impl = impl
+        # decoder self-attention with rPosNet energies decodes with the constant state (False: cache
+        # every value like the dense form, kept for the benchmark and as a reference)
+        self.constant_state_decoding = True
         self.placement = spec.placement
         self.attention_dropout = spec.attention_dropout
         self.energy = energy
@@ -106,8 +119,15 @@ class EnergyMixingAttention(TokenMixer):
         if query_positions.shape != (batch, tgt_len):
             raise RuntimeError(f"{self.placement} mixer: positions of shape {tuple(query_positions.shape)} for a "
                                f"query of {tgt_len} tokens x {batch} sentences")
+        if incremental_state is not None and not static_kv and self._constant_state_decoding():
+            return self._decode_with_constant_state(query, value, frame, incremental_state, need_head_weights)
         values, keys, key_positions, key_pad = self._keys_and_values(
             frame, key, value, key_padding_mask, incremental_state, static_kv)
+        if self._window_applies(attn_mask, need_weights or need_head_weights):
+            causal = attn_mask is not None  # the decoder's future mask (checked by _window_applies)
+            context = window_context(self.energy, query_positions, frame.padding_mask if causal else None,
+                                     values, key_pad, causal=causal)
+            return self._output(context, query), None
 
         excluded = key_pad[:, None, None, :]
         if attn_mask is not None:  # fairseq's additive masks: 0 (allowed) or -inf / -1e8 (excluded)
@@ -120,13 +140,53 @@ class EnergyMixingAttention(TokenMixer):
         extra = self.values.relative_term(probs, query_positions, key_positions)
         if extra is not None:
             context = context + extra
-        context = context.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
-        if self.gating is not None:
-            context = self.gating(context, query)
-        out = self.out_proj(context)
+        out = self._output(context, query)
 
         attn = None
         if need_weights or need_head_weights:
             attn = weights.transpose(0, 1) if need_head_weights else weights.mean(dim=1)
             attn = attn.to(query.dtype)
         return out, attn
+
+    def _output(self, context: Tensor, query: Tensor) -> Tensor:
+        """W^O of the (gated) context (B, H, T, D_h) -> (T, B, D) (GPA Eq. 4)."""
+        batch, _, tgt_len, _ = context.shape
+        context = context.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
+        if self.gating is not None:
+            context = self.gating(context, query)
+        return self.out_proj(context)
+
+    # ---- search-time rPosNet (mixers/window_mixing.py) -------------------------------------------
+
+    def _constant_state_decoding(self) -> bool:
+        """Decoder self-attention with position-and-distance energies (rPosNet, trained or frozen):
+        the incremental state is the last K values, the far sum and its count."""
+        return (self.constant_state_decoding and isinstance(self.energy, RelativeTableEnergy)
+                and self.placement.causal and not self.placement.cross
+                and type(self.values).relative_term is Values.relative_term)
+
+    def _window_applies(self, attn_mask: Optional[Tensor], weights_requested: bool) -> bool:
+        """``--S-rposnet-impl window`` for this call: not when attention weights are asked for (the
+        window form has none: the call runs dense), nor for an attention mask other than the
+        decoder's future mask (dense too); attention dropout in training is an error."""
+        if self.impl != "window" or weights_requested:
+            return False
+        if attn_mask is not None and not (self.placement.causal and is_future_mask(attn_mask)):
+            return False
+        if self.training and self.attention_dropout > 0:
+            flag = self.placement.flag("rposnet-impl")
+            raise ValueError(f"{flag} window applies no attention dropout (--attention-dropout "
+                             f"{self.attention_dropout}): train with --attention-dropout 0 or {flag} dense")
+        return True
+
+    def _decode_with_constant_state(self, query: Tensor, value: Tensor, frame: PositionFrame, incremental_state,
+                                    need_head_weights: bool):
+        if need_head_weights:
+            raise ValueError(f"{self.placement} rPosNet keeps a constant decoding state (the last K values and the "
+                             "sum of the older ones): it has no per-key attention weights while decoding step by "
+                             "step; ask for them in a full (teacher-forced) forward")
+        values = self.values(value, frame.positions, frame.padding_mask)  # (B, H, T, D_h) of the new tokens
+        buffer = self._get_input_buffer(incremental_state)
+        context = constant_state_step(self.energy, buffer, frame.positions, frame.padding_mask, values)
+        self._set_input_buffer(incremental_state, buffer)
+        return self._output(context, query), None

@@ -8,14 +8,21 @@ Section 5.2); W^Q and Emb_rel ((2K+1) x D, head h uses slice h: Table 8) are per
 gamma = 1 in self-attention and the training-set length ratio in cross-attention (Section 4.2).
 Gating (Eq. 4) is on by default. Training-time parameters per layer (gated):
 4(D^2 + D) + 2D + (2K + 1) D (``--S-relative-embedding-heads shared``: (2K + 1) D_h).
+
+Mixing implementations (``--S-rposnet-impl``, mixers/window_mixing.py): ``dense`` (the (T, S)
+energies) or ``window`` (band + far sums, O(T (2K+3) D_h)); decoder self-attention always decodes
+with the constant state (last K values, far sum, count).
 """
 from torch import Tensor
 
 from .base import (MixerSpec, max_relative_position, max_relative_position_option, position_table_option,
                    register_mixer, relative_embeddings_options, relative_position_table)
-from .mixing import EnergyMixingAttention
+from .mixing import RELATIVE_IMPLS, EnergyMixingAttention
 from .position_energy import RelativeTableEnergy
 from .position_queries import PositionQueries
+
+#: ``--S-rposnet-impl`` default, chosen by measurement (README, "Search-time rPosNet")
+DEFAULT_IMPL = "dense"
 
 
 class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
@@ -40,6 +47,12 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
 @register_mixer("rposnet", gated_by_default=True, uses_positions=True,
                 description="rPosNet: energies from query positions and clipped relative distances (Eqs. 9-10)",
                 options={**max_relative_position_option(), **position_table_option("learned"),
-                         **relative_embeddings_options("sliced")})
+                         **relative_embeddings_options("sliced"),
+                         "rposnet-impl": dict(choices=RELATIVE_IMPLS, default=DEFAULT_IMPL,
+                                              help="rPosNet mixing: dense ((T, S) energies, the reference) or window "
+                                                   "(2K+1 band keys plus far-left/far-right sums, O(T (2K+3) D_h); "
+                                                   "no attention dropout, no attention weights: a call that asks "
+                                                   f"for weights runs dense) (default {DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec):
-    return EnergyMixingAttention(spec, RelativePositionEnergy(spec))
+    # checkpoints made before the option get its default (models/plan.py option_value): dense, as then
+    return EnergyMixingAttention(spec, RelativePositionEnergy(spec), impl=spec.options["rposnet-impl"])

@@ -1,0 +1,105 @@
+"""Search-time rPosNet mixing: the O(K) window form and constant-state decoding.
+
+Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt), Eqs. 9-10: the
+energy of query n and key m is E[n, clip(floor(gamma n) - m, K) + K], a function of the query
+position and the clipped distance only (Section 4.2: a table after training). Both paths below
+read the energies only through the :class:`~.position_energy.RelativeTableEnergy` contract
+(``energy_table`` / ``energy_rows``), so they serve trained and frozen energies alike, and mix with
+the primitives of :mod:`posmix_fairseq.kernels` (PyTorch or Triton, see its dispatch).
+
+* :func:`window_context` (``--S-rposnet-impl window``): every key farther than K left of
+  floor(gamma n) shares the energy E[n, 2K], every key farther than K right of it E[n, 0], so the
+  softmax has 2K+1 band terms plus count x exp(E) for the two far groups and the context reads the
+  far groups from prefix / suffix sums of the values: O(T (2K+3) D_h) instead of O(T S D_h).
+* :func:`constant_state_step` (decoder self-attention while decoding, gamma = 1, causal): the
+  query at position t needs the last K values (distances 0..K-1), the sum of the older ones and
+  their count (distance >= K, energy index 2K): O(K D_h) time and memory per step, whatever t.
+
+Padding queries: a query at a padding slot is never read (padding keys are excluded from every
+mixer and the loss ignores padding targets). The window form gives it the same context as the
+dense form in the encoder and in cross-attention (a padding query has position 0 and sees every
+real key) and 0 in decoder self-attention (the dense form's causal mask in column space gives 0
+to left padding and a position-0 read of the whole sentence to right padding); constant-state
+decoding gives 0 at a padding step (the dense cache gives a position-0 read of the prefix there).
+"""
+from typing import Dict, Optional
+
+import torch
+from torch import Tensor
+
+from .. import kernels
+from ..core.positions import left_aligned
+from .position_energy import RelativeTableEnergy
+
+#: the buffer entries of the constant decoding state (all batch-first: beam search reorders each)
+STATE_KEYS = ("window_values", "window_valid", "far_sum", "far_count")
+
+
+def is_future_mask(attn_mask: Tensor) -> bool:
+    """True when fairseq's additive (T, T) mask excludes exactly the keys after each query
+    (the decoder's ``buffered_future_mask``), the only mask the causal window form reproduces."""
+    if attn_mask.dim() != 2 or attn_mask.size(0) != attn_mask.size(1):
+        return False
+    excluded = attn_mask < -1e3
+    future = torch.ones(attn_mask.shape, dtype=torch.bool, device=attn_mask.device).triu_(1)
+    return bool(torch.equal(excluded, future))
+
+
+def left_align_values(values: Tensor, key_padding_mask: Tensor):
+    """(values (B, H, S, D_h) with key slot m = key position m, key_lengths (B,)) from values in
+    column order and their (B, S) padding mask (left, right or any padding: positions count the
+    real tokens, core/positions.py)."""
+    batch, heads, keys, dim = values.shape
+    order, lengths = left_aligned(key_padding_mask, batch, keys, values.device)
+    index = order[:, None, :, None].expand(batch, heads, keys, dim)
+    return torch.gather(values, 2, index), lengths
+
+
+def window_context(energy: RelativeTableEnergy, query_positions: Tensor, query_padding_mask: Optional[Tensor],
+                   values: Tensor, key_padding_mask: Tensor, causal: bool) -> Tensor:
+    """(B, H, T, D_h) contexts of Eq. 10's softmax over the real keys, by the window form.
+
+    ``query_positions`` (B, T) in column order; ``values`` (B, H, S, D_h) in column order with
+    their padding ``key_padding_mask`` (B, S); ``causal`` for decoder self-attention (key
+    position <= query position, the dense form's future mask over real tokens).
+    """
+    # the table up to the last query position (not T: a decoding step has T = 1 at position t)
+    table = energy.energy_table(int(query_positions.max()) + 1 if query_positions.numel() else 1)
+    aligned, lengths = left_align_values(values, key_padding_mask)
+    context = kernels.relative_position_mixing(table, query_positions, aligned, lengths, energy.length_ratio,
+                                               causal=causal, impl="window")
+    if causal and query_padding_mask is not None:
+        context = context.masked_fill(query_padding_mask[:, None, :, None], 0.0)
+    return context
+
+
+def constant_state(buffer: Dict[str, Tensor], batch: int, heads: int, k: int, head_dim: int,
+                   like: Tensor) -> kernels.RelativeDecodeState:
+    """The state kept in the incremental buffer, or an empty one at the first step."""
+    if "window_values" in buffer:
+        return kernels.RelativeDecodeState(*(buffer[name] for name in STATE_KEYS))
+    return kernels.RelativeDecodeState.empty(batch, heads, k, head_dim, dtype=like.dtype, device=like.device)
+
+
+def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], query_positions: Tensor,
+                        padding_mask: Tensor, values: Tensor) -> Tensor:
+    """Decoder self-attention of the new token(s) with the constant state; updates ``buffer``.
+
+    ``query_positions`` and ``padding_mask`` (B, T) of the new tokens (T = 1 in fairseq's search;
+    several tokens are taken one after the other), ``values`` (B, H, T, D_h) their values.
+    Returns (B, H, T, D_h). A padding token leaves the state unchanged and gets 0.
+    """
+    batch, heads, steps, head_dim = values.shape
+    state = constant_state(buffer, batch, heads, energy.k, head_dim, values)
+    rows = energy.energy_rows(query_positions)  # (B, H, T, 2K+1)
+    outputs = []
+    for t in range(steps):
+        pad = padding_mask[:, t]
+        # search never feeds padding: skip the masked update then (checked on the CPU only, where
+        # it costs no device synchronisation)
+        any_pad = bool(pad.any()) if pad.device.type == "cpu" else True
+        state.push(values[:, :, t], valid=~pad if any_pad else None)
+        out = kernels.relative_decode_step(rows[:, :, t], *state.tensors())
+        outputs.append(out.masked_fill(pad[:, None, None], 0.0) if any_pad else out)
+    buffer.update(zip(STATE_KEYS, state.tensors()))
+    return torch.stack(outputs, dim=2)

@@ -1,0 +1,220 @@
+"""Search-time rPosNet (issue 9): the window form (``--S-rposnet-impl window``) against the dense
+softmax, constant-state decoding (a state whose size does not grow with t), and a whole model with
+the Triton kernels forced on (interpreter, child process) against the PyTorch reference (issue 10).
+
+The every-arch exactness suite (tests/test_decoding_exactness.py) runs the window impl and the
+constant state with far sums through the config ``rposnet_window_small_k`` of conftest.py."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import build_model, mix, mixer_spec, random_batch
+from posmix_fairseq.core.positions import PositionFrame
+from posmix_fairseq.mixers.base import build_mixer
+from posmix_fairseq.mixers.window_mixing import STATE_KEYS
+
+TOL = 1e-5
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def future_mask(length):
+    return torch.triu(torch.full((length, length), float("-inf")), 1)
+
+
+def run_both(mixer, x, real, **kwargs):
+    """Outputs of the dense and window impls of one mixer, and the gradients of the same loss
+    (a fixed random projection of the outputs at real queries) w.r.t. its parameters."""
+    g = torch.Generator().manual_seed(7)
+    probe = torch.randn(x.shape, generator=g, dtype=x.dtype)
+    # the mixer's parameters and the shared learned n~ table it reads (owned by the side, not the mixer)
+    params = {**dict(mixer.named_parameters()),
+              **{"n~." + n: p for n, p in mixer.energy.query_table.named_parameters()}}
+    results = []
+    for impl in ("dense", "window"):
+        mixer.impl = impl
+        for p in params.values():
+            p.grad = None
+        out, _ = mix(mixer, x, **kwargs)
+        (out * probe * real.t()[:, :, None]).sum().backward()
+        grads = {n: p.grad.clone() for n, p in params.items() if p.grad is not None}
+        results.append((out.detach(), grads))
+    return results
+
+
+def check_equal(results, real, what):
+    (dense, dense_grads), (window, window_grads) = results
+    mask = real.t()[:, :, None]
+    err = ((dense - window) * mask).abs().max().item()
+    assert err <= TOL * max(1.0, dense.abs().max().item()), f"{what}: outputs differ by {err:.2e}"
+    assert dense_grads.keys() == window_grads.keys() and len(dense_grads) >= 4, what
+    assert any(name.startswith("n~.") for name in dense_grads) or what.startswith("decoder_cross"), what
+    for name, grad in dense_grads.items():
+        gerr = (grad - window_grads[name]).abs().max().item()
+        assert gerr <= TOL * max(1.0, grad.abs().max().item()), f"{what}: d/d{name} differs by {gerr:.2e}"
+
+
+def padding(lengths, width, left):
+    p = torch.arange(width)[None, :]
+    n = torch.tensor(lengths)[:, None]
+    return p < width - n if left else p >= n
+
+
+@pytest.mark.parametrize("k", [2, 32])  # K < N (far sums) and K >= N (band only)
+def test_window_equals_dense_self_attention(k):
+    torch.manual_seed(0)
+    lengths, width = [11, 5, 9], 11
+    for placement in ("encoder_self", "decoder_self"):
+        mixer = build_mixer(mixer_spec("rposnet", placement, gated=True, k=k, table="learned", d=16, h=4))
+        x = torch.randn(width, 3, 16, dtype=torch.float32)
+        for left in (True, False):
+            pad = padding(lengths, width, left)
+            kwargs = {"key_padding_mask": pad}
+            if placement == "decoder_self":
+                kwargs["attn_mask"] = future_mask(width)
+            check_equal(run_both(mixer, x, ~pad, **kwargs), ~pad, f"{placement} K={k} left_pad={left}")
+
+
+def test_window_equals_dense_cross_attention_with_gamma():
+    torch.manual_seed(1)
+    mixer = build_mixer(mixer_spec("rposnet", "decoder_cross", gated=True, k=3, gamma=1.3, d=16, h=2))
+    x, source = torch.randn(8, 3, 16), torch.randn(13, 3, 16)
+    source_pad = padding([13, 4, 9], 13, left=True)
+    target_pad = padding([8, 6, 3], 8, left=False)
+    results = run_both(mixer, x, ~target_pad, key_padding_mask=target_pad, source=source,
+                       source_padding_mask=source_pad)
+    check_equal(results, ~target_pad, "decoder_cross gamma=1.3")
+
+
+def test_window_cross_attention_while_decoding_step_by_step():
+    """A decoding step has one query at position t (cached source values, static_kv)."""
+    torch.manual_seed(2)
+    spec = mixer_spec("rposnet", "decoder_cross", gated=True, k=2, gamma=0.7, d=16, h=2)
+    mixer = build_mixer(spec).eval()
+    x, source = torch.randn(9, 2, 16), torch.randn(12, 2, 16)
+    source_pad = padding([12, 7], 12, left=True)
+    with torch.no_grad():
+        full, _ = mix(mixer, x, source=source, source_padding_mask=source_pad, need_weights=False)
+        mixer.impl, state = "window", {}
+        src = PositionFrame.of_padding(source_pad, 2, 12)
+        for t in range(9):
+            frame = PositionFrame(torch.full((2, 1), t), torch.zeros(2, 1, dtype=torch.bool), src.positions)
+            step, _ = mixer(x[t:t + 1], source, source, key_padding_mask=source_pad, incremental_state=state,
+                            static_kv=True, need_weights=False, positions=frame)
+            assert (step[0] - full[t]).abs().max().item() <= TOL, f"step {t}"
+
+
+def test_window_has_no_dropout_and_no_weights():
+    spec = mixer_spec("rposnet", "encoder_self", k=2, rposnet_impl="window")
+    spec.attention_dropout = 0.1
+    mixer = build_mixer(spec)
+    assert mixer.impl == "window"
+    x = torch.randn(6, 2, 16)
+    mixer.train()
+    with pytest.raises(ValueError, match=r"--encoder-self-rposnet-impl window.*--attention-dropout 0.*"
+                                         r"--encoder-self-rposnet-impl dense"):
+        mix(mixer, x, need_weights=False)
+    mixer.eval()  # no dropout at inference: the window form is exact there
+    out, attn = mix(mixer, x, need_weights=False)
+    assert attn is None
+    # weights requested (posmix-attention, alignments): this call runs dense and returns them
+    dense_out, weights = mix(mixer, x, need_head_weights=True)
+    assert weights.shape == (4, 2, 6, 6) and torch.allclose(dense_out, out, atol=TOL)
+    with pytest.raises(ValueError, match=r"--encoder-self-rposnet-impl: 'banded' is not a mixing implementation "
+                                         r"of rposnet; valid values: dense, window"):
+        build_mixer(mixer_spec("rposnet", "encoder_self", rposnet_impl="banded"))
+
+
+def state_bytes(state):
+    return sum(t.numel() * t.element_size() for buf in state.values() for t in buf.values() if torch.is_tensor(t))
+
+
+def test_constant_state_size_does_not_grow_and_matches_full_forward():
+    """K = 2: from step 3 on every step moves a value into the far sum; a left-padded prefix
+    (steps at padding) and a beam reordering on the way."""
+    model, d = build_model(["--arch", "rposnet_iwslt_de_en", "--decoder-self-max-relative-position", "2"])
+    src, src_len = random_batch(d, [9], seed=1)
+    src, src_len = src.repeat(2, 1), src_len.repeat(2)  # two hypotheses of one sentence, as in a beam
+    tgt, _ = random_batch(d, [40, 37], seed=2, left_pad=True)
+    prev = torch.cat([torch.full((2, 1), d.eos()), tgt[:, :-1]], dim=1)
+    prev[1, :4] = d.pad()  # left-padded prefix of the second hypothesis
+    with torch.no_grad():
+        full = F.log_softmax(model(src, src_len, prev)[0].double(), dim=-1)
+        encoder_out = model.encoder(src, src_len)
+        state, rows, sizes = {}, torch.arange(2), []
+        for t in range(prev.size(1)):
+            if t == 20:
+                new_order = torch.tensor([1, 1])
+                model.decoder.reorder_incremental_state_scripting(state, new_order)
+                encoder_out = model.encoder.reorder_encoder_out(encoder_out, new_order)
+                rows = rows[new_order]
+            logits, _ = model.decoder(prev[rows, : t + 1], encoder_out=encoder_out, incremental_state=state)
+            step = F.log_softmax(logits[:, -1].double(), dim=-1)
+            real = prev[rows, t].ne(d.pad())
+            diff = (step - full[rows, t])[real].abs().max().item()
+            assert diff <= TOL, f"step {t}: incremental differs from the full forward by {diff:.2e}"
+            sizes.append(state_bytes(state))
+    self_buffers = [buf for buf in state.values() if "window_values" in buf]
+    assert len(self_buffers) == 2 and all(set(buf) == set(STATE_KEYS) for buf in self_buffers)
+    assert all(buf["window_values"].size(2) == 2 for buf in self_buffers)
+    assert sizes[2] == sizes[10] == sizes[-1], sizes  # constant from the first step, whatever t
+
+
+CHILD = r"""
+import json, sys
+sys.path.insert(0, {here!r})
+import torch, torch.nn.functional as F
+from helpers import build_model, random_batch
+out = {{}}
+configs = {{
+    "rposnet_window": ["--arch", "rposnet_iwslt_de_en", "--encoder-self-rposnet-impl", "window",
+                       "--decoder-self-rposnet-impl", "window", "--decoder-cross-mixer", "rposnet",
+                       "--decoder-cross-rposnet-impl", "window", "--length-ratio", "1.3",
+                       "--encoder-self-max-relative-position", "2", "--decoder-self-max-relative-position", "2",
+                       "--encoder-layers", "1", "--decoder-layers", "1"],
+}}
+for name, flags in configs.items():
+    model, d = build_model(flags)
+    src, src_len = random_batch(d, [5, 3], seed=1)
+    tgt, _ = random_batch(d, [6, 4], seed=2, left_pad=False)
+    prev = torch.cat([torch.full((2, 1), d.eos()), tgt[:, :-1]], dim=1)
+    with torch.no_grad():
+        full = F.log_softmax(model(src, src_len, prev)[0].double(), dim=-1)
+        encoder_out, state, steps = model.encoder(src, src_len), {{}}, []
+        for t in range(4):
+            logits, _ = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+            steps.append(F.log_softmax(logits[:, -1].double(), dim=-1))
+    out[name] = {{"full": full.tolist(), "steps": torch.stack(steps, 1).tolist(), "real": prev.ne(d.pad()).tolist()}}
+print("RESULT" + json.dumps(out))
+"""
+
+
+def run_child(**env):
+    env = dict(os.environ, **env)
+    result = subprocess.run([sys.executable, "-c", CHILD.format(here=HERE)], cwd=HERE, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = [ln for ln in result.stdout.splitlines() if ln.startswith("RESULT")][-1]
+    return json.loads(line[len("RESULT"):])
+
+
+def test_whole_model_with_triton_kernels_forced_equals_torch_reference():
+    """Issue 10: the window mixing (encoder, decoder causal, cross with gamma) and the decoding
+    step run as Triton kernels (interpreter, forced by POSMIX_KERNELS=triton) and as PyTorch."""
+    pytest.importorskip("triton")
+    reference = run_child(POSMIX_KERNELS="torch")
+    triton = run_child(POSMIX_KERNELS="triton", TRITON_INTERPRET="1")
+    for name in reference:
+        real = torch.tensor(reference[name]["real"])
+        for part in ("full", "steps"):
+            a, b = torch.tensor(reference[name][part]), torch.tensor(triton[name][part])
+            rows = real if part == "full" else real[:, : a.size(1)]
+            err = (a - b)[rows].abs().max().item()
+            assert err <= TOL, f"{name} {part}: Triton vs torch log-probs differ by {err:.2e}"
+        # and the steps equal the full forward (constant state through the Triton decoding step)
+        full, steps = torch.tensor(triton[name]["full"]), torch.tensor(triton[name]["steps"])
+        assert (full[:, : steps.size(1)] - steps).abs().max().item() <= TOL
