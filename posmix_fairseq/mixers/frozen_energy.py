@@ -67,7 +67,7 @@ class FrozenTable:
             f"{role} position {longest} is beyond the frozen {info['kind']} energy table of the {info['placement']} "
             f"sublayer, which covers positions 0..{self.num_positions - 1} ({FROZEN_OPTION} {self.num_positions}, "
             f"set by {FREEZE_FLAG}); {original}. Freeze the trained checkpoint again with a larger "
-            f"{FREEZE_FLAG}, or shorten the input (e.g. fairseq-generate --max-len-b)")
+            f"{FREEZE_FLAG}, or keep sentences (and outputs: fairseq-generate --max-len-a/b) shorter")
 
 
 class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
