@@ -153,6 +153,11 @@ def sublayer_rows(model, args, num_positions: Optional[int]):
     return rows
 
 
+def weight_count(module) -> int:
+    """Parameters as Table 8 counts them: matrices and tables, no biases or LayerNorm."""
+    return sum(p.numel() for p in module.parameters() if p.dim() >= 2)
+
+
 def shared_table_params(model) -> int:
     return sum(count(getattr(model, side).mixer_position_tables) for side in ("encoder", "decoder"))
 
@@ -164,7 +169,7 @@ def parameter_report(trained, frozen, args, num_positions: int) -> str:
              "GPA Table 8; its formulas count weights only, no biases or LayerNorm)", "",
              "| sublayer | mixer | layers | train / layer | search / layer | Table 8 train | Table 8 search | "
              "train total | search total |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    attention_before = attention_after = 0
+    attention_before = attention_after = weights_before = weights_after = 0
     for b, a in zip(before, after):
         spec = a["module"]
         gated = getattr(spec, "gating", None) is not None
@@ -177,6 +182,8 @@ def parameter_report(trained, frozen, args, num_positions: int) -> str:
                      f"{b['total']:,} | {a['total']:,} |")
         attention_before += b["total"]
         attention_after += a["total"]
+        weights_before += b["layers"] * weight_count(b["module"])
+        weights_after += a["layers"] * weight_count(a["module"])
     shared_b, shared_a = shared_table_params(trained), shared_table_params(frozen)
     total_b, total_a = count(trained), count(frozen)
     rest_b = total_b - attention_before - shared_b
@@ -187,7 +194,9 @@ def parameter_report(trained, frozen, args, num_positions: int) -> str:
     change = lambda x, y: f"{100.0 * (y - x) / x:+.1f}%" if x else "n/a"  # noqa: E731
     lines += ["", f"attention sublayers: {attention_before:,} -> {attention_after:,} "
                   f"({change(attention_before, attention_after)}); model: {total_b:,} -> {total_a:,} "
-                  f"({change(total_b, total_a)})"]
+                  f"({change(total_b, total_a)})",
+              f"attention weights as Table 8 counts them (no biases / LayerNorm): {weights_before:,} -> "
+              f"{weights_after:,} ({change(weights_before, weights_after)})"]
     return "\n".join(lines)
 
 
