@@ -210,8 +210,10 @@ def freeze_checkpoint(src: str, dst: str, max_positions: Optional[int] = None, d
         raise ValueError(f"--max-positions must be an integer >= 1 (got {n!r})")
     frozen, frozen_args = freeze_model(task, model, args, n)
     report = parameter_report(model, frozen, args, n)
-    out = dict(state)
-    out["cfg"] = dict(state["cfg"])
+    # fairseq's own format: the stored (plain) cfg where the checkpoint has one, else the upgraded one
+    raw = torch.load(src, map_location="cpu", weights_only=False)
+    out = raw if isinstance(raw.get("cfg"), dict) else dict(state)
+    out["cfg"] = dict(out["cfg"])
     out["cfg"]["model"] = frozen_args
     out["model"] = frozen.state_dict()
     out["last_optimizer_state"] = None  # the trained parameters' optimizer state does not apply
