@@ -24,6 +24,7 @@ setup(
         "posmix-contrastive=posmix_fairseq.evaluation.contrastive:cli",
         "posmix-reproduce=posmix_fairseq.evaluation.reproduce:cli",
         "posmix-bench-kernels=posmix_fairseq.kernels.bench:main",
+        "posmix-freeze=posmix_fairseq.freeze:cli",
     ]},
     extras_require={"eval": ["unbabel-comet==2.2.7", "bleurt-pytorch==0.0.1"], "test": ["pytest"]},
 )

@@ -62,6 +62,10 @@ def add_posmix_args(parser):
                        help="gamma of cross-attention positions floor(gamma*n); default: mean source "
                             "length / mean target length of the binarized training set (stored in the "
                             "checkpoint)")
+    group.add_argument("--frozen-energy-positions", type=int, metavar="N",
+                       help="search-time model: every aposnet/rposnet sublayer keeps its energies as a frozen table "
+                            "over positions 0..N-1 (GPA Sections 4.1-4.2) instead of W^Q, W^K, n~/m~ and Emb_rel; "
+                            "set by posmix-freeze --max-positions N (not a training option)")
 
 
 # Options added by issue 11 ("Match the papers") -> the value that reproduces the code before it, set on
@@ -166,7 +170,7 @@ def posmix_base_architecture(args):
             kind = ("none" if getattr(args, "no_token_positional_embeddings", False)
                     else "learned" if getattr(args, f"{side}_learned_pos", False) else "sinusoidal")
             setattr(args, f"{side}_position_encoding", kind)
-    for name in ("length_ratio", "decoder_cross_heads", "position_blind"):
+    for name in ("length_ratio", "decoder_cross_heads", "position_blind", "frozen_energy_positions"):
         setattr(args, name, getattr(args, name, None))
     args.no_encoder_ffn = getattr(args, "no_encoder_ffn", False)
     args.no_decoder_ffn = getattr(args, "no_decoder_ffn", False)
@@ -222,8 +226,21 @@ def validate_posmix_args(args):
     if args.length_ratio is not None and not args.length_ratio > 0:
         raise ValueError(f"--length-ratio must be > 0 (got {args.length_ratio})")
     cross_heads(args)  # validates --decoder-cross-heads
+    validate_frozen_energy_positions(args)
     if getattr(args, "cross_self_attention", False) and args.decoder_self_mixer != "mha":
         raise ValueError("--cross-self-attention works only with --decoder-self-mixer mha")
+
+
+def validate_frozen_energy_positions(args):
+    frozen = getattr(args, "frozen_energy_positions", None)
+    if frozen is None:
+        return
+    if not isinstance(frozen, int) or frozen < 1:
+        raise ValueError(f"--frozen-energy-positions must be an integer >= 1 (got {frozen!r})")
+    from ..mixers.frozen_energy import FROZEN_ENERGIES
+    if not any(getattr(args, p.attr("mixer")) in FROZEN_ENERGIES for p in PLACEMENTS):
+        raise ValueError(f"--frozen-energy-positions {frozen}: no sublayer has a position-only energy to freeze "
+                         f"(--*-mixer {' or '.join(FROZEN_ENERGIES)}); drop the flag")
 
 
 def position_blind_sides(args):

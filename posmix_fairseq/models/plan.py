@@ -4,6 +4,7 @@ from ..core.placement import DECODER_CROSS, ENCODER_SELF, Side
 from ..core.position_tables import SharedPositionTables
 from ..core.positions import PositionRoute
 from ..mixers.base import MIXER_REGISTRY, MixerSpec, build_mixer
+from ..mixers.frozen_energy import FROZEN_ENERGIES, build_frozen_mixer
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY, EmbeddingStage, PositionEncodingSpec
 from .options import cross_heads
 
@@ -77,7 +78,11 @@ class MixerPlan:
         )
 
     def build(self, placement, layer_idx: int):
-        return build_mixer(self.spec(placement, layer_idx))
+        spec = self.spec(placement, layer_idx)
+        frozen = getattr(self.cfg, "frozen_energy_positions", None)  # search-time checkpoints (posmix-freeze)
+        if frozen is not None and spec.name in FROZEN_ENERGIES:
+            return build_frozen_mixer(spec, frozen)
+        return build_mixer(spec)
 
     def position_encoding(self, layer_norm_embedding):
         """The module for fairseq's ``layernorm_embedding`` slot: the side's position encoding run

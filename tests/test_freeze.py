@@ -1,0 +1,236 @@
+"""Search-time checkpoints (posmix-freeze; GPA 000_56daf9cf6f59e3ab.txt Sections 4.1-4.2, Table 8).
+
+The frozen model is checked against the trained model it came from (log-probs within 1e-5), against
+the exactness suite of every arch, and its parameter counts against the paper's Table 8 formulas,
+its 23% / 24% claim (Section 4.2) and the Params columns of Tables 2-3."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+import test_decoding_exactness as exactness
+from helpers import (binarized_toy_corpus, build_model_from_args, make_dictionary, parse_model_args, random_batch,
+                     run_generate, run_train)
+from posmix_fairseq.freeze import freeze_model
+from posmix_fairseq.mixers.frozen_energy import FrozenAbsoluteEnergy, FrozenRelativeEnergy
+
+TOL = 1e-5
+N = 64  # tiny models: --max-source/target-positions 64
+
+# Table 5: (enc-self, dec-self, dec-cross) rPosNet (True) or multi-head attention; the all-MHA row
+# has nothing to freeze (test_nothing_to_freeze_is_a_clear_error)
+TABLE5 = [(e, d, c) for e in (False, True) for d in (False, True) for c in (False, True) if e or d or c]
+
+
+def placement_flags(mixer, enc, dec, cross, gamma="1.3"):
+    flags = ["--arch", "posmix_transformer"]
+    for on, placement in ((enc, "encoder-self"), (dec, "decoder-self"), (cross, "decoder-cross")):
+        if on:
+            flags += [f"--{placement}-mixer", mixer]
+    return flags + (["--length-ratio", gamma] if cross else [])
+
+
+CONFIGS = {f"rposnet_table5_{''.join('x' if on else '-' for on in row)}": placement_flags("rposnet", *row)
+           for row in TABLE5}
+CONFIGS.update({
+    "aposnet_all_three_gamma0.8": placement_flags("aposnet", True, True, True, gamma="0.8"),
+    "aposnet_cross_only_learned": placement_flags("aposnet", False, False, True) + ["--decoder-cross-position-table",
+                                                                                     "learned"],
+    "rposnet_ungated_sinusoidal_cross": ["--arch", "rposnet_wmt_en_de", "--encoder-self-gating", "off",
+                                         "--decoder-self-gating", "off", "--decoder-cross-mixer", "rposnet",
+                                         "--decoder-cross-gating", "off", "--length-ratio", "0.7",
+                                         "--encoder-self-position-table", "sinusoidal"],
+    "aposnet_ungated_mha_cross": ["--arch", "aposnet_iwslt_de_en", "--encoder-self-gating", "off",
+                                  "--decoder-self-gating", "off"],
+    "rposnet_big_k2_cross_gamma2.5": ["--arch", "rposnet_wmt_en_de_big", "--encoder-self-max-relative-position", "2",
+                                      "--decoder-cross-mixer", "rposnet", "--length-ratio", "2.5"],
+})
+
+
+def trained_and_frozen(flags, seed=0, num_positions=N):
+    args = parse_model_args(flags)
+    model, d = build_model_from_args(args, seed=seed)
+    model.eval()
+    task = TranslationTask(TranslationConfig(data="unused-data-dir"), d, d)
+    frozen, _ = freeze_model(task, model, args, num_positions)
+    return model, frozen, d
+
+
+def log_probs(model, src, src_len, prev):
+    with torch.no_grad():
+        return F.log_softmax(model(src, src_len, prev)[0].double(), dim=-1)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_frozen_log_probs_equal_the_trained_model(name):
+    model, frozen, d = trained_and_frozen(CONFIGS[name])
+    energies = [m for m in frozen.modules() if isinstance(m, (FrozenRelativeEnergy, FrozenAbsoluteEnergy))]
+    assert energies, name
+    names = [n for n, _ in frozen.named_parameters()]
+    assert not any("q_proj" in n or "k_proj" in n or "relative_embeddings" in n or "mixer_position_tables" in n
+                   for n in names if ".energy." in n or "mixer_position_tables" in n), names
+    for left_pad in (True, False):
+        src, src_len = random_batch(d, [7, 20, 3], seed=1, left_pad=left_pad)
+        tgt, _ = random_batch(d, [11, 25, 4], seed=2, left_pad=False)
+        prev = torch.cat([torch.full((3, 1), d.eos()), tgt[:, :-1]], dim=1)
+        diff = (log_probs(model, src, src_len, prev) - log_probs(frozen, src, src_len, prev)).abs().max().item()
+        assert diff <= TOL, f"{name}: frozen differs from trained by {diff:.2e}"
+
+
+# the every-arch exactness suite (tests/test_decoding_exactness.py) run on frozen models
+EXACTNESS = ["rposnet_table5_xxx", "aposnet_all_three_gamma0.8", "rposnet_ungated_sinusoidal_cross"]
+
+
+def frozen_build_model(flags, tiny=True, seed=0, **_):
+    return trained_and_frozen(flags, seed=seed)[1:]
+
+
+@pytest.mark.parametrize("check", [exactness.test_incremental_equals_full_forward_with_beam_reordering,
+                                   exactness.test_sentence_alone_equals_sentence_in_padded_batch,
+                                   exactness.test_beam_search_translation_alone_equals_padded_batch],
+                         ids=["incremental", "padding", "beam_batch"])
+@pytest.mark.parametrize("name", EXACTNESS)
+def test_frozen_models_pass_the_exactness_suite(name, check, monkeypatch):
+    monkeypatch.setattr(exactness, "build_model", frozen_build_model)
+    check((f"frozen {name}", CONFIGS[name]))
+
+
+@pytest.mark.parametrize("flags, original", [
+    (placement_flags("aposnet", True, False, False), "would have extrapolated: its position table is sinusoidal"),
+    (placement_flags("rposnet", False, True, False), "would have handled it: its learned position table has 64"),
+])
+def test_position_beyond_the_frozen_table_is_a_clear_error(flags, original):
+    model, frozen, d = trained_and_frozen(flags, num_positions=8)
+    src, src_len = random_batch(d, [12], seed=1)
+    tgt, _ = random_batch(d, [12], seed=2)
+    log_probs(model, src, src_len, tgt)  # the trained model takes it
+    with pytest.raises(ValueError) as raised:
+        log_probs(frozen, src, src_len, tgt)
+    message = str(raised.value)
+    assert "position 11 is beyond the frozen" in message and "--frozen-energy-positions 8" in message
+    assert "posmix-freeze --max-positions" in message and original in message, message
+
+
+# ---- parameter counts against the paper ----------------------------------------------------------
+
+def meta_model(arch, frozen=None, vocab=1000):
+    args = parse_model_args(["--arch", arch, "--share-all-embeddings"]
+                            + (["--frozen-energy-positions", str(frozen)] if frozen else []), tiny=False)
+    with torch.device("meta"):
+        model, _ = build_model_from_args(args, make_dictionary(vocab - 4))  # + 4 special symbols
+    return model
+
+
+def weights(module):
+    """Parameters as Table 8 counts them: matrices and tables, no biases or LayerNorm."""
+    return sum(p.numel() for p in module.parameters() if p.dim() >= 2)
+
+
+@pytest.mark.parametrize("mixer, size, d, h, k", [("rposnet", "wmt_en_de", 512, 8, 16),
+                                                  ("rposnet", "wmt_en_de_big", 1024, 16, 8),
+                                                  ("aposnet", "wmt_en_de", 512, 8, None)])
+def test_search_time_layer_parameters_are_table_8s_search_column(mixer, size, d, h, k):
+    """Table 8, search column per (gated) layer: rPosNet H K^ N + 3 D^2, aPosNet H N^2 + 3 D^2."""
+    n = 128
+    layer = meta_model(f"{mixer}_{size}", frozen=n).encoder.layers[0].self_attn
+    expected = h * (2 * k + 1) * n + 3 * d * d if mixer == "rposnet" else h * n * n + 3 * d * d
+    assert weights(layer) == expected
+
+
+@pytest.mark.parametrize("size, claim", [
+    pytest.param("wmt_en_de", 23, id="base"),
+    pytest.param("wmt_en_de_big", 24, id="big")])
+def test_search_time_attention_parameters_below_training_time_as_section_4_2_says(size, claim):
+    """Section 4.2: precomputing rPosNet's energies saves 23% (Base) and 24% (Big) of the attention
+    parameters (Table 8: K^ D + 4 D^2 -> H K^ N + 3 D^2, N = 128)."""
+    trained = meta_model(f"rposnet_{size}").encoder.layers[0].self_attn
+    frozen = meta_model(f"rposnet_{size}", frozen=128).encoder.layers[0].self_attn
+    emb_rel = trained.energy.relative_embeddings.weight
+    saving = 100.0 * (1 - weights(frozen) / weights(trained))
+    if emb_rel.numel() != emb_rel.size(0) * trained.embed_dim and round(saving) < claim:
+        pytest.xfail(f"Emb_rel is K^ x D_h here ({tuple(emb_rel.shape)}), not the paper's K^ x D (issue 11): "
+                     f"saving {saving:.1f}%")
+    assert round(saving) >= claim, f"{saving:.2f}%"
+
+
+# (table, row, Transformer row, model row, rounding unit): the paper's Params columns
+PAPER_PARAMS = [
+    ("Table 2 (En-De Base)", "wmt_en_de", 66.5e6, {"rposnet": 63.9e6, "aposnet": 65.0e6}, 0.1e6),
+    ("Table 3 (En-De Big)", "wmt_en_de_big", 221e6, {"rposnet": 210e6, "aposnet": 212e6}, 1e6),
+    ("Table 3 (De-En Small)", "iwslt_de_en", 36.8e6, {"rposnet": 34.1e6, "aposnet": 35.2e6}, 0.1e6),
+]
+
+
+@pytest.mark.parametrize("table, size, transformer, rows, unit", PAPER_PARAMS, ids=[p[0] for p in PAPER_PARAMS])
+@pytest.mark.parametrize("mixer", ["rposnet", "aposnet"])
+def test_frozen_totals_reproduce_the_params_columns_of_tables_2_and_3(table, size, transformer, rows, unit, mixer):
+    """The vocabulary is not given exactly (Table 1: ~44k, ~10k), so we compare the difference to
+    the Transformer row of the same table (the vocabulary cancels), with N = 128. The paper's
+    rPosNet rows include its learned n~ tables (128 x D per side, Section 5.2: rPosNet uses learned
+    embeddings), which the frozen checkpoint drops: they are added back here (README, Choices)."""
+    d = 1024 if size == "wmt_en_de_big" else 512
+    ours = sum(p.numel() for p in meta_model(f"{mixer}_{size}", frozen=128).parameters()) - \
+        sum(p.numel() for p in meta_model(f"posmix_transformer_{size}").parameters())
+    learned_n = 2 * 128 * d if mixer == "rposnet" else 0
+    paper = rows[mixer] - transformer
+    assert abs(ours + learned_n - paper) <= unit, \
+        f"{table} {mixer}: ours {ours + learned_n:+,} vs paper {paper:+,.0f} (each row rounded to {unit:,.0f})"
+
+
+# ---- the command, end to end ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trained_checkpoint(tmp_path_factory):
+    root = tmp_path_factory.mktemp("freeze")
+    data = binarized_toy_corpus(root, sizes={"train": 200, "valid": 10, "test": 12})
+    run_train(data, str(root / "ckpt"), ["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet"],
+              updates=2)
+    return data, str(root / "ckpt" / "checkpoint_last.pt"), root
+
+
+def freeze_cli(*argv):
+    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    return subprocess.run([sys.executable, "-m", "posmix_fairseq.freeze", *argv], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def hypotheses(stdout):
+    return sorted(line for line in stdout.splitlines() if line[:2] in ("H-", "P-"))
+
+
+def test_freeze_then_fairseq_generate_gives_the_same_translations(trained_checkpoint):
+    data, checkpoint, root = trained_checkpoint
+    frozen = str(root / "search.pt")
+    result = freeze_cli(checkpoint, frozen)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| decoder cross | rposnet (gated) | 2 |" in result.stdout and "**total**" in result.stdout
+    original, searched = run_generate(data, checkpoint), run_generate(data, frozen)
+    assert original.returncode == 0 and searched.returncode == 0, searched.stderr[-3000:]
+    assert len(hypotheses(original.stdout)) == 24
+    assert hypotheses(searched.stdout) == hypotheses(original.stdout)
+    state = torch.load(frozen, map_location="cpu", weights_only=False)
+    assert state["cfg"]["model"].frozen_energy_positions == 1024  # default: the checkpoint's max positions
+    assert not any("q_proj" in k or "relative_embeddings" in k or "mixer_position_tables" in k for k in state["model"])
+
+    short = str(root / "short.pt")
+    assert freeze_cli(checkpoint, short, "--max-positions", "3").returncode == 0
+    too_long = run_generate(data, short)
+    assert too_long.returncode != 0
+    assert "is beyond the frozen rPosNet energy table" in too_long.stderr, too_long.stderr[-3000:]
+    assert "posmix-freeze --max-positions" in too_long.stderr
+
+
+def test_nothing_to_freeze_is_a_clear_error(trained_checkpoint):
+    data, checkpoint, root = trained_checkpoint
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    for placement in ("encoder_self", "decoder_self", "decoder_cross"):  # Table 5's all-MHA row
+        setattr(state["cfg"]["model"], f"{placement}_mixer", "mha")
+    transformer = str(root / "transformer.pt")
+    torch.save(state, transformer)
+    result = freeze_cli(transformer, str(root / "never.pt"))
+    assert result.returncode != 0 and not os.path.exists(root / "never.pt")
+    assert "nothing to freeze" in result.stderr and "--encoder-self-mixer mha" in result.stderr, result.stderr
