@@ -149,11 +149,7 @@ def test_search_time_attention_parameters_below_training_time_as_section_4_2_say
     parameters (Table 8: K^ D + 4 D^2 -> H K^ N + 3 D^2, N = 128)."""
     trained = meta_model(f"rposnet_{size}").encoder.layers[0].self_attn
     frozen = meta_model(f"rposnet_{size}", frozen=128).encoder.layers[0].self_attn
-    emb_rel = trained.energy.relative_embeddings.weight
     saving = 100.0 * (1 - weights(frozen) / weights(trained))
-    if emb_rel.numel() != emb_rel.size(0) * trained.embed_dim and round(saving) < claim:
-        pytest.xfail(f"Emb_rel is K^ x D_h here ({tuple(emb_rel.shape)}), not the paper's K^ x D (issue 11): "
-                     f"saving {saving:.1f}%")
     assert round(saving) >= claim, f"{saving:.2f}%"
 
 
@@ -199,7 +195,26 @@ def freeze_cli(*argv):
 
 
 def hypotheses(stdout):
-    return sorted(line for line in stdout.splitlines() if line[:2] in ("H-", "P-"))
+    """{sentence id: (tokens, [sentence score, positional scores...])} from fairseq-generate's output."""
+    out = {}
+    for line in stdout.splitlines():
+        if line[:2] == "H-":
+            key, score, tokens = line.split("\t")
+            out.setdefault(key[2:], [None, []])[0] = tokens
+            out[key[2:]][1].insert(0, float(score))
+        elif line[:2] == "P-":
+            key, scores = line.split("\t")
+            out.setdefault(key[2:], [None, []])[1].extend(float(x) for x in scores.split())
+    return out
+
+
+def assert_same_translations(searched, original):
+    """Identical tokens; scores equal up to float rounding (the frozen table and W^Q n~ Emb_rel^T
+    round differently in the last bits)."""
+    assert searched.keys() == original.keys()
+    for key, (tokens, scores) in original.items():
+        assert searched[key][0] == tokens, key
+        assert searched[key][1] == pytest.approx(scores, abs=2e-4), key
 
 
 def test_freeze_then_fairseq_generate_gives_the_same_translations(trained_checkpoint):
@@ -210,8 +225,8 @@ def test_freeze_then_fairseq_generate_gives_the_same_translations(trained_checkp
     assert "| decoder cross | rposnet (gated) | 2 |" in result.stdout and "**total**" in result.stdout
     original, searched = run_generate(data, checkpoint), run_generate(data, frozen)
     assert original.returncode == 0 and searched.returncode == 0, searched.stderr[-3000:]
-    assert len(hypotheses(original.stdout)) == 24
-    assert hypotheses(searched.stdout) == hypotheses(original.stdout)
+    assert len(hypotheses(original.stdout)) == 12
+    assert_same_translations(hypotheses(searched.stdout), hypotheses(original.stdout))
     state = torch.load(frozen, map_location="cpu", weights_only=False)
     assert state["cfg"]["model"].frozen_energy_positions == 1024  # default: the checkpoint's max positions
     assert not any("q_proj" in k or "relative_embeddings" in k or "mixer_position_tables" in k for k in state["model"])
