@@ -31,6 +31,17 @@ def both_sides(**options):
     return {f"{side}_{option}": value for option, value in options.items() for side in ("encoder", "decoder")}
 
 
+def _linear_table(side: str):
+    """The default max positions of a LinearNet side: its self-attention matrix size P."""
+    def default(args):
+        from ..mixers.linear import DEFAULT_MAX_POSITIONS
+        value = getattr(args, f"{side}_self_linear_max_positions", None)
+        return DEFAULT_MAX_POSITIONS if value is None else value
+    return default
+
+
+LINEAR_MAX_POSITIONS = dict(max_source_positions=_linear_table("encoder"), max_target_positions=_linear_table("decoder"))
+
 # variant -> (paper, what it reproduces, flag defaults). Self-attention is replaced in the
 # encoder and decoder; cross-attention stays multi-head attention, as in the paper's main tables.
 GPA, HC = "Gated position-based attention", "Hard-coded Gaussian attention"
@@ -54,9 +65,14 @@ VARIANTS = {
                   decoder_cross_heads=lambda args: ",".join(["0"] * (args.decoder_layers - 1) + ["1"]))),
     "fouriernet": (GPA, "FourierNet, Eq. 11 (encoder; decoder keeps MHA); Appendix A",
                    dict(encoder_self_mixer="fourier", decoder_self_mixer="mha")),
-    "linearnet": (GPA, "LinearNet, Eq. 13; Appendix A", both_sides(self_mixer="linear", position_encoding="none")),
+    # GPA 5.2: "All other position-based token-mixing approaches use sinusoidal positional
+    # embeddings" -> LinearNet/gLinearNet keep the Transformer's sinusoidal token embeddings; the
+    # model's max positions default to the matrix size N (GPA Table 2: N = 128)
+    "linearnet": (GPA, "LinearNet, Eq. 13; Appendix A",
+                  dict(both_sides(self_mixer="linear", position_encoding="sinusoidal"), **LINEAR_MAX_POSITIONS)),
     "glinearnet": (GPA, "gLinearNet: LinearNet + gating (Eq. 4); Appendix A",
-                   both_sides(self_mixer="linear", self_gating="on", position_encoding="none")),
+                   dict(both_sides(self_mixer="linear", self_gating="on", position_encoding="sinusoidal"),
+                        **LINEAR_MAX_POSITIONS)),
     "lightconvnet": (GPA, "light convolution with GLU, Eq. 14; Appendix E Table 7", both_sides(self_mixer="lightconv")),
     # Analysis of positional encodings
     "nope": (APE, "no position signal at all (encoder and decoder)",
@@ -120,6 +136,9 @@ def make_architecture(variant_defaults, size_defaults):
         default_mixers(args)  # the mixers are chosen before their own options
         _apply(args, variant_defaults)
         _apply(args, size_defaults)
+        for key in ("max_source_positions", "max_target_positions"):  # before fairseq's 1024 default
+            if callable(variant_defaults.get(key)) and getattr(args, key, None) is None:
+                setattr(args, key, variant_defaults[key](args))
         posmix_base_architecture(args)
         for key, value in variant_defaults.items():
             if callable(value) and getattr(args, key, None) is None:
