@@ -54,7 +54,7 @@ EXTRA_CONFIGS.update({
     "lightconv_cross_global": ["--arch", "lightconvnet_iwslt_de_en", "--decoder-cross-mixer", "lightconv",
                                "--decoder-cross-lightconv-global-context", "on"],
     "linear_cross": ["--arch", "glinearnet_iwslt_de_en", "--decoder-cross-mixer", "linear",
-                     "--encoder-self-linear-max-positions", "40"],
+                     "--encoder-self-linear-max-positions", "40", "--max-source-positions", "40"],
 })
 ALL_CONFIGS.update(EXTRA_CONFIGS)
 
