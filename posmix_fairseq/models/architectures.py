@@ -95,7 +95,7 @@ VARIANTS = {
                     both_sides(self_mixer="posnet", position_encoding="none")),
     "t5bias": ("PosNet (baseline: Raffel et al. 2020)", "T5 scalar relative position bias",
                both_sides(self_mixer="t5bias", position_encoding="none")),
-    "at5bias": ("PosNet (baseline: Wu et al. 2021)", "AT5: T5 bias with learnable monotone buckets",
+    "at5bias": ("PosNet (baseline: Wu et al. 2021)", "AT5: soft learnable buckets (1 - exp(-alpha d)) and a per-head MLP",
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
 }
 

@@ -8,7 +8,9 @@ build time, so a changed default would silently change an old model):
   never exceed the table (so fairseq's own size filter applies before training/generation);
 - PosNet-Attn (PosNet Eqs. 20, 23): Phi per head (P x H x D_h x D_h, P = 256) -> the paper's
   Phi in R^{P x d_k x d_k} shared by the heads, P = 128, with dropout on the PosNet output;
-- PosNet-Embed (Eq. 24): act GeLU -> ReLU (the paper's released code).
+- PosNet-Embed (Eq. 24): act GeLU -> ReLU (the paper's released code);
+- Adaptive-T5: ``--S-t5-adaptive on`` now means Wu et al. (2021)'s soft buckets; the former
+  cumulative-increment formulation is ``--S-t5-adaptive cumulative``.
 
 New checkpoints store ``posmix_paper_readings`` (a model option whose argparse default is
 VERSION, so every command line gets it; fairseq applies no argparse defaults to a loaded
@@ -41,6 +43,8 @@ def upgrade_pre_issue11_args(args) -> bool:
             for option, old in (("posnet-kernel", "head"), ("posnet-max-positions", 256), ("posnet-dropout", 0.0)):
                 if getattr(args, placement.attr(option), None) is None:
                     setattr(args, placement.attr(option), old)
+        elif mixer == "t5bias" and getattr(args, placement.attr("t5-adaptive"), None) == "on":
+            setattr(args, placement.attr("t5-adaptive"), "cumulative")
     for side in SIDES:
         if getattr(args, f"{side}_position_encoding", None) == "posnet" and \
                 getattr(args, f"{side}_posnet_activation", None) is None:
