@@ -125,7 +125,7 @@ def test_energy_contract_has_one_abstract_method_and_two_kinds():
     (["--arch", "posmix_transformer_iwslt_de_en", "--encoder-self-shaw-value-term", "off"],
      r"--encoder-self-shaw-value-term is read only by the mixer\(s\) shaw, but --encoder-self-mixer is mha"),
     (["--arch", "rposnet_iwslt_de_en", "--decoder-cross-max-relative-position", "4"],
-     r"--decoder-cross-max-relative-position is read only by the mixer\(s\) lightconv, relattn, rposnet, shaw"),
+     r"--decoder-cross-max-relative-position is read only by the mixer\(s\) gaussian, lightconv, relattn, rposnet, shaw"),
     (["--arch", "hc_sa_iwslt_de_en", "--encoder-self-position-table", "learned"],
      r"--encoder-self-position-table is read only by"),
     (["--arch", "lstmpe_iwslt_de_en", "--encoder-rpe-heads", "2"],
