@@ -6,7 +6,8 @@
 with q, k, v the usual projections. The paper's kernel tensor is Phi in R^{L x d_k x d_k}
 (PosNet paper, Section 3.3, "Attention-Level"): one (d_k x d_k) kernel per key position p_m, the
 same for every head (``--S-posnet-kernel layer``, the default). Dropout (``--S-posnet-dropout``,
-default 0.1, the released code's model default; "independent from that of Transformer") is applied to the PosNet output
+its own rate, "independent from that of Transformer", the paper giving no value; default
+``--dropout``, as PosNet-Embed's ``--S-posnet-dropout``) is applied to the PosNet output
 act(v Phi) right before the residual (Section 3.3, "Residual Connection and Dropout"):
 PosNet(v) = Dropout(act(v Phi[p_m])) + v. ``--S-posnet-kernel head`` is the former per-head
 reading, Phi[p_m, h] of shape (P x H x D_h x D_h), kept for the checkpoints made with it.
@@ -81,8 +82,9 @@ class PositionKernelValues(Values):
                                           help="layer: Phi in R^{P x d_k x d_k} shared by the heads (the paper, "
                                                "default); head: one kernel per head (P x H x D_h x D_h, the former "
                                                "reading)"),
-                    "posnet-dropout": dict(type=float, default=0.1, metavar="P",
-                                           help="dropout on the PosNet output before its residual (default 0.1)"),
+                    "posnet-dropout": dict(type=float, default=None, metavar="P",
+                                           help="dropout on the PosNet output before its residual (default: "
+                                                "--dropout, as PosNet-Embed's)"),
                     "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="gelu",
                                               help="act of PosNet (Eqs. 23-24; default gelu)"),
                     "posnet-share-kernels": dict(choices=ON_OFF, default="on",
@@ -99,7 +101,7 @@ def build_posnet(spec: MixerSpec):
     head_dim = spec.embed_dim // spec.num_heads
     shared = opts["posnet-share-kernels"] == "on"
     groups = spec.num_heads if opts["posnet-kernel"] == "head" else 1
-    dropout = float(opts["posnet-dropout"])
+    dropout = spec.dropout if opts["posnet-dropout"] is None else float(opts["posnet-dropout"])
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"{spec.flag('posnet-dropout')} must be in [0, 1) (got {dropout})")
     make = lambda: PositionKernels(max_positions, groups, head_dim)  # noqa: E731
