@@ -217,16 +217,35 @@ def test_posnet_attn_equals_eqs_20_and_23():
     pad = torch.tensor([[True, False, False, False, False, False], [False] * 6])
     out, _ = mix(attn, x, key_padding_mask=pad)
     e = attn.energy
-    phi = attn.values.kernel_weight  # (P, H, Dh, Dh)
+    phi = attn.values.kernel_weight  # (P, 1, Dh, Dh): Phi in R^{L x d_k x d_k}, the same for every head
+    assert phi.shape == (128, 1, 8, 8)
     for b, offset in ((0, 1), (1, 0)):
         xs = x[offset:, b]
         q = (xs @ e.q_proj.weight.t() + e.q_proj.bias).view(-1, 4, 8).transpose(0, 1) / math.sqrt(8)
         k = (xs @ e.k_proj.weight.t() + e.k_proj.bias).view(-1, 4, 8).transpose(0, 1)
         v = (xs @ attn.values.projection.weight.t() + attn.values.projection.bias).view(-1, 4, 8).transpose(0, 1)  # (H, M, Dh)
-        v_pos = F.gelu(torch.einsum("hmd,mhde->hme", v, phi[: v.size(1)])) + v  # Eq. 23, true positions
+        v_pos = F.gelu(torch.einsum("hmd,mde->hme", v, phi[: v.size(1), 0])) + v  # Eq. 23, true positions
         c = torch.softmax(q @ k.transpose(1, 2), dim=-1) @ v_pos  # Eq. 20
         expected = c.transpose(0, 1).reshape(-1, 32) @ attn.out_proj.weight.t() + attn.out_proj.bias
         torch.testing.assert_close(out[offset:, b], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_posnet_attn_dropout_is_on_the_posnet_output_before_the_residual():
+    """PosNet paper Section 3.3: "the dropout is also applied to the output of PosNet modules ...
+    immediately followed by the residual connection": Dropout(act(v Phi)) + v, so a dropped entry is v's."""
+    model, _ = build_model(["--arch", "posnet_attn_iwslt_de_en", "--encoder-self-posnet-dropout", "0.5"])
+    values = model.encoder.layers[0].self_attn.values
+    x, positions, pad = torch.randn(6, 2, 32), torch.arange(6).repeat(2, 1), torch.zeros(2, 6, dtype=torch.bool)
+    plain = values.projection(x).view(6, 2, 4, 8).permute(1, 2, 0, 3)  # (B, H, S, Dh): v
+    with torch.no_grad():
+        values.eval()
+        kernelled = values(x, positions, pad) - plain  # act(v Phi)
+        values.train()
+        torch.manual_seed(0)
+        dropped = values(x, positions, pad) - plain
+    zero = dropped.abs() < 1e-6
+    assert 0.3 < zero.float().mean() < 0.7
+    torch.testing.assert_close(dropped[~zero], 2 * kernelled[~zero], atol=1e-5, rtol=1e-5)
 
 
 def test_posnet_kernels_are_shared_across_layers_but_not_between_encoder_and_decoder():
