@@ -7,7 +7,8 @@ vocabularies from its Table 1 with shared embeddings (its totals need them): En-
 (Transformer Base then counts 66.67M vs the table's 66.5M), De->En 10k joint; En->Zh 32k source /
 45k target, separate and with an untied output projection (Transformer 106.6M vs 107M). Each
 total must be within 1%, and each row's difference to the same table's Transformer row within the
-table's rounding (0.1M Base/Small and Table 7 totals rounded to 1M: +-1M; Big: +-1M).
+rounding of the two printed totals: 0.1M for Base and Small (printed to 0.1M), 1M for Big and
+Table 7 (printed to 1M).
 
 PosNet (/work/shared/papers/004_4d10d0edac194ef1.txt) Table 1: the vocabulary (40k BPE) does not
 reproduce the SAPE total (a 40k joint dictionary gives 64.6M vs 63.08M), so rows are compared as
@@ -46,7 +47,8 @@ GATED = ["--encoder-self-gating", "on", "--decoder-self-gating", "on"]
 NO_GLU = ["--encoder-self-lightconv-glu", "off", "--decoder-self-lightconv-glu", "off"]
 GPA = "GPA (000_56daf9cf6f59e3ab)"
 
-# (paper, table, row, arch size, arch, flags, paper total in M, tolerance of the difference in M)
+# case: (name: paper, table, row; arch; flags; joint or source vocab; target vocab (None: joint);
+#        the row's total in M; the table's Transformer total in M; tolerance of the difference in M)
 BASE = [("Table 2", "FourierNet", "fouriernet", [], 63.4), ("Table 2", "GaussianNet", "hc_sa", [], 60.2),
         ("Table 2", "LinearNet", "linearnet", [], 61.8), ("Table 2", "LightConv", "lightconvnet", [], 63.4),
         ("Table 2", "gLinearNet", "glinearnet", [], 65.0),
