@@ -230,6 +230,17 @@ def test_posnet_attn_equals_eqs_20_and_23():
         torch.testing.assert_close(out[offset:, b], expected, atol=1e-5, rtol=1e-5)
 
 
+def test_posnet_attn_max_positions_follow_the_kernel_table():
+    """The arch defaults the model's max positions to P (so fairseq filters longer sentences and stops
+    decoding there); a model whose max positions exceed P is a build-time error."""
+    model, _ = build_model(["--arch", "posnet_attn_iwslt_de_en"], tiny=False)
+    assert model.max_positions() == (128, 128)
+    with pytest.raises(ValueError, match=r"--max-target-positions 200 exceeds the PosNet-Attn kernel table of 64 "
+                                         r"positions \(--decoder-self-posnet-max-positions\)"):
+        build_model(["--arch", "posnet_attn_iwslt_de_en", "--max-target-positions", "200",
+                     "--decoder-self-posnet-max-positions", "64"])
+
+
 def test_posnet_attn_dropout_is_on_the_posnet_output_before_the_residual():
     """PosNet paper Section 3.3: "the dropout is also applied to the output of PosNet modules ...
     immediately followed by the residual connection": Dropout(act(v Phi)) + v, so a dropped entry is v's."""

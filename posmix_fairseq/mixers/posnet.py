@@ -15,7 +15,10 @@ reading, Phi[p_m, h] of shape (P x H x D_h x D_h), kept for the checkpoints made
 p_m is the key's TRUE position (padding excluded; fairseq left-pads sources). By default one
 kernel tensor is shared by the layers of each sublayer kind (``--S-posnet-share-kernels``); the
 encoder and the decoder never share one. The table covers positions below
-``--S-posnet-max-positions`` P (default 128); a longer sentence raises a clear error.
+``--S-posnet-max-positions`` P (default 128). The model's max source/target positions may not
+exceed P (checked at build time; the ``posnet_attn_*`` archs default them to P), so fairseq's
+size filter handles longer sentences and generation stops at P tokens; called directly with a
+longer sentence the mixer raises a clear error naming the option.
 
 Parameters: 4(D^2 + D) per layer, plus P * d_k^2 per kernel tensor (P * H * D_h^2 with ``head``).
 Table 1 of the paper: PosNet-Attn 64.11M vs SAPE 63.08M, +1.03M; with P = 128 the encoder's and
@@ -31,6 +34,7 @@ from .mixing import EnergyMixingAttention
 from .values import Values
 
 ON_OFF = ("on", "off")
+DEFAULT_MAX_POSITIONS = 128  # P (see the module docstring and PosNet Table 1)
 KERNEL_SHAPES = ("layer", "head")
 
 
@@ -76,8 +80,10 @@ class PositionKernelValues(Values):
 @register_mixer("posnet", gated_by_default=False, uses_positions=True,
                 description="PosNet-Attn (PosNet Eqs. 20, 23): content attention over values with per-position kernels",
                 options={
-                    "posnet-max-positions": dict(type=int, default=128, metavar="P",
-                                                 help="positions covered by the PosNet kernel table (default 128)"),
+                    "posnet-max-positions": dict(type=int, default=DEFAULT_MAX_POSITIONS, metavar="P",
+                                                 help=f"positions covered by the PosNet kernel table (default "
+                                                      f"{DEFAULT_MAX_POSITIONS}); the model's max source/target "
+                                                      "positions may not exceed it"),
                     "posnet-kernel": dict(choices=KERNEL_SHAPES, default="layer",
                                           help="layer: Phi in R^{P x d_k x d_k} shared by the heads (the paper, "
                                                "default); head: one kernel per head (P x H x D_h x D_h, the former "
@@ -97,6 +103,14 @@ def build_posnet(spec: MixerSpec):
     max_positions = int(opts["posnet-max-positions"])
     if max_positions < 1:
         raise ValueError(f"{option} must be >= 1 (got {max_positions})")
+    for role, limit in ((spec.placement.query_side.role, spec.max_query_positions),
+                        (spec.placement.key_side.role, spec.max_key_positions)):
+        if limit is not None and limit > max_positions:
+            raise ValueError(
+                f"--max-{role}-positions {limit} exceeds the PosNet-Attn kernel table of {max_positions} positions "
+                f"({option}): set --max-{role}-positions {max_positions} (fairseq then drops longer training "
+                f"sentences, rejects longer test sentences and stops decoding there; "
+                f"--skip-invalid-size-inputs-valid-test skips them) or raise {option}")
     energy = ContentEnergy(spec)
     head_dim = spec.embed_dim // spec.num_heads
     shared = opts["posnet-share-kernels"] == "on"

@@ -31,16 +31,29 @@ def both_sides(**options):
     return {f"{side}_{option}": value for option, value in options.items() for side in ("encoder", "decoder")}
 
 
-def _linear_table(side: str):
-    """The default max positions of a LinearNet side: its self-attention matrix size P."""
+def _table_size(side: str, option: str, default_of):
+    """The default max positions of a side whose self-attention mixer has a position table of
+    ``--<side>-self-<option>`` rows (LinearNet, PosNet-Attn): the table size."""
     def default(args):
-        from ..mixers.linear import DEFAULT_MAX_POSITIONS
-        value = getattr(args, f"{side}_self_linear_max_positions", None)
-        return DEFAULT_MAX_POSITIONS if value is None else value
+        value = getattr(args, f"{side}_self_{option.replace('-', '_')}", None)
+        return default_of() if value is None else value
     return default
 
 
-LINEAR_MAX_POSITIONS = dict(max_source_positions=_linear_table("encoder"), max_target_positions=_linear_table("decoder"))
+def _linear_default():
+    from ..mixers.linear import DEFAULT_MAX_POSITIONS
+    return DEFAULT_MAX_POSITIONS
+
+
+def _posnet_default():
+    from ..mixers.posnet import DEFAULT_MAX_POSITIONS
+    return DEFAULT_MAX_POSITIONS
+
+
+LINEAR_MAX_POSITIONS = dict(max_source_positions=_table_size("encoder", "linear-max-positions", _linear_default),
+                            max_target_positions=_table_size("decoder", "linear-max-positions", _linear_default))
+POSNET_MAX_POSITIONS = dict(max_source_positions=_table_size("encoder", "posnet-max-positions", _posnet_default),
+                            max_target_positions=_table_size("decoder", "posnet-max-positions", _posnet_default))
 
 # variant -> (paper, what it reproduces, flag defaults). Self-attention is replaced in the
 # encoder and decoder; cross-attention stays multi-head attention, as in the paper's main tables.
@@ -92,7 +105,7 @@ VARIANTS = {
     "posnet_embed": ("PosNet", "PosNet-Embed, Eq. 24 (replaces the absolute embeddings)",
                      both_sides(position_encoding="posnet")),
     "posnet_attn": ("PosNet", "PosNet-Attn, Eqs. 20, 23 (kernels on the self-attention values)",
-                    both_sides(self_mixer="posnet", position_encoding="none")),
+                    dict(both_sides(self_mixer="posnet", position_encoding="none"), **POSNET_MAX_POSITIONS)),
     "t5bias": ("PosNet (baseline: Raffel et al. 2020)", "T5 scalar relative position bias",
                both_sides(self_mixer="t5bias", position_encoding="none")),
     "at5bias": ("PosNet (baseline: Wu et al. 2021)", "AT5: soft learnable buckets (1 - exp(-alpha d)) and a per-head MLP",

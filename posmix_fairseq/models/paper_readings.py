@@ -7,7 +7,8 @@ build time, so a changed default would silently change an old model):
   Table 2's totals imply H N^2 with N = 128), and the model's max source/target positions now
   never exceed the table (so fairseq's own size filter applies before training/generation);
 - PosNet-Attn (PosNet Eqs. 20, 23): Phi per head (P x H x D_h x D_h, P = 256) -> the paper's
-  Phi in R^{P x d_k x d_k} shared by the heads, P = 128, with dropout on the PosNet output;
+  Phi in R^{P x d_k x d_k} shared by the heads, P = 128, with dropout on the PosNet output; the
+  model's max positions never exceed P (as LinearNet's);
 - PosNet-Embed (Eq. 24): act GeLU -> ReLU (the paper's released code);
 - Adaptive-T5: ``--S-t5-adaptive on`` now means Wu et al. (2021)'s soft buckets; the former
   cumulative-increment formulation is ``--S-t5-adaptive cumulative``.
@@ -43,6 +44,11 @@ def upgrade_pre_issue11_args(args) -> bool:
             for option, old in (("posnet-kernel", "head"), ("posnet-max-positions", 256), ("posnet-dropout", 0.0)):
                 if getattr(args, placement.attr(option), None) is None:
                     setattr(args, placement.attr(option), old)
+            table = getattr(args, placement.attr("posnet-max-positions"))
+            for role in {placement.query_side.role, placement.key_side.role}:
+                limit = f"max_{role}_positions"
+                if getattr(args, limit, None) is None or getattr(args, limit) > table:
+                    setattr(args, limit, table)  # beyond the table it crashed before: now filtered
         elif mixer == "t5bias" and getattr(args, placement.attr("t5-adaptive"), None) == "on":
             setattr(args, placement.attr("t5-adaptive"), "cumulative")
     for side in SIDES:
