@@ -46,8 +46,9 @@ def test_checkpoint_made_before_issue_11_keeps_its_defaults_and_translates_as_it
     with GeLU, the cumulative AT5 under --S-t5-adaptive on): stored without posmix_paper_readings,
     its arguments get the defaults it was trained with, and the log-probs recorded then come back."""
     expected = torch.load(os.path.join(LEGACY, "expected_log_probs.pt"), weights_only=False)[name]
-    models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task(
-        [os.path.join(LEGACY, f"{name}.pt")], arg_overrides={"data": LEGACY, "source_lang": "src", "target_lang": "tgt"})
+    overrides = {"data": LEGACY, "source_lang": "src", "target_lang": "tgt"}
+    models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task([os.path.join(LEGACY, f"{name}.pt")],
+                                                                    arg_overrides=overrides)
     for key, value in pinned.items():
         assert getattr(cfg.model, key) == value, key
     with torch.no_grad():
@@ -125,7 +126,8 @@ def test_energy_contract_has_one_abstract_method_and_two_kinds():
     (["--arch", "posmix_transformer_iwslt_de_en", "--encoder-self-shaw-value-term", "off"],
      r"--encoder-self-shaw-value-term is read only by the mixer\(s\) shaw, but --encoder-self-mixer is mha"),
     (["--arch", "rposnet_iwslt_de_en", "--decoder-cross-max-relative-position", "4"],
-     r"--decoder-cross-max-relative-position is read only by the mixer\(s\) gaussian, lightconv, relattn, rposnet, shaw"),
+     r"--decoder-cross-max-relative-position is read only by the mixer\(s\) "
+     r"gaussian, lightconv, relattn, rposnet, shaw"),
     (["--arch", "hc_sa_iwslt_de_en", "--encoder-self-position-table", "learned"],
      r"--encoder-self-position-table is read only by"),
     (["--arch", "lstmpe_iwslt_de_en", "--encoder-rpe-heads", "2"],

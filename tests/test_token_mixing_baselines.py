@@ -113,7 +113,8 @@ def test_linearnet_long_test_sentence_is_rejected_before_generation(tmp_path):
     from helpers import binarized_toy_corpus, run_generate, run_train
     data = binarized_toy_corpus(tmp_path / "toy", sizes={"train": 60, "valid": 8, "test": 8})
     run_train(data, str(tmp_path / "ckpt"), ["--arch", "linearnet_iwslt_de_en", "--encoder-self-linear-max-positions",
-                                             "16", "--decoder-self-linear-max-positions", "16", "--required-batch-size-multiple", "1",
+                                             "16", "--decoder-self-linear-max-positions", "16",
+                                             "--required-batch-size-multiple", "1",
                                              "--skip-invalid-size-inputs-valid-test"], updates=1)
     failed = run_generate(data, str(tmp_path / "ckpt" / "checkpoint_last.pt"), beam=1)
     assert failed.returncode != 0
@@ -122,6 +123,8 @@ def test_linearnet_long_test_sentence_is_rejected_before_generation(tmp_path):
     skipped = run_generate(data, str(tmp_path / "ckpt" / "checkpoint_last.pt"), "--skip-invalid-size-inputs-valid-test",
                            beam=1)
     assert skipped.returncode == 0, skipped.stderr[-2000:]
+    translated = [line for line in skipped.stdout.splitlines() if line.startswith("H-")]
+    assert 0 < len(translated) < 8  # the short test sentences are translated, the long ones skipped
 
 
 def test_lightconv_cross_attention_follows_gamma():

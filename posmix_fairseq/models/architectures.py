@@ -108,7 +108,8 @@ VARIANTS = {
                     dict(both_sides(self_mixer="posnet", position_encoding="none"), **POSNET_MAX_POSITIONS)),
     "t5bias": ("PosNet (baseline: Raffel et al. 2020)", "T5 scalar relative position bias",
                both_sides(self_mixer="t5bias", position_encoding="none")),
-    "at5bias": ("PosNet (baseline: Wu et al. 2021)", "AT5: soft learnable buckets (1 - exp(-alpha d)) and a per-head MLP",
+    "at5bias": ("PosNet (baseline: Wu et al. 2021)",
+                "AT5: soft learnable buckets (1 - exp(-alpha d)) and a per-head MLP",
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
 }
 

@@ -19,7 +19,8 @@ LEGACY = sys.argv[1]
 template = torch.load(os.path.join(LEGACY, "posnet_attn.pt"), weights_only=False)
 d = Dictionary.load(os.path.join(LEGACY, "dict.src.txt"))
 expected = torch.load(os.path.join(LEGACY, "expected_log_probs.pt"), weights_only=False)
-CASES = {"linearnet_p256": ["--arch", "glinearnet_iwslt_de_en", "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"],
+CASES = {"linearnet_p256": ["--arch", "glinearnet_iwslt_de_en", "--encoder-layers", "1", "--decoder-layers", "1",
+                            "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"],
          "posnet_embed_gelu": ["--arch", "posnet_embed_iwslt_de_en"],
          "at5_cumulative": ["--arch", "at5bias_iwslt_de_en"]}
 for i, (name, flags) in enumerate(CASES.items()):
