@@ -53,8 +53,12 @@ EXTRA_CONFIGS.update({
                                 "--decoder-self-lightconv-global-context", "on"],
     "lightconv_cross_global": ["--arch", "lightconvnet_iwslt_de_en", "--decoder-cross-mixer", "lightconv",
                                "--decoder-cross-lightconv-global-context", "on"],
+    "gaussian_window": ["--arch", "hc_all_iwslt_de_en"] + [  # K = 2, sigma = 2: the window cuts real mass
+        flag for sub in ("encoder-self", "decoder-self", "decoder-cross")
+        for flag in (f"--{sub}-gaussian-impl", "window", f"--{sub}-max-relative-position", "2",
+                     f"--{sub}-gaussian-sigma", "2")],
     "linear_cross": ["--arch", "glinearnet_iwslt_de_en", "--decoder-cross-mixer", "linear",
-                     "--encoder-self-linear-max-positions", "40"],
+                     "--encoder-self-linear-max-positions", "40", "--max-source-positions", "40"],
 })
 ALL_CONFIGS.update(EXTRA_CONFIGS)
 

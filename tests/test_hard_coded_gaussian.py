@@ -59,10 +59,13 @@ def test_offsets_expand_over_layers_and_heads_with_clear_errors():
 
 
 def test_value_projection_can_be_dropped_footnote_6():
+    """GPA Table 8 counts 2D^2 for GaussianNet (W^V and W^O; matrices only, its totals are checked in
+    test_paper_counts.py); the HC paper's footnote 6 drops W^V, leaving W^O's D^2."""
     with_v = build_mixer(spec("gaussian"))
     without_v = build_mixer(spec("gaussian", gaussian_value_projection="off"))
-    assert sum(p.numel() for p in with_v.parameters()) == 2 * (16 * 16 + 16)
-    assert sum(p.numel() for p in without_v.parameters()) == 16 * 16 + 16
+    assert sum(p.numel() for p in with_v.parameters() if p.dim() == 2) == 2 * 16 * 16
+    assert sum(p.numel() for p in without_v.parameters() if p.dim() == 2) == 16 * 16
+    assert not hasattr(without_v.values.projection, "weight")  # the values are the inputs themselves
 
 
 def test_sh_x_has_a_single_learned_cross_head_in_the_last_layer_only():
@@ -101,3 +104,66 @@ def test_hc_all_cross_heads_follow_gamma_in_a_real_model():
         _, extra = model(src, src_len, prev, return_all_hiddens=False)
     attn = extra["attn"][0][0]  # (tgt, src), mean over heads of the last layer
     assert attn.argmax(-1).tolist() == [0, 2, 4, 6]  # floor(2 * i)
+
+
+# ---- the windowed computation (GPA Table 8: K_hat N D) ---------------------------------------------
+def direct_gaussian_context(values, query_positions, key_positions, key_pad, offsets, sigma, gamma, window, causal):
+    """Per (sentence, head, query, key) loop: N(m - c; 0, sigma^2) for |m - c| <= window, c = floor(gamma n + o_h)."""
+    b, h, s, dh = values.shape
+    t = query_positions.size(1)
+    out = torch.zeros(b, h, t, dh, dtype=torch.float64)
+    for bi in range(b):
+        for hi in range(h):
+            for ti in range(t):
+                c = int(torch.floor(torch.tensor(gamma * int(query_positions[bi, ti]) + offsets[hi % len(offsets)],
+                                                 dtype=torch.float64)))
+                for si in range(s):
+                    m = int(key_positions[bi, si])
+                    if key_pad[bi, si] or abs(m - c) > window or (causal and si > ti):
+                        continue
+                    w = torch.exp(torch.tensor(-0.5 * ((m - c) / sigma) ** 2, dtype=torch.float64)) / (
+                        sigma * (2 * torch.pi) ** 0.5)
+                    out[bi, hi, ti] += w * values[bi, hi, si].double()
+    return out
+
+
+@pytest.mark.parametrize("placement,sigma,k", [("encoder_self", 1.0, 16), ("decoder_self", 1.0, 8),
+                                               ("encoder_self", 3.0, 2), ("decoder_cross", 2.0, 1)])
+def test_window_equals_a_direct_windowed_sum_and_full_where_the_cut_mass_is_negligible(placement, sigma, k):
+    """window == the direct sum over |m - c| <= K (left padding, causal decoder, gamma = 1.5 across);
+    with sigma = 1 and K >= 8 (the sizes' K) it equals `full` too: the mass cut beyond K,
+    erfc((K + 1/2) / sqrt 2) < 1e-16, is below float precision."""
+    torch.manual_seed(0)
+    cross = placement == "decoder_cross"
+    options = dict(placement=placement, k=k, gaussian_sigma=sigma, gamma=1.5 if cross else 1.0,
+                   gaussian_offsets="-1,0,1" if cross else "-1,1", h=4, d=16)
+    window = build_mixer(spec("gaussian", gaussian_impl="window", **options)).eval()
+    full = build_mixer(spec("gaussian", gaussian_impl="full", **options)).eval()
+    full.load_state_dict(window.state_dict())
+    x = torch.randn(12, 2, 16)
+    pad = torch.zeros(2, 12, dtype=torch.bool)
+    pad[1, :5] = True  # left padded: sentence 1 has 7 tokens
+    causal = placement == "decoder_self"
+    mask = torch.triu(torch.full((12, 12), float("-inf")), 1) if causal else None
+    with torch.no_grad():
+        if cross:
+            source, spad = torch.randn(20, 2, 16), torch.zeros(2, 20, dtype=torch.bool)
+            spad[0, :6] = True
+            got, _ = mix(window, x, pad, source=source, source_padding_mask=spad, need_weights=False)
+            reference, _ = mix(full, x, pad, source=source, source_padding_mask=spad, need_weights=False)
+            values, kpad, kpos_from = window.values(source, None, spad), spad, spad
+        else:
+            got, _ = mix(window, x, pad, attn_mask=mask, need_weights=False)
+            reference, _ = mix(full, x, pad, attn_mask=mask, need_weights=False)
+            values, kpad, kpos_from = window.values(x, None, pad), pad, pad
+        qpos = (~pad).long().cumsum(1).sub(1).clamp(min=0)
+        kpos = (~kpos_from).long().cumsum(1).sub(1).clamp(min=0)
+        direct = direct_gaussian_context(values, qpos, kpos, kpad, [float(o) for o in options["gaussian_offsets"]
+                                                                    .split(",")], sigma, options["gamma"], k, causal)
+        expected = window.out_proj(direct.float().permute(2, 0, 1, 3).reshape(12, 2, 16))
+    real = ~pad.t().unsqueeze(-1)  # padded query slots are not compared
+    torch.testing.assert_close(got * real, expected * real, atol=1e-5, rtol=1e-5)
+    if sigma == 1.0 and k >= 8:
+        torch.testing.assert_close(got * real, reference * real, atol=1e-6, rtol=1e-6)
+    else:
+        assert not torch.allclose(got * real, reference * real, atol=1e-4)  # a real cut: the window matters

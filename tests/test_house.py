@@ -35,6 +35,27 @@ def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name)
     torch.testing.assert_close(F.log_softmax(logits.double(), -1), expected["log_probs"], atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("name,pinned", [
+    ("linearnet_p256", {"encoder_self_linear_max_positions": 256, "decoder_self_linear_max_positions": 256,
+                        "encoder_position_encoding": "none"}),
+    ("posnet_embed_gelu", {"encoder_posnet_activation": "gelu", "decoder_posnet_activation": "gelu"}),
+    ("at5_cumulative", {"encoder_self_t5_adaptive": "cumulative", "decoder_self_t5_adaptive": "cumulative"}),
+])
+def test_checkpoint_made_before_issue_11_keeps_its_defaults_and_translates_as_it_did(name, pinned):
+    """Made by the code before issue 11 (gLinearNet with P = 256 and no token positions, PosNet-Embed
+    with GeLU, the cumulative AT5 under --S-t5-adaptive on): stored without posmix_paper_readings,
+    its arguments get the defaults it was trained with, and the log-probs recorded then come back."""
+    expected = torch.load(os.path.join(LEGACY, "expected_log_probs.pt"), weights_only=False)[name]
+    overrides = {"data": LEGACY, "source_lang": "src", "target_lang": "tgt"}
+    models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task([os.path.join(LEGACY, f"{name}.pt")],
+                                                                    arg_overrides=overrides)
+    for key, value in pinned.items():
+        assert getattr(cfg.model, key) == value, key
+    with torch.no_grad():
+        logits, _ = models[0].eval()(expected["src_tokens"], expected["src_lengths"], expected["prev_output_tokens"])
+    torch.testing.assert_close(F.log_softmax(logits.double(), -1), expected["log_probs"], atol=1e-6, rtol=0)
+
+
 # ---- positions take one route ----------------------------------------------------------------------
 def test_positions_live_only_during_a_forward_call():
     model, d = build_model(["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet"])
@@ -105,7 +126,8 @@ def test_energy_contract_has_one_abstract_method_and_two_kinds():
     (["--arch", "posmix_transformer_iwslt_de_en", "--encoder-self-shaw-value-term", "off"],
      r"--encoder-self-shaw-value-term is read only by the mixer\(s\) shaw, but --encoder-self-mixer is mha"),
     (["--arch", "rposnet_iwslt_de_en", "--decoder-cross-max-relative-position", "4"],
-     r"--decoder-cross-max-relative-position is read only by the mixer\(s\) lightconv, relattn, rposnet, shaw"),
+     r"--decoder-cross-max-relative-position is read only by the mixer\(s\) "
+     r"gaussian, lightconv, relattn, rposnet, shaw"),
     (["--arch", "hc_sa_iwslt_de_en", "--encoder-self-position-table", "learned"],
      r"--encoder-self-position-table is read only by"),
     (["--arch", "lstmpe_iwslt_de_en", "--encoder-rpe-heads", "2"],

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from helpers import build_model, mix, random_batch
 from posmix_fairseq.core.placement import DECODER, ENCODER
 from posmix_fairseq.core.positions import PositionFrame
+from posmix_fairseq.mixers.soft_t5 import SoftBucketBias
 from posmix_fairseq.mixers.t5bias import ScalarRelativeBias, t5_bucket
 from posmix_fairseq.position_encodings.base import PositionEncodingSpec
 from posmix_fairseq.position_encodings.recurrent import RecurrentPositionalEmbedding
@@ -63,7 +64,10 @@ def test_decoder_without_position_signal_sees_its_prefix_as_a_set():
 @pytest.mark.parametrize("variant", ["posmix_transformer", "learnedpe", "shaw_konly", "shaw_sin", "lstmpe", "rpehead",
                                      "mprhead", "posnet_embed", "posnet_attn", "t5bias", "at5bias"])
 def test_each_decoder_position_method_gives_the_decoder_a_position_signal(variant):
-    assert prefix_permutation_changes_the_last_state(variant) > 1e-3, f"{variant}: decoder has no position signal"
+    # AT5 starts with a weak signal: Wu et al.'s slopes (U(1, 15) / 256) and MLP (N(0, 0.1^2), biases 0.1)
+    # give biases that differ little across distances at initialisation (still 30x the no-PE bound)
+    bound = 1e-4 if variant == "at5bias" else 1e-3
+    assert prefix_permutation_changes_the_last_state(variant) > bound, f"{variant}: decoder has no position signal"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,16 +230,46 @@ def test_posnet_attn_equals_eqs_20_and_23():
     pad = torch.tensor([[True, False, False, False, False, False], [False] * 6])
     out, _ = mix(attn, x, key_padding_mask=pad)
     e = attn.energy
-    phi = attn.values.kernel_weight  # (P, H, Dh, Dh)
+    phi = attn.values.kernel_weight  # (P, 1, Dh, Dh): Phi in R^{L x d_k x d_k}, the same for every head
+    assert phi.shape == (128, 1, 8, 8)
     for b, offset in ((0, 1), (1, 0)):
         xs = x[offset:, b]
         q = (xs @ e.q_proj.weight.t() + e.q_proj.bias).view(-1, 4, 8).transpose(0, 1) / math.sqrt(8)
         k = (xs @ e.k_proj.weight.t() + e.k_proj.bias).view(-1, 4, 8).transpose(0, 1)
         v = (xs @ attn.values.projection.weight.t() + attn.values.projection.bias).view(-1, 4, 8).transpose(0, 1)  # (H, M, Dh)
-        v_pos = F.gelu(torch.einsum("hmd,mhde->hme", v, phi[: v.size(1)])) + v  # Eq. 23, true positions
+        v_pos = F.gelu(torch.einsum("hmd,mde->hme", v, phi[: v.size(1), 0])) + v  # Eq. 23, true positions
         c = torch.softmax(q @ k.transpose(1, 2), dim=-1) @ v_pos  # Eq. 20
         expected = c.transpose(0, 1).reshape(-1, 32) @ attn.out_proj.weight.t() + attn.out_proj.bias
         torch.testing.assert_close(out[offset:, b], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_posnet_attn_max_positions_follow_the_kernel_table():
+    """The arch defaults the model's max positions to P (so fairseq filters longer sentences and stops
+    decoding there); a model whose max positions exceed P is a build-time error."""
+    model, _ = build_model(["--arch", "posnet_attn_iwslt_de_en"], tiny=False)
+    assert model.max_positions() == (128, 128)
+    with pytest.raises(ValueError, match=r"--max-target-positions 200 exceeds the PosNet-Attn kernel table of 64 "
+                                         r"positions \(--decoder-self-posnet-max-positions\)"):
+        build_model(["--arch", "posnet_attn_iwslt_de_en", "--max-target-positions", "200",
+                     "--decoder-self-posnet-max-positions", "64"])
+
+
+def test_posnet_attn_dropout_is_on_the_posnet_output_before_the_residual():
+    """PosNet paper Section 3.3: "the dropout is also applied to the output of PosNet modules ...
+    immediately followed by the residual connection": Dropout(act(v Phi)) + v, so a dropped entry is v's."""
+    model, _ = build_model(["--arch", "posnet_attn_iwslt_de_en", "--encoder-self-posnet-dropout", "0.5"])
+    values = model.encoder.layers[0].self_attn.values
+    x, positions, pad = torch.randn(6, 2, 32), torch.arange(6).repeat(2, 1), torch.zeros(2, 6, dtype=torch.bool)
+    plain = values.projection(x).view(6, 2, 4, 8).permute(1, 2, 0, 3)  # (B, H, S, Dh): v
+    with torch.no_grad():
+        values.eval()
+        kernelled = values(x, positions, pad) - plain  # act(v Phi)
+        values.train()
+        torch.manual_seed(0)
+        dropped = values(x, positions, pad) - plain
+    zero = dropped.abs() < 1e-6
+    assert 0.3 < zero.float().mean() < 0.7
+    torch.testing.assert_close(dropped[~zero], 2 * kernelled[~zero], atol=1e-5, rtol=1e-5)
 
 
 def test_posnet_kernels_are_shared_across_layers_but_not_between_encoder_and_decoder():
@@ -289,6 +323,37 @@ def test_at5_equals_t5_at_initialisation_and_stays_monotone(bidirectional):
     assert (u[:, 1:] >= u[:, :-1]).all()
 
 
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_at5_soft_buckets_equal_a_direct_per_pair_computation(bidirectional):
+    """Wu et al. (2021): b_h(n, m) = MLP_h(1 - exp(-alpha_h |n - m|)), alpha_h = ReLU(alpha'_h) / 256,
+    one slope and MLP per head and direction (keys after the query use the second), computed here
+    pair by pair with torch.nn layers holding the same weights."""
+    torch.manual_seed(0)
+    heads = 3
+    soft = SoftBucketBias(heads, bidirectional, widths=(5, 2)).eval()
+    positions = torch.tensor([[0, 0, 1, 2, 3, 4]])  # left padded: the first slot repeats position 0
+    got = soft(positions, positions)[0]
+    for h in range(heads):
+        for i, n in enumerate(positions[0].tolist()):
+            for j, m in enumerate(positions[0].tolist()):
+                direction = 1 if m > n else 0
+                if direction and not bidirectional:
+                    assert got[h, i, j] == 0  # masked in the decoder anyway
+                    continue
+                mlp = torch.nn.Sequential(torch.nn.Linear(1, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2),
+                                          torch.nn.ReLU(), torch.nn.Linear(2, 1))
+                with torch.no_grad():
+                    mlp[0].weight.copy_(soft.w1[direction, h].view(5, 1)); mlp[0].bias.copy_(soft.b1[direction, h])
+                    mlp[2].weight.copy_(soft.w2[direction, h].t()); mlp[2].bias.copy_(soft.b2[direction, h])
+                    mlp[4].weight.copy_(soft.w3[direction, h].view(1, 2)); mlp[4].bias.copy_(soft.b3[direction, h])
+                    alpha = max(float(soft.slopes[direction, h]), 0.0) / 256
+                    f = 1 - math.exp(-alpha * abs(n - m))
+                    torch.testing.assert_close(got[h, i, j], mlp(torch.tensor([[f]]))[0, 0])
+    # the slopes learn: gradients reach them through the soft buckets
+    soft(positions, positions).sum().backward()
+    assert soft.slopes.grad.abs().sum() > 0
+
+
 def test_t5_bias_table_is_shared_by_the_layers_of_one_side():
     model, _ = build_model(["--arch", "t5bias_iwslt_de_en"])
     enc = [layer.self_attn.energy.relative_bias for layer in model.encoder.layers]
@@ -333,14 +398,18 @@ def test_parameter_counts_match_the_formulas():
     # PosNet-Embed: 2 D d_p + P d_p^2 per side (d_p = 16 in the tiny models, P = 256)
     embed, _ = build_model(["--arch", "posnet_embed_iwslt_de_en"])
     assert n_params(embed) - n_params(base) == 2 * (2 * D * 16 + 256 * 16 * 16)
-    # PosNet-Attn: P H Dh^2 per side (shared across layers)
+    # PosNet-Attn: P d_k^2 per side (Phi in R^{L x d_k x d_k}, shared by the heads and layers; P = 128)
     attn, _ = build_model(["--arch", "posnet_attn_iwslt_de_en"])
-    assert n_params(attn) - n_params(base) == 2 * 256 * H * Dh * Dh
-    # T5: B H per side; AT5 adds max_distance increments per direction (2 in the encoder)
+    assert n_params(attn) - n_params(base) == 2 * 128 * Dh * Dh
+    # T5: B H per side; cumulative AT5 adds max_distance increments per direction (2 in the encoder)
     t5, _ = build_model(["--arch", "t5bias_iwslt_de_en"])
     assert n_params(t5) - n_params(base) == 2 * 32 * H
+    cumulative, _ = build_model(["--arch", "at5bias_iwslt_de_en", "--encoder-self-t5-adaptive", "cumulative",
+                                 "--decoder-self-t5-adaptive", "cumulative"])
+    assert n_params(cumulative) - n_params(t5) == 2 * 128 + 128
+    # AT5 (Wu et al.): per head and direction a slope and the MLP 1 -> 32 -> 4 -> 1 (2 directions in the encoder)
     at5, _ = build_model(["--arch", "at5bias_iwslt_de_en"])
-    assert n_params(at5) - n_params(t5) == 2 * 128 + 128
+    assert n_params(at5) - n_params(base) == 3 * H * (1 + (32 + 32) + (32 * 4 + 4) + (4 + 1))
 
 
 def test_big_posnet_embed_uses_d_p_256_and_base_128():

@@ -46,7 +46,7 @@ size_defaults() {
   case "$SIZE" in
     tiny)  ARCH_SUFFIX=iwslt_de_en; mu=6; mt=1000; uf=1; lr=1e-3; wu=1; beam=2; lp=1; avg="best-and-next 2"; sint=2
            GEN_SIZE_FLAGS="--max-len-a 1 --max-len-b 5"
-           extra="--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 --encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 --decoder-attention-heads 2 --max-source-positions 256 --max-target-positions 256" ;;
+           extra="--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 --encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 --decoder-attention-heads 2 --max-source-positions 128 --max-target-positions 128" ;;
     mini)  ARCH_SUFFIX=iwslt_de_en; mu=400; mt=4096; uf=1; lr=1e-3; wu=300; beam=5; lp=1; avg="best-and-next 3"; sint=50
            extra="--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 --encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 --encoder-attention-heads 4 --decoder-attention-heads 4 --dropout 0.1" ;;
     small) ARCH_SUFFIX=iwslt_de_en; mu=30000; mt=4000; uf=4; lr=5e-4; wu=4000; beam=12; lp=1; avg="best-and-next 30"; sint=300 ;;

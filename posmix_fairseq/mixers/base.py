@@ -51,6 +51,7 @@ class MixerSpec:
     shared_tables: SharedPositionTables = None  # tables shared by the layers of the owning side
     route: PositionRoute = None  # the owning side's positions route
     options: Dict = field(default_factory=dict)  # the mixer's own options (declared in register_mixer)
+    dropout: float = 0.0  # the model's --dropout (PosNet-Attn's default rate)
 
     def flag(self, option: str) -> str:
         return self.placement.flag(option)

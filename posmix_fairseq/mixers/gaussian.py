@@ -12,10 +12,13 @@ the head centred on its query gives [0.054, 0.24, 0.40, 0.24, 0.054] on its 5-to
 (footnote 1). Cross-attention (HC-ALL) centres heads at floor(gamma*i - 1), floor(gamma*i),
 floor(gamma*i + 1) with gamma the training-set length ratio.
 
-Implementations (``--S-gaussian-impl``): ``full`` (weights over the whole sentence), ``conv``
-(window 3: the kernel [0.242, 0.399, 0.242] around the centre), ``index`` (a binary kernel: the
-head copies the value at its centre). All three are computed from the true (padding-aware)
-positions and the per-call gamma; there is no weight cache.
+Implementations (``--S-gaussian-impl``): ``full`` (weights over the whole sentence, the
+reference and the default), ``window`` (GPA Table 8's K_hat N D computation: only the 2K + 1 keys
+around each head's centre, K = ``--S-max-relative-position``, 16 Small/Base and 8 Big; the
+truncated mass is < 1e-16, see :mod:`.gaussian_window`), ``conv`` (the HC paper's Section 6.3,
+window 3: the kernel [0.242, 0.399, 0.242] around the centre), ``index`` (a binary kernel: the
+head copies the value at its centre). All are computed from the true (padding-aware) positions
+and the per-call gamma; there is no weight cache.
 
 Offsets (``--S-gaussian-offsets``): a comma list used by every layer, or one comma list per layer
 separated by ';'. A layer's list is repeated over its heads (head h gets offsets[h % len]).
@@ -29,13 +32,14 @@ from typing import List
 import torch
 from torch import Tensor, nn
 
-from .base import MixerSpec, register_mixer
+from .base import MixerSpec, max_relative_position, max_relative_position_option, register_mixer
 from .energy import DirectWeights
+from .gaussian_window import WindowedGaussianAttention
 from .mixing import EnergyMixingAttention
 from .values import Values
 
 DEFAULT_OFFSETS = {"encoder_self": "-1,1", "decoder_self": "-1,0", "decoder_cross": "-1,0,1"}
-IMPLEMENTATIONS = ("full", "conv", "index")
+IMPLEMENTATIONS = ("full", "window", "conv", "index")
 
 
 def parse_offsets(text: str, num_layers: int, num_heads: int, option: str) -> List[List[float]]:
@@ -75,6 +79,7 @@ class GaussianWeights(DirectWeights):
             raise ValueError(f"{spec.flag('gaussian-impl')}: {self.impl!r} is not one of "
                              f"{', '.join(IMPLEMENTATIONS)}")
         self.length_ratio = spec.length_ratio
+        self.window = max_relative_position(spec) if self.impl == "window" else None
 
     def centres(self, query_positions: Tensor) -> Tensor:
         """(B, H, T) integer centres floor(gamma * i + o_h)."""
@@ -87,8 +92,8 @@ class GaussianWeights(DirectWeights):
         if self.impl == "index":
             return (distance == 0).to(query.dtype)
         weights = torch.exp(-0.5 * (distance / self.sigma) ** 2) / (self.sigma * math.sqrt(2 * math.pi))
-        if self.impl == "conv":
-            weights = weights.masked_fill(distance.abs() > 1, 0.0)
+        if self.impl in ("conv", "window"):
+            weights = weights.masked_fill(distance.abs() > (1 if self.impl == "conv" else self.window), 0.0)
         return weights.to(query.dtype)
 
 
@@ -101,15 +106,22 @@ class GaussianWeights(DirectWeights):
                                       "(default: encoder -1,1; decoder -1,0; cross -1,0,1)"),
         "gaussian-sigma": dict(type=float, default=1.0, help="standard deviation of the hard-coded heads (default 1)"),
         "gaussian-impl": dict(choices=IMPLEMENTATIONS, default="full",
-                              help="full: whole sentence; conv: window-3 kernel; index: copy the centre value"),
+                              help="full: whole sentence (default); window: only the 2K+1 keys around each "
+                                   "head's centre (K = --S-max-relative-position; GPA Table 8); conv: window-3 "
+                                   "kernel; index: copy the centre value"),
+        **max_relative_position_option(),
         "gaussian-value-projection": dict(choices=("on", "off"), default="on",
                                  help="keep W^V (on) or use the inputs as values (off, footnote 6)"),
     })
 def build_gaussian(spec: MixerSpec):
     weights = GaussianWeights(spec)
+    build = EnergyMixingAttention
+    if weights.impl == "window":
+        build = lambda spec, energy, values=None: WindowedGaussianAttention(spec, energy, values,  # noqa: E731
+                                                                           window=weights.window)
     if spec.options["gaussian-value-projection"] == "on":
-        return EnergyMixingAttention(spec, weights)
+        return build(spec, weights)
     if spec.kdim != spec.embed_dim:
         raise ValueError(f"{spec.flag('gaussian-value-projection')} off needs equal key and model dims "
                          f"({spec.kdim} != {spec.embed_dim})")
-    return EnergyMixingAttention(spec, weights, Values.of_spec(spec, projection=nn.Identity()))
+    return build(spec, weights, Values.of_spec(spec, projection=nn.Identity()))

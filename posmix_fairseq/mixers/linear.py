@@ -5,8 +5,15 @@
 a learnable spatial mixing matrix per head over (query position, key position), indexed by
 true positions (padding excluded), used as is (no softmax). Causal in decoder self-attention
 (the future mask zeroes W[n, m > n]). The matrix covers positions below
-``--S-linear-max-positions`` (default 256): a longer sentence raises a clear error naming that
-option. Parameters: 2(D^2 + D) + H * P^2 for P positions.
+``--S-linear-max-positions`` P (default 128: GPA Table 2's totals imply H N^2 with N = 128, e.g.
+Base 61.8M = Transformer 66.5M - 12 (D^2 + D) + 12 H 128^2; Table 8 counts H N^2 + 2D^2).
+
+Length limit: the model's ``--max-source-positions`` / ``--max-target-positions`` may not exceed P
+(checked when the model is built; the ``linearnet_*``/``glinearnet_*`` archs default them to P), so
+fairseq's own size filter drops longer training sentences and rejects longer test sentences
+before generation starts (``--skip-invalid-size-inputs-valid-test`` skips them instead). Called
+directly with a longer sentence, the mixer still raises a clear error naming the option.
+Parameters: 2(D^2 + D) + H * P^2 for P positions.
 """
 import torch
 from torch import nn
@@ -14,6 +21,8 @@ from torch import nn
 from .base import MixerSpec, register_mixer
 from .energy import DirectWeights
 from .mixing import EnergyMixingAttention
+
+DEFAULT_MAX_POSITIONS = 128  # N of GPA Table 2 (see the module docstring)
 
 
 class LinearSpatialWeights(DirectWeights):
@@ -23,6 +32,14 @@ class LinearSpatialWeights(DirectWeights):
         self.option = spec.flag("linear-max-positions")
         if self.max_positions < 1:
             raise ValueError(f"{self.option} must be >= 1 (got {self.max_positions})")
+        for role in {spec.placement.query_side.role, spec.placement.key_side.role}:
+            limit = spec.max_query_positions if role == spec.placement.query_side.role else spec.max_key_positions
+            if limit is not None and limit > self.max_positions:
+                raise ValueError(
+                    f"--max-{role}-positions {limit} exceeds the LinearNet mixing matrix of {self.max_positions} "
+                    f"positions ({self.option}): set --max-{role}-positions {self.max_positions} (fairseq then "
+                    f"drops longer training sentences and rejects longer test sentences before generation; "
+                    f"--skip-invalid-size-inputs-valid-test skips them) or raise {self.option}")
         self.weight = nn.Parameter(torch.empty(spec.num_heads, self.max_positions, self.max_positions))
         nn.init.normal_(self.weight, std=0.02)
 
@@ -38,7 +55,9 @@ class LinearSpatialWeights(DirectWeights):
 
 @register_mixer("linear", gated_by_default=False, uses_positions=True,
                 description="LinearNet (Eq. 13): a learned spatial mixing matrix per head (gLinearNet: + gating)",
-                options={"linear-max-positions": dict(type=int, default=256, metavar="P",
-                                                      help="positions covered by the LinearNet matrix (default 256)")})
+                options={"linear-max-positions": dict(type=int, default=DEFAULT_MAX_POSITIONS, metavar="P",
+                                                      help="positions covered by the LinearNet matrix (default "
+                                                           f"{DEFAULT_MAX_POSITIONS}, GPA Table 2's N); the "
+                                                           "model's max source/target positions may not exceed it")})
 def build_linear(spec: MixerSpec):
     return EnergyMixingAttention(spec, LinearSpatialWeights(spec))

@@ -3,13 +3,26 @@
     head_h(n)     = sum_m softmax_m(q^h_n k^h_m^T / sqrt(d_k)) PosNet(v^h_m; Phi)     (Eq. 20)
     PosNet(v; Phi) = act(v^h_m Phi[p_m, h]) + v^h_m                                    (Eq. 23)
 
-with q, k, v the usual projections and Phi a (D_h x D_h) kernel per key position p_m and head h.
-p_m is the key's TRUE position (padding excluded; fairseq left-pads sources). By default one
-kernel tensor (P x H x D_h x D_h) is shared by the layers of each sublayer kind
-(``--S-posnet-share-kernels``); the encoder and the decoder never share one. The table covers
-positions below ``--S-posnet-max-positions`` (default 256); a longer sentence raises a clear error.
+with q, k, v the usual projections. The paper's kernel tensor is Phi in R^{L x d_k x d_k}
+(PosNet paper, Section 3.3, "Attention-Level"): one (d_k x d_k) kernel per key position p_m, the
+same for every head (``--S-posnet-kernel layer``, the default). Dropout (``--S-posnet-dropout``,
+its own rate, "independent from that of Transformer", the paper giving no value; default
+``--dropout``, as PosNet-Embed's ``--S-posnet-dropout``) is applied to the PosNet output
+act(v Phi) right before the residual (Section 3.3, "Residual Connection and Dropout"):
+PosNet(v) = Dropout(act(v Phi[p_m])) + v. ``--S-posnet-kernel head`` is the former per-head
+reading, Phi[p_m, h] of shape (P x H x D_h x D_h), kept for the checkpoints made with it.
 
-Parameters: 4(D^2 + D) per layer, plus P * H * D_h^2 = P * D * D_h per kernel tensor.
+p_m is the key's TRUE position (padding excluded; fairseq left-pads sources). By default one
+kernel tensor is shared by the layers of each sublayer kind (``--S-posnet-share-kernels``); the
+encoder and the decoder never share one. The table covers positions below
+``--S-posnet-max-positions`` P (default 128). The model's max source/target positions may not
+exceed P (checked at build time; the ``posnet_attn_*`` archs default them to P), so fairseq's
+size filter handles longer sentences and generation stops at P tokens; called directly with a
+longer sentence the mixer raises a clear error naming the option.
+
+Parameters: 4(D^2 + D) per layer, plus P * d_k^2 per kernel tensor (P * H * D_h^2 with ``head``).
+Table 1 of the paper: PosNet-Attn 64.11M vs SAPE 63.08M, +1.03M; with P = 128 the encoder's and
+the decoder's tensors add 2 * 128 * 64^2 = 1.05M (tests/test_paper_counts.py).
 """
 from fairseq import utils
 from torch import nn
@@ -21,6 +34,8 @@ from .mixing import EnergyMixingAttention
 from .values import Values
 
 ON_OFF = ("on", "off")
+DEFAULT_MAX_POSITIONS = 128  # P (see the module docstring and PosNet Table 1)
+KERNEL_SHAPES = ("layer", "head")
 
 
 class PositionKernels(nn.Module):
@@ -33,7 +48,7 @@ class PositionKernelValues(Values):
     """PosNet(v; Phi) = act(v^h_m Phi[p_m, h]) + v^h_m (Eq. 23) on the projected values."""
 
     def __init__(self, projection, embed_dim, num_heads, gated, kernels: PositionKernels, shared: bool,
-                 activation: str, max_positions_option: str):
+                 activation: str, max_positions_option: str, dropout: float = 0.0):
         super().__init__(projection, embed_dim, num_heads, gated)
         if shared:  # plain attribute: the encoder/decoder registers the shared tensor once
             self.__dict__["_shared_kernels"] = kernels
@@ -41,6 +56,7 @@ class PositionKernelValues(Values):
             self.kernels = kernels
         self.activation_fn = utils.get_activation_fn(activation)
         self.max_positions_option = max_positions_option
+        self.dropout = nn.Dropout(dropout)
 
     @property
     def kernel_weight(self):
@@ -49,16 +65,32 @@ class PositionKernelValues(Values):
 
     def forward(self, value, key_positions, key_padding_mask):
         v = super().forward(value, key_positions, key_padding_mask).transpose(1, 2)  # (B, S, H, Dh)
-        kernelled = apply_position_kernels(v, key_positions, key_padding_mask, self.kernel_weight,
-                                           self.max_positions_option)
-        return (self.activation_fn(kernelled) + v).transpose(1, 2)
+        weight = self.kernel_weight
+        if weight.size(1) == 1 and v.size(2) > 1:  # Phi shared by the heads: the heads as extra rows
+            b, s, h, dh = v.shape
+            rows = v.transpose(1, 2).reshape(b * h, s, 1, dh)
+            mask = key_padding_mask.repeat_interleave(h, 0) if key_padding_mask is not None else None
+            kernelled = apply_position_kernels(rows, key_positions.repeat_interleave(h, 0), mask, weight,
+                                               self.max_positions_option).view(b, h, s, dh).transpose(1, 2)
+        else:
+            kernelled = apply_position_kernels(v, key_positions, key_padding_mask, weight, self.max_positions_option)
+        return (self.dropout(self.activation_fn(kernelled)) + v).transpose(1, 2)
 
 
 @register_mixer("posnet", gated_by_default=False, uses_positions=True,
                 description="PosNet-Attn (PosNet Eqs. 20, 23): content attention over values with per-position kernels",
                 options={
-                    "posnet-max-positions": dict(type=int, default=256, metavar="P",
-                                                 help="positions covered by the PosNet kernel table (default 256)"),
+                    "posnet-max-positions": dict(type=int, default=DEFAULT_MAX_POSITIONS, metavar="P",
+                                                 help=f"positions covered by the PosNet kernel table (default "
+                                                      f"{DEFAULT_MAX_POSITIONS}); the model's max source/target "
+                                                      "positions may not exceed it"),
+                    "posnet-kernel": dict(choices=KERNEL_SHAPES, default="layer",
+                                          help="layer: Phi in R^{P x d_k x d_k} shared by the heads (the paper, "
+                                               "default); head: one kernel per head (P x H x D_h x D_h, the former "
+                                               "reading)"),
+                    "posnet-dropout": dict(type=float, default=None, metavar="P",
+                                           help="dropout on the PosNet output before its residual (default: "
+                                                "--dropout, as PosNet-Embed's)"),
                     "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="gelu",
                                               help="act of PosNet (Eqs. 23-24; default gelu)"),
                     "posnet-share-kernels": dict(choices=ON_OFF, default="on",
@@ -71,11 +103,24 @@ def build_posnet(spec: MixerSpec):
     max_positions = int(opts["posnet-max-positions"])
     if max_positions < 1:
         raise ValueError(f"{option} must be >= 1 (got {max_positions})")
+    for role, limit in ((spec.placement.query_side.role, spec.max_query_positions),
+                        (spec.placement.key_side.role, spec.max_key_positions)):
+        if limit is not None and limit > max_positions:
+            raise ValueError(
+                f"--max-{role}-positions {limit} exceeds the PosNet-Attn kernel table of {max_positions} positions "
+                f"({option}): set --max-{role}-positions {max_positions} (fairseq then drops longer training "
+                f"sentences, rejects longer test sentences and stops decoding there; "
+                f"--skip-invalid-size-inputs-valid-test skips them) or raise {option}")
     energy = ContentEnergy(spec)
     head_dim = spec.embed_dim // spec.num_heads
     shared = opts["posnet-share-kernels"] == "on"
-    make = lambda: PositionKernels(max_positions, spec.num_heads, head_dim)  # noqa: E731
+    groups = spec.num_heads if opts["posnet-kernel"] == "head" else 1
+    dropout = spec.dropout if opts["posnet-dropout"] is None else float(opts["posnet-dropout"])
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"{spec.flag('posnet-dropout')} must be in [0, 1) (got {dropout})")
+    make = lambda: PositionKernels(max_positions, groups, head_dim)  # noqa: E731
     kernels = spec.shared_tables.shared(f"posnet_{spec.placement.name}", make) if shared else make()
     values = PositionKernelValues.of_spec(spec, kernels=kernels, shared=shared,
-                                          activation=opts["posnet-activation"], max_positions_option=option)
+                                          activation=opts["posnet-activation"], max_positions_option=option,
+                                          dropout=dropout)
     return EnergyMixingAttention(spec, energy, values)

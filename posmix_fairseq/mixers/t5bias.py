@@ -11,19 +11,24 @@ B buckets serve keys after the query; within a direction, |d| < B'/2 gets its ow
 layers of the encoder (of the decoder). Unlike T5 (which folds 1/sqrt(D_h) into its
 initialisation) the content term keeps fairseq's 1/sqrt(D_h) scaling.
 
-AT5 (``--S-t5-adaptive on``). The AT5 formulation was not available to us, so this is our own
-learnable, monotone bucketisation that equals T5's at initialisation: the bucket coordinate of
-a distance a = |d| (per direction) is a running sum of non-negative increments,
+AT5 (``--S-t5-adaptive on``) is Wu et al. (2021)'s soft bucketing, in :mod:`.soft_t5` (a
+per-head MLP of the soft bucket 1 - exp(-alpha |d|); ``--S-at5-hidden l1,l2``).
+
+``--S-t5-adaptive cumulative`` is our former AT5, kept as a named variant (and for the
+checkpoints made with it): a learnable, monotone bucketisation that equals T5's at
+initialisation. The bucket coordinate of a distance a = |d| (per direction) is a running sum of
+non-negative increments,
 
     u(a) = min(sum_{k=1..a} max(s_k, 0), B' - 1),   s_k initialised to T5's bucket(k) - bucket(k-1)
 
 so u is T5's integer bucket at initialisation and non-decreasing in a always; the bias is the
 linear interpolation of the table at u: b(a) = (1 - frac u) b[floor u] + (frac u) b[floor u + 1].
-Gradients reach s through the interpolation, so training moves the bucket boundaries.
+Gradients reach s through the interpolation, so training moves T5's bucket boundaries while
+keeping its table (Wu et al. replace the table itself).
 
 Beyond ``max_distance`` T5's bucket is constant, so distances are clipped there exactly (any
 length extrapolates). Parameters: B * H per encoder/decoder (+ max_distance per direction for
-AT5) on top of 4(D^2 + D) per layer.
+cumulative; AT5 see :mod:`.soft_t5`) on top of 4(D^2 + D) per layer.
 """
 import math
 
@@ -35,6 +40,9 @@ from ..core.placement import ENCODER_SELF
 from ..core.positions import relative_distance
 from .mha import ContentEnergy
 from .mixing import EnergyMixingAttention
+from .soft_t5 import SoftBucketBias, parse_widths
+
+ADAPTIVE = ("off", "on", "cumulative")
 
 
 def t5_bucket(distance: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
@@ -123,15 +131,23 @@ class T5BiasEnergy(ContentEnergy):
         if max_distance <= direction_buckets // 2:
             raise ValueError(f"{prefix}-t5-max-distance must be > {direction_buckets // 2} (half the buckets of "
                              f"a direction; got {max_distance})")
-        adaptive = opts["t5-adaptive"] == "on"
+        adaptive = opts["t5-adaptive"]
+        if adaptive not in ADAPTIVE:
+            raise ValueError(f"{prefix}-t5-adaptive: {adaptive!r} is not one of {', '.join(ADAPTIVE)}")
+        if adaptive == "on":  # Wu et al. (2021): soft buckets and a per-head MLP
+            widths = parse_widths(opts["at5-hidden"], f"{prefix}-at5-hidden")
+            name, make = "at5soft", lambda: SoftBucketBias(spec.num_heads, bidirectional, widths,
+                                                           spec.attention_dropout)
+        else:
+            cumulative = adaptive == "cumulative"
+            name = "at5" if cumulative else "t5"  # "at5": the name checkpoints of the cumulative variant use
+            make = lambda: ScalarRelativeBias(spec.num_heads, num_buckets, max_distance, bidirectional,  # noqa: E731
+                                              cumulative, spec.embed_dim)
         # plain attribute: one table per encoder/decoder, registered by it (T5 shares it across layers)
-        self.__dict__["_relative_bias"] = spec.shared_tables.shared(
-            f"t5bias_{spec.placement.name}_{'at5' if adaptive else 't5'}",
-            lambda: ScalarRelativeBias(spec.num_heads, num_buckets, max_distance, bidirectional, adaptive,
-                                       spec.embed_dim))
+        self.__dict__["_relative_bias"] = spec.shared_tables.shared(f"t5bias_{spec.placement.name}_{name}", make)
 
     @property
-    def relative_bias(self) -> ScalarRelativeBias:
+    def relative_bias(self):
         return self.__dict__["_relative_bias"]
 
     def logits(self, query, query_positions, keys, key_positions):
@@ -140,14 +156,19 @@ class T5BiasEnergy(ContentEnergy):
 
 
 @register_mixer("t5bias", gated_by_default=False, uses_positions=True,
-                description="T5 scalar relative position bias (Raffel et al. 2020); AT5 with --S-t5-adaptive on",
+                description="T5 scalar relative position bias (Raffel et al. 2020); AT5 (Wu et al. 2021) with "
+                            "--S-t5-adaptive on",
                 options={
                     "t5-buckets": dict(type=int, default=32, metavar="B", help="T5 relative buckets (default 32)"),
                     "t5-max-distance": dict(type=int, default=128, metavar="M",
                                             help="distance from which all share the last bucket (default 128)"),
-                    "t5-adaptive": dict(choices=("on", "off"), default="off",
-                                        help="AT5: learnable monotone bucketisation, equal to T5's at "
-                                             "initialisation (default off)"),
+                    "t5-adaptive": dict(choices=ADAPTIVE, default="off",
+                                        help="on: AT5, Wu et al. (2021)'s soft buckets and per-head MLP; "
+                                             "cumulative: T5's table with learnable monotone bucket boundaries "
+                                             "(equal to T5 at initialisation); off: T5 (default)"),
+                    "at5-hidden": dict(type=str, default="32,4", metavar="L1,L2",
+                                       help="AT5 (--S-t5-adaptive on): hidden widths of the per-head MLP "
+                                            "(default 32,4)"),
                 })
 def build_t5bias(spec: MixerSpec):
     return EnergyMixingAttention(spec, T5BiasEnergy(spec))

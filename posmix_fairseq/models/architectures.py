@@ -32,6 +32,30 @@ def both_sides(**options):
     return {f"{side}_{option}": value for option, value in options.items() for side in ("encoder", "decoder")}
 
 
+def _table_size(side: str, option: str, default_of):
+    """The default max positions of a side whose self-attention mixer has a position table of
+    ``--<side>-self-<option>`` rows (LinearNet, PosNet-Attn): the table size."""
+    def default(args):
+        value = getattr(args, f"{side}_self_{option.replace('-', '_')}", None)
+        return default_of() if value is None else value
+    return default
+
+
+def _linear_default():
+    from ..mixers.linear import DEFAULT_MAX_POSITIONS
+    return DEFAULT_MAX_POSITIONS
+
+
+def _posnet_default():
+    from ..mixers.posnet import DEFAULT_MAX_POSITIONS
+    return DEFAULT_MAX_POSITIONS
+
+
+LINEAR_MAX_POSITIONS = dict(max_source_positions=_table_size("encoder", "linear-max-positions", _linear_default),
+                            max_target_positions=_table_size("decoder", "linear-max-positions", _linear_default))
+POSNET_MAX_POSITIONS = dict(max_source_positions=_table_size("encoder", "posnet-max-positions", _posnet_default),
+                            max_target_positions=_table_size("decoder", "posnet-max-positions", _posnet_default))
+
 # variant -> (paper, what it reproduces, flag defaults). Self-attention is replaced in the
 # encoder and decoder; cross-attention stays multi-head attention, as in the paper's main tables.
 GPA, HC = "Gated position-based attention", "Hard-coded Gaussian attention"
@@ -55,9 +79,14 @@ VARIANTS = {
                   decoder_cross_heads=lambda args: ",".join(["0"] * (args.decoder_layers - 1) + ["1"]))),
     "fouriernet": (GPA, "FourierNet, Eq. 11 (encoder; decoder keeps MHA); Appendix A",
                    dict(encoder_self_mixer="fourier", decoder_self_mixer="mha")),
-    "linearnet": (GPA, "LinearNet, Eq. 13; Appendix A", both_sides(self_mixer="linear", position_encoding="none")),
+    # GPA 5.2: "All other position-based token-mixing approaches use sinusoidal positional
+    # embeddings" -> LinearNet/gLinearNet keep the Transformer's sinusoidal token embeddings; the
+    # model's max positions default to the matrix size N (GPA Table 2: N = 128)
+    "linearnet": (GPA, "LinearNet, Eq. 13; Appendix A",
+                  dict(both_sides(self_mixer="linear", position_encoding="sinusoidal"), **LINEAR_MAX_POSITIONS)),
     "glinearnet": (GPA, "gLinearNet: LinearNet + gating (Eq. 4); Appendix A",
-                   both_sides(self_mixer="linear", self_gating="on", position_encoding="none")),
+                   dict(both_sides(self_mixer="linear", self_gating="on", position_encoding="sinusoidal"),
+                        **LINEAR_MAX_POSITIONS)),
     "lightconvnet": (GPA, "light convolution with GLU, Eq. 14; Appendix E Table 7", both_sides(self_mixer="lightconv")),
     # Analysis of positional encodings
     "nope": (APE, "no position signal at all (encoder and decoder)",
@@ -77,10 +106,11 @@ VARIANTS = {
     "posnet_embed": ("PosNet", "PosNet-Embed, Eq. 24 (replaces the absolute embeddings)",
                      both_sides(position_encoding="posnet")),
     "posnet_attn": ("PosNet", "PosNet-Attn, Eqs. 20, 23 (kernels on the self-attention values)",
-                    both_sides(self_mixer="posnet", position_encoding="none")),
+                    dict(both_sides(self_mixer="posnet", position_encoding="none"), **POSNET_MAX_POSITIONS)),
     "t5bias": ("PosNet (baseline: Raffel et al. 2020)", "T5 scalar relative position bias",
                both_sides(self_mixer="t5bias", position_encoding="none")),
-    "at5bias": ("PosNet (baseline: Wu et al. 2021)", "AT5: T5 bias with learnable monotone buckets",
+    "at5bias": ("PosNet (baseline: Wu et al. 2021)",
+                "AT5: soft learnable buckets (1 - exp(-alpha d)) and a per-head MLP",
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
 }
 
@@ -148,6 +178,9 @@ def make_architecture(variant_defaults, size_defaults):
         default_mixers(args)  # the mixers are chosen before their own options
         _apply(args, variant_defaults)
         _apply(args, size_defaults)
+        for key in ("max_source_positions", "max_target_positions"):  # before fairseq's 1024 default
+            if callable(variant_defaults.get(key)) and getattr(args, key, None) is None:
+                setattr(args, key, variant_defaults[key](args))
         posmix_base_architecture(args)
         for key, value in variant_defaults.items():
             if callable(value) and getattr(args, key, None) is None:

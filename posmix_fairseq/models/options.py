@@ -58,6 +58,10 @@ def add_posmix_args(parser):
                        help="remove the feed-forward sublayers of the encoder (the -FF ablation)")
     group.add_argument("--no-decoder-ffn", action="store_true",
                        help="remove the feed-forward sublayers of the decoder (the -FF ablation)")
+    from .paper_readings import MARKER, VERSION
+    group.add_argument("--" + MARKER.replace("_", "-"), type=int, default=VERSION, metavar="N",
+                       help="which papers' readings the model was built with (stored in checkpoints; a checkpoint "
+                            "without it keeps its pre-issue-11 defaults, see models/paper_readings.py)")
     group.add_argument("--length-ratio", type=float, metavar="GAMMA",
                        help="gamma of cross-attention positions floor(gamma*n); default: mean source "
                             "length / mean target length of the binarized training set (stored in the "

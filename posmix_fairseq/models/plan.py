@@ -67,6 +67,7 @@ class MixerPlan:
             num_heads=num_heads,
             kdim=cfg.encoder.embed_dim,
             attention_dropout=cfg.attention_dropout,
+            dropout=cfg.dropout,
             gated=entry.gated_by_default if gating == "default" else gating == "on",
             length_ratio=length_ratio,
             max_query_positions=max_positions[placement.query_side.role],

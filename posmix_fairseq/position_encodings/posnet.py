@@ -9,7 +9,12 @@ replaces the absolute position embedding. p_j is the token's TRUE position (padd
 the paper's code turned left padding off instead, and shared one PosNet between encoder and
 decoder, leaving the decoder without a position signal; here each side has its own). The
 kernel table covers positions below ``--S-posnet-max-positions`` (default 256); a longer
-sentence raises a clear error naming it. Parameters: 2 D d_p + P d_p^2.
+sentence raises a clear error naming it. Parameters: 2 D d_p + P d_p^2 per side.
+
+act is ReLU by default: the paper names only "the non-linear activation" sigma (Eq. 23); its
+released code (vesterchang/interpret_positional_encoding, posnet/modules.py) uses ReLU, with the
+order W_1 -> Phi[p] -> ReLU -> W_2 -> Dropout -> + X, as here. The code applies PosNet after the
+embedding dropout; here it runs in the layernorm_embedding slot, before it (README, Choices).
 """
 from fairseq import utils
 from torch import nn
@@ -58,8 +63,8 @@ class PosNetEmbedding(nn.Module):
                                      help="positions covered by the PosNet-Embed kernel table (default 256)"),
         "posnet-dropout": dict(type=float, default=None, metavar="P",
                                help="dropout of PosNet-Embed before its residual (default: --dropout)"),
-        "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="gelu",
-                                  help="act of PosNet-Embed (default gelu)"),
+        "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
+                                  help="act of PosNet-Embed (default relu, the paper's released code)"),
     })
 def build_posnet_embed(spec: PositionEncodingSpec):
     return PosNetEmbedding(spec)

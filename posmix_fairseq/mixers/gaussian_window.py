@@ -1,0 +1,83 @@
+"""The windowed computation of hard-coded Gaussian heads (``--S-gaussian-impl window``).
+
+Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt, Table 8) counts
+K_hat N D operations for GaussianNet, K_hat = 2K + 1 "the bidirectional context size" (K = 16 for
+Small/Base, 8 for Big, Section 5.2): each query mixes the values of the K_hat keys around its head's
+centre f_h(i) = floor(gamma i + o_h), not all N keys. This module computes exactly that:
+
+    c^h_i = sum_{k=-K..K} N(k; 0, sigma^2) v^h_{f_h(i) + k}     (keys outside the sentence, padding
+                                                                and future keys contribute 0)
+
+gathering, per query and head, the values at the K_hat positions f_h(i) + k (memory and work
+B T K_hat D, against B H T S + B T S D for the full weights). K is ``--S-max-relative-position``.
+What it truncates: the Gaussian mass beyond K of the centre, sum_{|k|>K} N(k; 0, sigma^2)
+~ erfc((K + 1/2) / (sigma sqrt 2)): 2e-17 for K = 8 and 1e-61 for K = 16 with sigma = 1, i.e.
+nothing in float32 or float64 (tested equal to ``full``). With a large sigma the cut is real
+(e.g. sigma = 8, K = 8: about 30% of the mass); the choice is the user's.
+
+Key positions come from the keys' own true positions (padding-aware), so left padding, batching
+and incremental decoding (keys appended step by step) give the same result as one full call.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .mixing import EnergyMixingAttention
+
+
+class WindowedGaussianAttention(EnergyMixingAttention):
+    """Hard-coded Gaussian heads over a window of 2K + 1 keys around each head's centre."""
+
+    def __init__(self, spec, energy, values=None, window: int = 16):
+        super().__init__(spec, energy, values)
+        self.window = window
+        taps = torch.arange(-window, window + 1, dtype=torch.float64)
+        sigma = energy.sigma
+        self.register_buffer("taps", (torch.exp(-0.5 * (taps / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi))),
+                             persistent=False)
+
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=True,
+                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False, positions=None):
+        if before_softmax:
+            raise ValueError("before_softmax=True is not supported by posmix mixers")
+        if need_weights or need_head_weights:  # the weights themselves: the reference path (window-cut)
+            return super().forward(query, key, value, key_padding_mask, incremental_state, need_weights, static_kv,
+                                   attn_mask, before_softmax, need_head_weights, positions)
+        tgt_len, batch, _ = query.shape
+        frame = positions if positions is not None else self._route.frame
+        query_positions = frame.positions
+        values, _, key_positions, key_pad = self._keys_and_values(
+            frame, key, value, key_padding_mask, incremental_state, static_kv)
+        heads, src_len = values.size(1), values.size(2)
+
+        excluded = key_pad[:, None, :].expand(batch, tgt_len, src_len)
+        if attn_mask is not None:
+            excluded = excluded | (attn_mask.float() < -1e3)[None]
+        # column of each (sentence, key position); src_len = a zero value (outside the sentence, padding)
+        longest = int(key_positions.max()) + 1 if key_positions.numel() else 1
+        column = torch.full((batch, longest + 1), src_len, dtype=torch.long, device=values.device)
+        real = ~key_pad
+        column.scatter_(1, torch.where(real, key_positions, longest), torch.arange(src_len, device=values.device)
+                        .expand(batch, src_len).where(real, src_len))
+        column[:, longest] = src_len
+        centres = self.energy.centres(query_positions).long()  # (B, H, T)
+        offsets = torch.arange(-self.window, self.window + 1, device=values.device)
+        wanted = centres.unsqueeze(-1) + offsets  # (B, H, T, K_hat) key positions
+        inside = (wanted >= 0) & (wanted < longest)
+        cols = column.gather(1, torch.where(inside, wanted, longest).view(batch, -1)).view(wanted.shape)
+        # excluded keys (future keys of decoder self-attention, padding) by (query, column)
+        excluded = torch.cat([excluded, excluded.new_ones(batch, tgt_len, 1)], dim=2)
+        cut = excluded.unsqueeze(1).expand(batch, heads, tgt_len, src_len + 1).gather(3, cols)
+        weights = self.taps.to(torch.float32).expand_as(cols).masked_fill(cut, 0.0)
+        weights = F.dropout(weights, p=self.attention_dropout, training=self.training).to(values.dtype)
+
+        padded = torch.cat([values, values.new_zeros(batch, heads, 1, values.size(-1))], dim=2)
+        index = cols.reshape(batch, heads, -1, 1).expand(-1, -1, -1, values.size(-1))
+        gathered = padded.gather(2, index).view(batch, heads, tgt_len, offsets.numel(), -1)
+        context = (weights.unsqueeze(-1) * gathered).sum(3)  # (B, H, T, D_h)
+        context = context.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
+        if self.gating is not None:
+            context = self.gating(context, query)
+        return self.out_proj(context), None
