@@ -96,11 +96,18 @@ ISSUE11_ENCODING_OPTIONS = {
 
 
 def upgrade_legacy_args(args) -> bool:
-    """Arguments stored by older checkpoints: the renames (below), then the options added by issue
-    11, which a checkpoint made before it lacks: it gets the values that rebuild the model it was
-    trained as. Returns whether anything was upgraded."""
+    """Arguments stored by older checkpoints: the renames (below), then the defaults issue 11 changed
+    (baselines: models/paper_readings.py; relative tables, RPE, LSTM: ``upgrade_issue11_args``),
+    which a checkpoint made before it lacks: it gets the values that rebuild the model it was
+    trained as. Called by every arch function before it fills defaults. Returns whether anything
+    was upgraded."""
+    from .paper_readings import upgrade_pre_issue11_args  # the other half of issue 11's defaults
+
     renamed = upgrade_renamed_args(args)
-    return upgrade_issue11_args(args) or renamed
+    pinned = upgrade_pre_issue11_args(args)
+    if pinned:
+        logger.info("pinned the pre-issue-11 defaults of a checkpoint made before them (models/paper_readings.py)")
+    return upgrade_issue11_args(args) or pinned or renamed
 
 
 def upgrade_issue11_args(args) -> bool:

@@ -29,7 +29,6 @@ from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .layers import PosMixDecoderLayer, PosMixEncoderLayer, wrap_layer
 from .options import (add_posmix_args, cross_heads, posmix_base_architecture, upgrade_legacy_args,
                       validate_posmix_args)
-from .paper_readings import upgrade_pre_issue11_args
 from .plan import MixerPlan
 
 logger = logging.getLogger(__name__)
@@ -147,10 +146,8 @@ class PosMixTransformerModel(TransformerModel):
 
     @classmethod
     def build_model(cls, args, task):
-        if upgrade_legacy_args(args):
-            logger.info("upgraded the arguments of a checkpoint made before the option renames")
-        if upgrade_pre_issue11_args(args):  # before the arch function fills today's defaults
-            logger.info("pinned the pre-issue-11 defaults of a checkpoint made before them")
+        if upgrade_legacy_args(args):  # before the arch function fills today's defaults
+            logger.info("upgraded the arguments of a checkpoint made by older code")
         # the arch's defaults (idempotent: they fill only what is unset; new options of old checkpoints)
         ARCH_CONFIG_REGISTRY.get(getattr(args, "arch", None), posmix_base_architecture)(args)
         validate_posmix_args(args)
