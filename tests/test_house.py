@@ -32,7 +32,8 @@ def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name)
                    for k in vars(cfg.model))
     with torch.no_grad():
         logits, _ = model(expected["src_tokens"], expected["src_lengths"], expected["prev_output_tokens"])
-    torch.testing.assert_close(F.log_softmax(logits.double(), -1), expected["log_probs"], atol=1e-6, rtol=0)
+    # fp32 model: 1e-5 (the thread count changes the summation order; 1e-6 failed once in a full run)
+    torch.testing.assert_close(F.log_softmax(logits.double(), -1), expected["log_probs"], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("name,pinned", [
@@ -53,7 +54,8 @@ def test_checkpoint_made_before_issue_11_keeps_its_defaults_and_translates_as_it
         assert getattr(cfg.model, key) == value, key
     with torch.no_grad():
         logits, _ = models[0].eval()(expected["src_tokens"], expected["src_lengths"], expected["prev_output_tokens"])
-    torch.testing.assert_close(F.log_softmax(logits.double(), -1), expected["log_probs"], atol=1e-6, rtol=0)
+    # fp32 model: 1e-5 (the thread count changes the summation order; 1e-6 failed once in a full run)
+    torch.testing.assert_close(F.log_softmax(logits.double(), -1), expected["log_probs"], atol=1e-5, rtol=0)
 
 
 # ---- positions take one route ----------------------------------------------------------------------

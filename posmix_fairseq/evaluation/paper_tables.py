@@ -170,7 +170,7 @@ TABLES: Dict[str, Table] = {t.name: t for t in [
           note="Big: Transformer 28.22, +MPRHead 29.11 (SIZE=big). NIST Zh-En results are not reproduced (no public data)."),
     Table("posnet-1", "PosNet Table 1: Transformer base on WMT14 En-De / En-Fr (newstest2014)", POSNET, "wmt14_en_de",
           {"PAPER": "posnet", "SIZE": "base", "VOCAB": "40000"},
-          [S("w/o PE", "nope"), S("SAPE", "posmix_transformer"), S("LAPE", "learnedpe"), S("RPE", "shaw"),
+          [S("w/o PE", "nope"), S("SAPE", "posmix_transformer"), S("LAPE", "learnedpe"), S("RPE", "shaw", SHAW_OWN),  # PosNet 5.2: "we follow the configuration in Shaw et al."
            S("Adaptive-T5", "at5bias"), S("PosNet-Attn", "posnet_attn"), S("PosNet-Embed", "posnet_embed")],
           _r(["En-De BLEU", "En-De chrF++", "En-Fr BLEU", "En-Fr chrF++", "#Params En-De (M)"], {
               "w/o PE": [13.49, 43.99, 22.59, 51.45, 63.08], "SAPE": [27.48, 53.97, 40.46, 62.09, 63.08],
