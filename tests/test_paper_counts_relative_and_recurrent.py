@@ -20,7 +20,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY
 from helpers import build_model_from_args, make_dictionary, mixer_spec, parse_model_args
 from posmix_fairseq.core.placement import ENCODER
 from posmix_fairseq.mixers.base import build_mixer
-from posmix_fairseq.models.options import READINGS_MARKER
+from posmix_fairseq.models.paper_readings import MARKER
 from posmix_fairseq.position_encodings.base import POSITION_ENCODING_REGISTRY, PositionEncodingSpec
 from posmix_fairseq.position_encodings.recurrent import RPE_OPTIONS
 
@@ -181,7 +181,7 @@ def test_rpe_sinusoids_interleave_sine_and_cosine_so_every_head_slice_has_both()
 
 # ---- checkpoints made before issue 11 ---------------------------------------------------------------
 def test_arguments_stored_before_issue_11_rebuild_the_old_shapes():
-    """Stored arguments lack the hidden --posmix-readings marker: the upgrade restores the old
+    """Stored arguments lack the posmix_paper_readings marker: the upgrade restores the old
     layouts (shared relative tables with a^V, RPE's head-sliced first layer with t = 1, the LSTM at
     D/2 | D units without projection), so their weights load unchanged."""
     shapes = {}
@@ -193,7 +193,7 @@ def test_arguments_stored_before_issue_11_rebuild_the_old_shapes():
             if key.endswith("_mixer") or key.endswith("_position_encoding"):
                 setattr(stored, key, value)
         stored.arch = arch
-        delattr(stored, READINGS_MARKER)
+        delattr(stored, MARKER)
         ARCH_CONFIG_REGISTRY[arch](stored)  # what fairseq does before build_model on loading
         model, _ = build_model_from_args(stored)
         shapes[arch] = {n: tuple(p.shape) for n, p in model.state_dict().items()}

@@ -6,7 +6,6 @@ Per sublayer S in ``encoder-self``, ``decoder-self``, ``decoder-cross``: ``--S-m
 sublayer whose mixer does not read it, it is an error). Per side (``encoder``, ``decoder``):
 ``--<side>-position-encoding`` plus every option a registered position encoding declares.
 """
-import argparse
 import logging
 
 from ..core.placement import DECODER, ENCODER, PLACEMENTS, SIDES
@@ -46,7 +45,6 @@ def add_posmix_args(parser):
         kwargs = dict(kwargs, help=f"{kwargs.get('help', '')} [read by: {readers}]")
         for side in SIDES:
             group.add_argument(side.flag(option), **kwargs)
-    group.add_argument("--" + READINGS_MARKER.replace("_", "-"), default=READINGS, help=argparse.SUPPRESS)
     group.add_argument("--position-blind", type=str, metavar="SIDES",
                        help="encoder, decoder or encoder,decoder: allow these sides to have no position signal at "
                             "all (the no-PE baselines); otherwise such a combination is an error")
@@ -74,11 +72,11 @@ def add_posmix_args(parser):
 
 # Options added by issue 11 ("Match the papers") -> the value that reproduces the code before it, set on
 # arguments stored before issue 11 where the sublayer's mixer / the side's encoding reads the option.
-# Fresh arguments carry READINGS_MARKER (a hidden flag whose parser default is READINGS); arguments stored
-# before issue 11 lack it. (fairseq leaves unset model options absent from fresh arguments too, so they
-# cannot tell old from new.) fairseq runs the arch function on stored arguments before build_model, so
-# every arch function upgrades first (before its defaults fill the unset options).
-READINGS_MARKER, READINGS, PRE_READINGS = "posmix_readings", "issue11", "pre-issue11"
+# Fresh arguments carry the stored marker of models/paper_readings.py (a model option whose parser
+# default is its VERSION); arguments stored before issue 11 lack it. (fairseq leaves unset model options
+# absent from fresh arguments too, so they cannot tell old from new.) fairseq runs the arch function on
+# stored arguments before build_model, so every arch function upgrades first (before its defaults fill
+# the unset options).
 # (shaw-value-term and rpe-heads: the shaw / rpehead / mprhead archs' defaults changed with issue 11)
 # (relative-sinusoids: only where the relative table is sinusoidal)
 ISSUE11_MIXER_OPTIONS = {
@@ -101,18 +99,21 @@ def upgrade_legacy_args(args) -> bool:
     which a checkpoint made before it lacks: it gets the values that rebuild the model it was
     trained as. Called by every arch function before it fills defaults. Returns whether anything
     was upgraded."""
-    from .paper_readings import upgrade_pre_issue11_args  # the other half of issue 11's defaults
+    from .paper_readings import made_before_issue11, upgrade_pre_issue11_args
 
     renamed = upgrade_renamed_args(args)
+    if not made_before_issue11(args):
+        return renamed
+    relative = upgrade_issue11_args(args)  # first: upgrade_pre_issue11_args sets the marker
     pinned = upgrade_pre_issue11_args(args)
-    if pinned:
-        logger.info("pinned the pre-issue-11 defaults of a checkpoint made before them (models/paper_readings.py)")
-    return upgrade_issue11_args(args) or pinned or renamed
+    if pinned or relative:
+        logger.info("arguments stored before issue 11: its former defaults pinned (README, Choices, issue 11)")
+    return True
 
 
 def upgrade_issue11_args(args) -> bool:
-    if getattr(args, READINGS_MARKER, None) is not None:
-        return False
+    """Relative tables, RPE and the LSTM of arguments stored before issue 11 (the caller checks the
+    marker): the values their code built. Returns whether anything was set."""
     upgraded = False
     for placement in PLACEMENTS:
         mixer = getattr(args, placement.attr("mixer"), None) or "mha"
@@ -130,10 +131,6 @@ def upgrade_issue11_args(args) -> bool:
             if option in read and getattr(args, attr, None) is None:
                 setattr(args, attr, value(args, side))
                 upgraded = True
-    setattr(args, READINGS_MARKER, PRE_READINGS)
-    if upgraded:
-        logger.info("arguments stored before issue 11: relative tables, RPE and LSTM widths set as that code built "
-                    "them (README, Choices, issue 11)")
     return upgraded
 
 

@@ -13,6 +13,10 @@ build time, so a changed default would silently change an old model):
 - Adaptive-T5: ``--S-t5-adaptive on`` now means Wu et al. (2021)'s soft buckets; the former
   cumulative-increment formulation is ``--S-t5-adaptive cumulative``.
 
+The relative tables, RPE and the LSTM (issue 11's other changes) are pinned by
+``models/options.py`` ``upgrade_issue11_args``; ``upgrade_legacy_args`` runs both on arguments
+stored without the marker.
+
 New checkpoints store ``posmix_paper_readings`` (a model option whose argparse default is
 VERSION, so every command line gets it; fairseq applies no argparse defaults to a loaded
 checkpoint's arguments); a checkpoint without it gets the options its code used, written into
@@ -24,10 +28,15 @@ MARKER = "posmix_paper_readings"
 VERSION = 11  # the issue that set the current readings
 
 
+def made_before_issue11(args) -> bool:
+    """Stored arguments without the marker: made by the code before issue 11."""
+    return getattr(args, MARKER, None) is None
+
+
 def upgrade_pre_issue11_args(args) -> bool:
     """Pin the pre-issue-11 behaviour on arguments stored without the marker (call before the
     architecture function fills defaults). Returns whether anything was pinned."""
-    if getattr(args, MARKER, None) is not None:
+    if not made_before_issue11(args):
         return False
     for placement in PLACEMENTS:
         mixer = getattr(args, placement.attr("mixer"), None) or "mha"
