@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from .common import next_power_of_2
-from .triton_support import INTERPRETED, check_runnable
+from .triton_support import INTERPRETED, check_runnable, mixed_dot, program_row
 
 
 @triton.jit
@@ -22,9 +22,7 @@ def _abs_fwd(table, pos, lens, vals, out, lse, H, T, S, PQ, PK, DH,
              CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
              PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
     pid_t = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
-    h = bh % H
+    bh, b, h = program_row(H)
     t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     tm = t < T
     d = tl.arange(0, BLOCK_D)
@@ -53,11 +51,7 @@ def _abs_fwd(table, pos, lens, vals, out, lse, H, T, S, PQ, PK, DH,
         pr = tl.exp(e - safe[:, None])
         z = z * alpha + tl.sum(pr, axis=1)
         v = tl.load(vbase + n[:, None] * DH + d[None, :], mask=(n < length)[:, None] & dm[None, :], other=0.0)
-        if DOT_F32:
-            pv = tl.dot(pr, v.to(tl.float32), input_precision=PRECISION)
-        else:
-            pv = tl.dot(pr.to(v.dtype), v)
-        acc = acc * alpha[:, None] + pv
+        acc = acc * alpha[:, None] + mixed_dot(pr, v, PRECISION, DOT_F32)
         mx = new_mx
     live = z > 0
     res = acc / tl.where(live, z, 1.0)[:, None]
@@ -71,9 +65,7 @@ def _abs_bwd_dv(table, pos, lens, dout, lse, dvals, H, T, S, PQ, PK, DH,
                 CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                 PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
     pid_n = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
-    h = bh % H
+    bh, b, h = program_row(H)
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     length = tl.load(lens + b)
     nm = n < length
@@ -91,10 +83,7 @@ def _abs_bwd_dv(table, pos, lens, dout, lse, dvals, H, T, S, PQ, PK, DH,
         lse_t = tl.load(lse + bh * T + t, mask=tm, other=float("inf"))
         pr = tl.where(ok, tl.exp(e - lse_t[:, None]), 0.0)
         g = tl.load(dout + bh * T * DH + t[:, None] * DH + d[None, :], mask=tm[:, None] & dm[None, :], other=0.0)
-        if DOT_F32:
-            acc += tl.dot(tl.trans(pr), g.to(tl.float32), input_precision=PRECISION)
-        else:
-            acc += tl.dot(tl.trans(pr.to(g.dtype)), g)
+        acc += mixed_dot(tl.trans(pr), g, PRECISION, DOT_F32)
     tl.store(dvals + bh * S * DH + n[:, None] * DH + d[None, :], acc.to(dvals.dtype.element_ty),
              mask=(n < S)[:, None] & dm[None, :])
 
@@ -104,9 +93,7 @@ def _abs_bwd_de(table, pos, lens, vals, out, dout, lse, dtable, H, T, S, PQ, PK,
                 CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                 PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
     pid_t = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
-    h = bh % H
+    bh, b, h = program_row(H)
     t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     tm = t < T
     d = tl.arange(0, BLOCK_D)
@@ -131,10 +118,7 @@ def _abs_bwd_de(table, pos, lens, vals, out, dout, lse, dtable, H, T, S, PQ, PK,
         e = tl.load(table + row[:, None] + n[None, :], mask=ok, other=0.0).to(tl.float32)
         pr = tl.where(ok, tl.exp(e - lse_t[:, None]), 0.0)
         v = tl.load(vbase + n[:, None] * DH + d[None, :], mask=(n < length)[:, None] & dm[None, :], other=0.0)
-        if DOT_F32:
-            dp = tl.dot(g.to(tl.float32), tl.trans(v.to(tl.float32)), input_precision=PRECISION)
-        else:
-            dp = tl.dot(g.to(v.dtype), tl.trans(v))
+        dp = mixed_dot(g, tl.trans(v), PRECISION, DOT_F32)
         tl.atomic_add(dtable + row[:, None] + n[None, :], pr * (dp - delta[:, None]), mask=ok)
 
 

@@ -24,7 +24,7 @@ import triton.language as tl
 
 from .common import next_power_of_2
 from .relative_mixing import prefix_suffix
-from .triton_support import INTERPRETED, check_runnable
+from .triton_support import INTERPRETED, check_runnable, mixed_dot, program_row
 
 
 @triton.jit
@@ -68,9 +68,7 @@ def _rel_fwd(table, pos, cen, lens, vals, prefix, suffix, out, lse,
              K: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
              BLOCK_W: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
     pid_t = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
-    h = bh % H
+    bh, b, h = program_row(H)
     W: tl.constexpr = 2 * K + 1
     t, tm, p, c, upper, n_left, start_right, n_right, lo, hi = _rel_setup(pos, cen, lens, b, T, pid_t, K, CAUSAL,
                                                                           BLOCK_T)
@@ -99,10 +97,7 @@ def _rel_fwd(table, pos, cen, lens, vals, prefix, suffix, out, lse,
             pr = tl.where(in_band, tl.exp(e - mx[:, None]), 0.0)
             z += tl.sum(pr, axis=1)
             v = tl.load(vbase + m[:, None] * DH + d[None, :], mask=(m < hi)[:, None] & dm[None, :], other=0.0)
-            if DOT_F32:
-                acc += tl.dot(pr, v.to(tl.float32), input_precision=PRECISION)
-            else:
-                acc += tl.dot(pr.to(v.dtype), v)
+            acc += mixed_dot(pr, v, PRECISION, DOT_F32)
     sbase = bh * (S + 1) * DH
     w_left = tl.where(n_left > 0, tl.exp(e_left - mx), 0.0)
     z += w_left * n_left.to(tl.float32)
@@ -128,9 +123,7 @@ def _rel_bwd(table, pos, cen, lens, vals, prefix, suffix, out, dout, lse, dtable
              K: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
              BLOCK_D: tl.constexpr, PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
     pid_t = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
-    h = bh % H
+    bh, b, h = program_row(H)
     W: tl.constexpr = 2 * K + 1
     t, tm, p, c, upper, n_left, start_right, n_right, lo, hi = _rel_setup(pos, cen, lens, b, T, pid_t, K, CAUSAL,
                                                                           BLOCK_T)
@@ -153,12 +146,8 @@ def _rel_bwd(table, pos, cen, lens, vals, prefix, suffix, out, dout, lse, dtable
             pr = tl.where(in_band, tl.exp(e - lse_t[:, None]), 0.0)
             kmask = (m < hi)[:, None] & dm[None, :]
             v = tl.load(vbase + m[:, None] * DH + d[None, :], mask=kmask, other=0.0)
-            if DOT_F32:
-                dp = tl.dot(g32, tl.trans(v.to(tl.float32)), input_precision=PRECISION)
-                dv = tl.dot(tl.trans(pr), g32, input_precision=PRECISION)
-            else:
-                dp = tl.dot(g, tl.trans(v))
-                dv = tl.dot(tl.trans(pr.to(g.dtype)), g)
+            dp = mixed_dot(g, tl.trans(v), PRECISION, DOT_F32)
+            dv = mixed_dot(tl.trans(pr), g, PRECISION, DOT_F32)
             tl.atomic_add(drow[:, None] + j, pr * (dp - delta[:, None]), mask=in_band)
             tl.atomic_add(dvbase + m[:, None] * DH + d[None, :], dv, mask=kmask)
     sbase = bh * (S + 1) * DH

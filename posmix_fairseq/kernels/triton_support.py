@@ -1,4 +1,5 @@
-"""Guards shared by the Triton kernel modules (imported only when Triton is available).
+"""Guards and device helpers shared by the Triton kernel modules (imported only when Triton is
+available).
 
 Triton decides once, when it is first imported, whether its kernels (its own library functions
 included) are compiled or interpreted: the TRITON_INTERPRET variable must be set before that.
@@ -6,6 +7,7 @@ included) are compiled or interpreted: the TRITON_INTERPRET variable must be set
 import os
 
 import torch
+import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
@@ -20,3 +22,20 @@ def check_runnable(tensor: torch.Tensor) -> None:
             "posmix_fairseq.kernels: Triton was imported without TRITON_INTERPRET=1, so its kernels cannot run on "
             "CPU tensors" + (" (TRITON_INTERPRET was set after Triton's first import: set it before the process "
                              "imports Triton)" if wanted else "") + "; use backend='torch' or 'auto' here")
+
+
+@triton.jit
+def program_row(H):
+    """(bh, b, h): the (batch row, head) pair of this program (grid axis 1), bh as int64."""
+    bh = tl.program_id(1).to(tl.int64)
+    return bh, bh // H, bh % H
+
+
+@triton.jit
+def mixed_dot(a, b, PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
+    """a @ b with fp32 accumulation: both operands in fp32 at ``PRECISION`` (DOT_F32, fp32 storage),
+    or ``a`` cast to ``b``'s storage dtype (fp16 / bf16 tensor cores)."""
+    if DOT_F32:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=PRECISION)
+    else:
+        return tl.dot(a.to(b.dtype), b)
