@@ -135,11 +135,19 @@ stage_generate() {
       --required-batch-size-multiple 1 ${GEN_SIZE_FLAGS:-} ${DEVICE_FLAGS:-} ${GEN_FLAGS:-} > "$OUT/generate.$NAME.txt"
 }
 
+# The target side's SentencePiece model and detokenisation flags, as prepare made them: sets SPM and
+# DETOK_FLAGS for the scoring stages.
+target_detok() {
+  SPM="$OUT/prep/spm.model"; DETOK_FLAGS=""
+  [ "$SEPARATE" = 1 ] && SPM="$OUT/prep/spm.$TGT.model"
+  [ "$MOSES" = 1 ] && DETOK_FLAGS="--moses-detok $TGT"
+  [ "$LOWERCASE" = 1 ] && DETOK_FLAGS="$DETOK_FLAGS --lowercase"
+  return 0
+}
+
 stage_score() {
-  local spm="$OUT/prep/spm.model" flags=""
-  [ "$SEPARATE" = 1 ] && spm="$OUT/prep/spm.$TGT.model"
-  [ "$MOSES" = 1 ] && flags="$flags --moses-detok $TGT"
-  [ "$LOWERCASE" = 1 ] && flags="$flags --lowercase"
+  target_detok
+  local spm="$SPM" flags="$DETOK_FLAGS"
   [ -n "${COMET_MODEL:-}" ] && flags="$flags --comet-model $COMET_MODEL"
   [ -n "${BLEURT_CHECKPOINT:-}" ] && flags="$flags --bleurt-checkpoint $BLEURT_CHECKPOINT"
   log "score: posmix-score (tokenize $TOKENIZE)"
@@ -151,10 +159,8 @@ stage_score() {
 # APE paper Section 4.2 / Tables 3-4: the concatenated test set (consecutive pairs joined), binarized with
 # the training dictionaries, translated with raised length limits, and scored per source-length group.
 stage_concat() {
-  local spm="$OUT/prep/spm.model" flags=""
-  [ "$SEPARATE" = 1 ] && spm="$OUT/prep/spm.$TGT.model"
-  [ "$MOSES" = 1 ] && flags="--moses-detok $TGT"
-  [ "$LOWERCASE" = 1 ] && flags="$flags --lowercase"
+  target_detok
+  local spm="$SPM" flags="$DETOK_FLAGS"
   log "concat: concatenated test set, groups ${CONCAT_BINS:-25,50,75,100}"
   "$PY" -m posmix_fairseq.evaluation.concat_testset --src-file "$OUT/prep/test.$SRC" --tgt-file "$OUT/prep/test.$TGT" \
       --src "$SRC" --tgt "$TGT" --out "$OUT/concat" --bins "${CONCAT_BINS:-25,50,75,100}"
@@ -176,10 +182,8 @@ stage_concat() {
 
 # APE paper Table 2 / HC Fig. 4: metrics per source-length group of the ordinary test set
 stage_lengthbins() {
-  local spm="$OUT/prep/spm.model" flags=""
-  [ "$SEPARATE" = 1 ] && spm="$OUT/prep/spm.$TGT.model"
-  [ "$MOSES" = 1 ] && flags="--moses-detok $TGT"
-  [ "$LOWERCASE" = 1 ] && flags="$flags --lowercase"
+  target_detok
+  local spm="$SPM" flags="$DETOK_FLAGS"
   log "lengthbins: groups ${LENGTH_BINS:-25,50,75,100} by ${LENGTH_BY:-src} length"
   "$PY" -m posmix_fairseq.evaluation.length_bins "$OUT/generate.$NAME.txt" --names "$NAME" --spm-model "$spm" \
       --ref "$OUT/prep/raw/test.$TGT" --by "${LENGTH_BY:-src}" --count pieces --bins "${LENGTH_BINS:-25,50,75,100}" \
