@@ -46,13 +46,29 @@ def parse_model_args(flags, tiny=True):
     return args
 
 
-def build_model_from_args(args, dictionary=None, seed=0, default_length_ratio=1.25):
+def build_model_from_args(args, dictionary=None, seed=0, default_length_ratio=1.25, target_dictionary=None):
+    """(model, source dictionary); the target dictionary is the source one unless given."""
     if getattr(args, "length_ratio", None) is None:
         args.length_ratio = default_length_ratio
     d = dictionary or make_dictionary()
-    task = TranslationTask(TranslationConfig(data="unused-data-dir"), d, d)
+    task = TranslationTask(TranslationConfig(data="unused-data-dir"), d, target_dictionary or d)
     torch.manual_seed(seed)
     return ARCH_MODEL_REGISTRY[args.arch].build_model(args, task), d
+
+
+def meta_model(flags, vocab, target_vocab=None, tiny=False):
+    """The model of ``flags`` on torch's meta device (shapes only, no memory: for parameter counts)
+    with a ``vocab``-word dictionary (fairseq's 4 specials included), or separate source / target
+    dictionaries of ``vocab`` / ``target_vocab`` words."""
+    source = make_dictionary(vocab - 4)
+    target = make_dictionary(target_vocab - 4) if target_vocab else None
+    with torch.device("meta"):
+        model, _ = build_model_from_args(parse_model_args(flags, tiny=tiny), source, target_dictionary=target)
+    return model
+
+
+def num_parameters(module) -> int:
+    return sum(p.numel() for p in module.parameters())
 
 
 def build_model(flags, tiny=True, seed=0, dictionary=None, default_length_ratio=1.25):

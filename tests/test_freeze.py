@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 import test_decoding_exactness as exactness
-from helpers import (binarized_toy_corpus, build_model_from_args, make_dictionary, parse_model_args, random_batch,
-                     run_generate, run_train)
+from helpers import (binarized_toy_corpus, build_model_from_args, meta_model, num_parameters, parse_model_args,
+                     random_batch, run_generate, run_train)
 from posmix_fairseq.freeze import freeze_model
 from posmix_fairseq.mixers.frozen_energy import FrozenAbsoluteEnergy, FrozenRelativeEnergy
 
@@ -117,12 +117,9 @@ def test_position_beyond_the_frozen_table_is_a_clear_error(flags, original):
 
 # ---- parameter counts against the paper ----------------------------------------------------------
 
-def meta_model(arch, frozen=None, vocab=1000):
-    args = parse_model_args(["--arch", arch, "--share-all-embeddings"]
-                            + (["--frozen-energy-positions", str(frozen)] if frozen else []), tiny=False)
-    with torch.device("meta"):
-        model, _ = build_model_from_args(args, make_dictionary(vocab - 4))  # + 4 special symbols
-    return model
+def paper_size_model(arch, frozen=None, vocab=1000):
+    return meta_model(["--arch", arch, "--share-all-embeddings"]
+                      + (["--frozen-energy-positions", str(frozen)] if frozen else []), vocab)
 
 
 def weights(module):
@@ -136,7 +133,7 @@ def weights(module):
 def test_search_time_layer_parameters_are_table_8s_search_column(mixer, size, d, h, k):
     """Table 8, search column per (gated) layer: rPosNet H K^ N + 3 D^2, aPosNet H N^2 + 3 D^2."""
     n = 128
-    layer = meta_model(f"{mixer}_{size}", frozen=n).encoder.layers[0].self_attn
+    layer = paper_size_model(f"{mixer}_{size}", frozen=n).encoder.layers[0].self_attn
     expected = h * (2 * k + 1) * n + 3 * d * d if mixer == "rposnet" else h * n * n + 3 * d * d
     assert weights(layer) == expected
 
@@ -147,8 +144,8 @@ def test_search_time_layer_parameters_are_table_8s_search_column(mixer, size, d,
 def test_search_time_attention_parameters_below_training_time_as_section_4_2_says(size, claim):
     """Section 4.2: precomputing rPosNet's energies saves 23% (Base) and 24% (Big) of the attention
     parameters (Table 8: K^ D + 4 D^2 -> H K^ N + 3 D^2, N = 128)."""
-    trained = meta_model(f"rposnet_{size}").encoder.layers[0].self_attn
-    frozen = meta_model(f"rposnet_{size}", frozen=128).encoder.layers[0].self_attn
+    trained = paper_size_model(f"rposnet_{size}").encoder.layers[0].self_attn
+    frozen = paper_size_model(f"rposnet_{size}", frozen=128).encoder.layers[0].self_attn
     saving = 100.0 * (1 - weights(frozen) / weights(trained))
     assert round(saving) >= claim, f"{saving:.2f}%"
 
@@ -169,8 +166,8 @@ def test_frozen_totals_reproduce_the_params_columns_of_tables_2_and_3(table, siz
     rPosNet rows include its learned n~ tables (128 x D per side, Section 5.2: rPosNet uses learned
     embeddings), which the frozen checkpoint drops: they are added back here (README, Choices)."""
     d = 1024 if size == "wmt_en_de_big" else 512
-    ours = sum(p.numel() for p in meta_model(f"{mixer}_{size}", frozen=128).parameters()) - \
-        sum(p.numel() for p in meta_model(f"posmix_transformer_{size}").parameters())
+    ours = num_parameters(paper_size_model(f"{mixer}_{size}", frozen=128)) - \
+        num_parameters(paper_size_model(f"posmix_transformer_{size}"))
     learned_n = 2 * 128 * d if mixer == "rposnet" else 0
     paper = rows[mixer] - transformer
     assert abs(ours + learned_n - paper) <= unit, \

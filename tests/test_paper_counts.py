@@ -22,10 +22,8 @@ its training-time per-layer count 5D^2 (Table 8, train column) is checked.
 import pytest
 import torch
 
-from fairseq.models import ARCH_MODEL_REGISTRY
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from helpers import build_model, make_dictionary, parse_model_args
+from helpers import build_model, meta_model, num_parameters
 
 M = 1e6
 
@@ -33,14 +31,8 @@ M = 1e6
 def count(arch, vocab, flags=(), target_vocab=None):
     """Total parameters of ``arch`` with a joint vocabulary (shared embeddings), or separate
     source/target vocabularies (separate embeddings, untied output projection)."""
-    src = make_dictionary(vocab - 4)  # fairseq's 4 specials
-    tgt = make_dictionary(target_vocab - 4) if target_vocab else src
     shared = ["--share-all-embeddings"] if target_vocab is None else []
-    args = parse_model_args(["--arch", arch, *shared, *flags], tiny=False)
-    args.length_ratio = 1.0
-    with torch.device("meta"):
-        model = ARCH_MODEL_REGISTRY[args.arch].build_model(args, TranslationTask(TranslationConfig(data="-"), src, tgt))
-    return sum(p.numel() for p in model.parameters())
+    return num_parameters(meta_model(["--arch", arch, *shared, *flags], vocab, target_vocab))
 
 
 GATED = ["--encoder-self-gating", "on", "--decoder-self-gating", "on"]

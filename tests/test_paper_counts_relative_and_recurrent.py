@@ -17,7 +17,7 @@ import torch
 
 from fairseq.models import ARCH_CONFIG_REGISTRY
 
-from helpers import build_model_from_args, make_dictionary, mixer_spec, parse_model_args
+from helpers import build_model_from_args, meta_model, mixer_spec, num_parameters, parse_model_args
 from posmix_fairseq.core.placement import ENCODER
 from posmix_fairseq.mixers.base import build_mixer
 from posmix_fairseq.models.paper_readings import MARKER
@@ -29,10 +29,7 @@ M = 1e6
 
 def count(flags, vocab, tiny=False):
     """Parameters of the whole model of ``flags`` with a ``vocab``-word dictionary (source = target)."""
-    args = parse_model_args(flags, tiny=tiny)
-    with torch.device("meta"):
-        model, _ = build_model_from_args(args, make_dictionary(vocab - 4))  # + 4 special symbols
-    return sum(p.numel() for p in model.parameters())
+    return num_parameters(meta_model(flags, vocab, tiny=tiny))
 
 
 def layer_count(name, d, h, k, gated, **options):
