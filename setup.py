@@ -25,6 +25,9 @@ setup(
         "posmix-reproduce=posmix_fairseq.evaluation.reproduce:cli",
         "posmix-bench-kernels=posmix_fairseq.kernels.bench:main",
         "posmix-freeze=posmix_fairseq.freeze:cli",
+        "posmix-plot=posmix_fairseq.figures.plot:cli",
+        "posmix-forward-time=posmix_fairseq.evaluation.forward_time:cli",
+        "posmix-ngram-orders=posmix_fairseq.evaluation.ngram_orders:cli",
     ]},
     extras_require={"eval": ["unbabel-comet==2.2.7", "bleurt-pytorch==0.0.1"], "test": ["pytest"]},
 )

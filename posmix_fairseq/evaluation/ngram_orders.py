@@ -1,0 +1,153 @@
+"""``posmix-ngram-orders``: chrF and BLEU at every n-gram order, per system, and each system's gap to
+a baseline (PosNet paper, 004_4d10d0edac194ef1.txt, Fig. 4 and Section 5: "the ChrF with n-gram
+character F2 and 2-gram word F2 (1 <= n <= 30), the ChrF with 6-gram character F2 and n-gram word F2
+(1 <= n <= 8), and the BLEU with n-gram word precision (1 <= n <= 8)").
+
+- chrF (sacreBLEU's CHRF, beta 2): the character n-gram order n with word order 2 (``--char-orders``),
+  and character order 6 with word order n (``--word-orders``); at n = 6 and n = 2 respectively both
+  equal chrF++. sacreBLEU's own per-order counts are extracted once, at the largest orders, and each
+  score is sacreBLEU's own chrF formula over the orders it covers: the same number as
+  ``CHRF(char_order=n, word_order=w)`` (tested), in one pass instead of one per order.
+- BLEU (sacreBLEU, ``--tokenize``): ``BLEU(max_ngram_order=n)`` for each n of ``--bleu-orders``.
+
+Hypotheses are detokenised as ``posmix-score`` does (``--spm-model``, ``--remove-bpe``, ``--moses-detok``);
+the references are ``--ref`` (raw text) or the T- lines.
+
+    posmix-ngram-orders gen.posnet_embed.txt --baseline gen.sape.txt --names PosNet-Embed SAPE \\
+        --spm-model spm.model --ref test.de --json ngram-orders.json
+"""
+import argparse
+import json
+from typing import Dict, List, Optional, Sequence
+
+from .detok import Detokenizer
+from .generate_output import read_generate_output
+
+CHRF_WORD_ORDER = 2   # chrF++'s word order, kept while the character order varies (Fig. 4a)
+CHRF_CHAR_ORDER = 6   # chrF++'s character order, kept while the word order varies (Fig. 4b)
+
+
+def parse_orders(text: str, option: str) -> List[int]:
+    """'1-30' or '1,2,4' -> sorted orders >= 1."""
+    orders = set()
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                orders.update(range(lo, hi + 1))
+            elif part:
+                orders.add(int(part))
+    except ValueError:
+        raise ValueError(f"{option} {text!r}: expected orders such as 1-30 or 1,2,4") from None
+    if not orders or min(orders) < 1:
+        raise ValueError(f"{option} {text!r}: orders must be integers >= 1")
+    return sorted(orders)
+
+
+def chrf_by_order(hyps: Sequence[str], refs: Sequence[str], char_orders: Sequence[int],
+                  word_orders: Sequence[int]) -> Dict[str, List[float]]:
+    """{'char': chrF(char n, word 2) per n, 'word': chrF(char 6, word n) per n} from one pass of
+    sacreBLEU's per-order statistics."""
+    from sacrebleu.metrics import CHRF
+
+    max_char = max(list(char_orders) + [CHRF_CHAR_ORDER])
+    max_word = max(list(word_orders) + [CHRF_WORD_ORDER])
+    counter = CHRF(char_order=max_char, word_order=max_word)
+    stats = [sum(col) for col in zip(*counter._extract_corpus_statistics(list(hyps), [list(refs)]))]
+    char_stats, word_stats = stats[:3 * max_char], stats[3 * max_char:]
+
+    def score(n_char, n_word):
+        return CHRF(char_order=n_char, word_order=n_word)._compute_f_score(
+            char_stats[:3 * n_char] + word_stats[:3 * n_word])
+
+    return {"char": [score(n, CHRF_WORD_ORDER) for n in char_orders],
+            "word": [score(CHRF_CHAR_ORDER, n) for n in word_orders]}
+
+
+def bleu_by_order(hyps, refs, orders, tokenize="13a", lowercase=False) -> List[float]:
+    from sacrebleu.metrics import BLEU
+
+    return [BLEU(max_ngram_order=n, tokenize=tokenize, lowercase=lowercase).corpus_score(list(hyps), [list(refs)]).score
+            for n in orders]
+
+
+def main(argv: Optional[List[str]] = None):
+    p = argparse.ArgumentParser(prog="posmix-ngram-orders", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("gen_out", nargs="+", help="fairseq-generate outputs (systems)")
+    p.add_argument("--baseline", required=True, metavar="GEN_OUT", help="the system the gaps are measured against")
+    p.add_argument("--names", nargs="+", help="display names: the systems in order, then the baseline")
+    p.add_argument("--ref", help="reference text file (raw; default: the T- lines)")
+    p.add_argument("--spm-model", help="SentencePiece model: join its pieces back")
+    p.add_argument("--remove-bpe", nargs="?", const="@@ ", default=None, help="remove subword-nmt BPE markers")
+    p.add_argument("--moses-detok", metavar="LANG", help="Moses-detokenise for this target language")
+    p.add_argument("--tokenize", default="13a", help="sacreBLEU BLEU tokenizer (default 13a)")
+    p.add_argument("--lowercase", action="store_true")
+    p.add_argument("--char-orders", default="1-30", help="chrF character orders, word order 2 (default 1-30)")
+    p.add_argument("--word-orders", default="1-8", help="chrF word orders, character order 6 (default 1-8)")
+    p.add_argument("--bleu-orders", default="1-8", help="BLEU maximum n-gram orders (default 1-8)")
+    p.add_argument("--json", help="write the scores here (posmix-plot posnet-fig4 reads it)")
+    a = p.parse_args(argv)
+    paths = list(a.gen_out) + [a.baseline]
+    names = a.names or [path.rsplit("/", 1)[-1] for path in paths]
+    try:
+        if len(names) != len(paths):
+            raise ValueError(f"--names: {len(names)} names for {len(paths)} systems (the systems, then the baseline)")
+        if len(set(names)) != len(names):
+            raise ValueError(f"--names: the names must differ (got {' '.join(names)})")
+        orders = {"char": parse_orders(a.char_orders, "--char-orders"), "word": parse_orders(a.word_orders, "--word-orders"),
+                  "bleu": parse_orders(a.bleu_orders, "--bleu-orders")}
+        detok = Detokenizer(a.spm_model, a.remove_bpe, a.moses_detok)
+        outputs = [read_generate_output(path) for path in paths]
+        if a.ref:
+            from ..raw_text import read_lines
+
+            refs = read_lines(a.ref)
+        elif outputs[0].references:
+            refs = detok.lines(outputs[0].references)
+        else:
+            raise ValueError("no references: pass --ref FILE")
+        scores = {"chrf_char_orders": {}, "chrf_word_orders": {}, "bleu_orders": {}}
+        for name, out in zip(names, outputs):
+            hyps = detok.lines(out.hypotheses)
+            if len(hyps) != len(refs):
+                raise ValueError(f"{out.path}: {len(hyps)} hypotheses but {len(refs)} references")
+            chrf = chrf_by_order(hyps, refs, orders["char"], orders["word"])
+            scores["chrf_char_orders"][name] = chrf["char"]
+            scores["chrf_word_orders"][name] = chrf["word"]
+            scores["bleu_orders"][name] = bleu_by_order(hyps, refs, orders["bleu"], a.tokenize, a.lowercase)
+    except ValueError as e:
+        raise SystemExit(f"posmix-ngram-orders: {e}")
+    baseline = names[-1]
+    result = {"baseline": baseline, "systems": names, "detokenization": detok.description, "tokenize": a.tokenize,
+              "chrf_char_orders": {"orders": orders["char"], "word_order": CHRF_WORD_ORDER,
+                                   "scores": scores["chrf_char_orders"]},
+              "chrf_word_orders": {"orders": orders["word"], "char_order": CHRF_CHAR_ORDER,
+                                   "scores": scores["chrf_word_orders"]},
+              "bleu_orders": {"orders": orders["bleu"], "scores": scores["bleu_orders"]}}
+    titles = {"chrf_char_orders": f"chrF, character order n (word order {CHRF_WORD_ORDER})",
+              "chrf_word_orders": f"chrF, word order n (character order {CHRF_CHAR_ORDER})",
+              "bleu_orders": "BLEU, maximum n-gram order n"}
+    for key, title in titles.items():
+        block = result[key]
+        head = ["n"] + [f"{s}" for s in names] + [f"{s} - {baseline}" for s in names[:-1]]
+        print(f"{title}\n\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+        for k, n in enumerate(block["orders"]):
+            vals = [block["scores"][s][k] for s in names]
+            gaps = [block["scores"][s][k] - block["scores"][baseline][k] for s in names[:-1]]
+            print(f"| {n} | " + " | ".join(f"{v:.2f}" for v in vals + gaps) + " |")
+        print()
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+    return result
+
+
+def cli():
+    """Console entry point: main() returns results for tests; the process exits 0 on success."""
+    main()
+
+
+if __name__ == "__main__":
+    cli()
