@@ -14,7 +14,10 @@ returns no weights (``none``, the -SA ablation) is reported as such.
   attention is at least two positions from the query; here the attention of a layer is the mean over its
   heads, and a sentence's off-diagonality is the share of off-diagonal (token, layer) pairs. Written one
   value per sentence id (``offdiag.<sublayer>.txt``), ready for ``posmix-length-bins --key-file`` (Fig. 6).
-- **Heatmaps** (``--heatmaps ID,...``): one PNG per sentence, sublayer, layer and head (matplotlib).
+- **Attention maps** (``--heatmaps ID,...``): the weights of those sentences with their tokens
+  (``attention_maps/sentence<ID>.json``, :mod:`.sentence_attention`) and one figure per sentence and
+  sublayer, the layers as rows and the heads as columns (``posmix-plot attention`` redraws them;
+  ``--single-heads`` also writes one figure per head).
 
     posmix-attention data-bin --path checkpoint_best.pt --out attn/ --max-sentences 500 --heatmaps 0,1
 """
@@ -27,6 +30,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from .fairseq_loading import batches, load_for_inference
+from .sentence_attention import SentenceAttention
 
 KINDS = ("encoder_self", "decoder_self", "decoder_cross")
 
@@ -103,7 +107,9 @@ def analyse(data_dir: str, checkpoint: str, subset: str = "test", max_sentences:
     offdiag: Dict[str, Dict[int, float]] = {k: {} for k in KINDS}
     no_weights = set()
     done = 0
-    heatmap_ids = set(heatmap_ids)
+    maps = SentenceAttention(heatmap_ids, task.source_dictionary, task.target_dictionary,
+                             {"encoder_self": len(model.encoder.layers), "decoder_self": len(model.decoder.layers),
+                              "decoder_cross": len(model.decoder.layers)}, checkpoint) if out_dir and heatmap_ids else None
     try:
         for sample in batches(cfg, task, subset, max_tokens=4000):
             ni = sample["net_input"]
@@ -131,8 +137,9 @@ def analyse(data_dir: str, checkpoint: str, subset: str = "test", max_sentences:
                     acc[0] += int((mean_d.abs() >= 2).sum())
                     acc[1] += mean_d.numel()
                     sid = int(sample["id"][b])
-                    if out_dir and sid in heatmap_ids:
-                        save_heatmaps(w[:, b], q_all[b], k_all[b], kind, layer, sid, out_dir)
+                    if maps is not None and maps.wants(sid):
+                        maps.add(sid, kind, layer, w[:, b], ni["src_tokens"][b], ni["prev_output_tokens"][b],
+                                 sample["target"][b], q_all[b], k_all[b])
             for kind, sents in per_sentence.items():
                 for sid, (n_off, n) in sents.items():
                     offdiag[kind][sid] = n_off / n if n else 0.0
@@ -142,31 +149,12 @@ def analyse(data_dir: str, checkpoint: str, subset: str = "test", max_sentences:
                 break
     finally:
         rec.remove()
+    if maps is not None:
+        maps.write(out_dir)
     rows = [{"sublayer": k, "layer": l + 1, "head": h + 1, "tokens": s[3], "mean_argmax_distance": s[0] / s[3],
              "mean_abs_distance": s[1] / s[3], "off_diagonal_share": s[2] / s[3]}
             for (k, l, h), s in sorted(stats.items(), key=lambda kv: (KINDS.index(kv[0][0]), kv[0][1], kv[0][2]))]
     return rows, offdiag, sorted(no_weights)
-
-
-def save_heatmaps(w: torch.Tensor, q_pos, k_pos, kind, layer, sid, out_dir):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    d = os.path.join(out_dir, "heatmaps")
-    os.makedirs(d, exist_ok=True)
-    qm, km = q_pos >= 0, k_pos >= 0
-    for h in range(w.shape[0]):
-        a = w[h][qm][:, km].numpy()
-        fig, ax = plt.subplots(figsize=(4, 4))
-        ax.imshow(a, cmap="viridis", vmin=0.0, vmax=max(float(a.max()), 1e-9))
-        ax.set_xlabel("key position")
-        ax.set_ylabel("query position")
-        ax.set_title(f"sentence {sid} {kind} L{layer + 1} H{h + 1}", fontsize=8)
-        fig.tight_layout()
-        fig.savefig(os.path.join(d, f"sent{sid}_{kind}_L{layer + 1}_H{h + 1}.png"), dpi=80)
-        plt.close(fig)
 
 
 def main(argv: Optional[List[str]] = None):
@@ -177,6 +165,8 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--subset", default="test")
     p.add_argument("--max-sentences", type=int, default=0, help="stop after the batch reaching N sentences (0: all)")
     p.add_argument("--heatmaps", default="", help="comma-separated sentence ids to draw")
+    p.add_argument("--single-heads", action="store_true", help="--heatmaps: also one figure per layer and head")
+    p.add_argument("--formats", default="png,svg", help="--heatmaps: figure formats (default png,svg)")
     p.add_argument("--out", required=True, help="output directory")
     a = p.parse_args(argv)
     try:
@@ -204,6 +194,14 @@ def main(argv: Optional[List[str]] = None):
               f"{r['mean_abs_distance']:.2f} | {r['off_diagonal_share']:.2f} |")
     for kind, layer in no_weights:
         print(f"(no attention weights returned by {kind} layer {layer + 1}: a removed sublayer)")
+    if ids:
+        from ..figures.attention_maps import draw_sentence_files
+
+        try:
+            written = draw_sentence_files(a.out, ids, a.out, single_heads=a.single_heads, formats=a.formats.split(","))
+        except ValueError as e:
+            raise SystemExit(f"posmix-attention: {e}")
+        print(f"attention maps: {len(written)} files in {os.path.join(a.out, 'attention_maps')}")
     return rows, offdiag
 
 
