@@ -119,3 +119,20 @@ ALL_CONFIGS.update(EXTRA_CONFIGS)
 @pytest.fixture(params=sorted(ALL_CONFIGS), ids=sorted(ALL_CONFIGS))
 def any_config(request):
     return request.param, ALL_CONFIGS[request.param]
+
+
+@pytest.fixture(scope="session")
+def tiny_hc_sa(tmp_path_factory):
+    """(data-bin, checkpoint dir) of one tiny HC-SA model (hard-coded encoder heads at i-1, i+1; decoder
+    heads at i-1, i), 8 updates on the toy corpus with a checkpoint every 2 updates: trained once per
+    session for the evaluation and figure tests."""
+    from helpers import binarize, run_train
+    from posmix_fairseq.toy_corpus import write_corpus
+
+    root = tmp_path_factory.mktemp("eval_model")
+    write_corpus(str(root / "raw"), sizes={"train": 300, "valid": 30, "test": 20})
+    binarize(str(root / "raw"), str(root / "bin"))
+    run_train(str(root / "bin"), str(root / "ckpt"), ["--arch", "hc_sa_iwslt_de_en", "--save-interval-updates", "2",
+                                                     "--keep-interval-updates", "-1", "--no-epoch-checkpoints",
+                                                     "--batch-size", "8"], updates=8)
+    return str(root / "bin"), str(root / "ckpt")

@@ -10,23 +10,17 @@ import sacrebleu
 import torch
 from fairseq.data import LanguagePairDataset
 from fairseq.sequence_scorer import SequenceScorer
-from test_cli_end_to_end import binarize, run_generate, run_train  # the shared CLI helpers
+from test_cli_end_to_end import run_generate  # the shared CLI helper
 
 from posmix_fairseq.evaluation import attention, average, concat_testset, contrastive, decode_speed, length_bins
 from posmix_fairseq.evaluation.fairseq_loading import encode_lines, load_for_inference
-from posmix_fairseq.toy_corpus import write_corpus
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """HC-SA (hard-coded encoder heads at i-1, i+1; decoder heads at i-1, i), a checkpoint every 2 updates."""
-    root = tmp_path_factory.mktemp("eval_model")
-    write_corpus(str(root / "raw"), sizes={"train": 300, "valid": 30, "test": 20})
-    binarize(str(root / "raw"), str(root / "bin"))
-    run_train(str(root / "bin"), str(root / "ckpt"), ["--arch", "hc_sa_iwslt_de_en", "--save-interval-updates", "2",
-                                                     "--keep-interval-updates", "-1", "--no-epoch-checkpoints",
-                                                     "--batch-size", "8"], updates=8)
-    return str(root / "bin"), str(root / "ckpt")
+def trained(tiny_hc_sa):
+    """HC-SA (hard-coded encoder heads at i-1, i+1; decoder heads at i-1, i), a checkpoint every 2 updates
+    (conftest: trained once per session, shared with tests/test_figures.py)."""
+    return tiny_hc_sa
 
 
 def test_average_last_n_and_best_and_next_then_generate(trained, tmp_path):
@@ -77,8 +71,8 @@ def test_attention_argmax_distance_of_hard_coded_heads(trained, tmp_path):
     assert ("decoder_cross", 1, 4) in by  # learned cross heads are measured too
     assert sorted(offdiag["encoder_self"]) == list(range(n)) and set(offdiag["encoder_self"].values()) == {0.0}
     assert len(open(tmp_path / "offdiag.decoder_cross.txt").read().split()) == n
-    pngs = glob.glob(str(tmp_path / "heatmaps" / "sent0_*.png"))
-    assert len(pngs) == 3 * 2 * 4 and open(pngs[0], "rb").read(4) == b"\x89PNG"
+    pngs = glob.glob(str(tmp_path / "attention_maps" / "sentence0.*.png"))  # one per sublayer (tests/test_figures.py)
+    assert len(pngs) == 3 and open(pngs[0], "rb").read(4) == b"\x89PNG"
 
 
 def test_decode_speed_counts_the_generated_tokens(trained):
