@@ -73,10 +73,15 @@ def _axes_tokens(entry: Dict, sub: Dict):
     return display_pieces(entry[SIDES[sub["queries"]]]), display_pieces(entry[SIDES[sub["keys"]]])
 
 
-def _label(ax, rows: List[str], cols: List[str]):
+def _label(axes, rows: List[str], cols: List[str]):
     """Token labels on the axes (shared by all panels of a figure: the outer panels show them)."""
-    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=6)
-    ax.set_yticks(range(len(rows)), rows, fontsize=6)
+    first = np.asarray(axes).ravel()[0]
+    first.set_xticks(range(len(cols)), cols)
+    first.set_yticks(range(len(rows)), rows)
+    for ax in np.asarray(axes).ravel():
+        ax.tick_params(axis="x", labelrotation=90, labelsize=6, length=0)
+        ax.tick_params(axis="y", labelsize=6, length=0)
+        ax.grid(False)
 
 
 def draw_sentence(entry: Dict, kind: str, out_dir: str, formats=style.FORMATS):
@@ -99,8 +104,6 @@ def draw_sentence(entry: Dict, kind: str, out_dir: str, formats=style.FORMATS):
                     ax.set_visible(False)
                     continue
                 image = style.image(ax, np.asarray(w, dtype=float)[h], vmax=top)
-                ax.tick_params(length=0)
-                ax.grid(False)
                 ax.set_title(f"layer {li + 1}, head {h + 1}")
             if w is None:
                 axes[li][0].set_visible(True)
@@ -108,7 +111,7 @@ def draw_sentence(entry: Dict, kind: str, out_dir: str, formats=style.FORMATS):
                 axes[li][0].text(0, 0.5, f"layer {li + 1}: no weights (a removed sublayer)", fontsize=7,
                                  transform=axes[li][0].transAxes)
                 axes[li][0].set_label("<no weights>")
-        _label(axes[0][0], rows, cols)
+        _label(axes, rows, cols)
         for h in range(heads):
             axes[-1][h].set_xlabel(AXIS_NAMES[sub["keys"]])
         for li in range(len(layers)):
@@ -132,9 +135,7 @@ def draw_single_heads(entry: Dict, kind: str, out_dir: str, formats=style.FORMAT
                 fig, axes = style.heatmap_panels(1, 1, len(rows), len(cols), min_inches=2.2)
                 ax = axes[0][0]
                 image = style.image(ax, head)
-                _label(ax, rows, cols)
-                ax.tick_params(length=0)
-                ax.grid(False)
+                _label(axes, rows, cols)
                 ax.set_xlabel(AXIS_NAMES[sub["keys"]])
                 ax.set_ylabel(AXIS_NAMES[sub["queries"]])
                 style.colour_bar(fig, image, [ax], "attention weight")

@@ -35,7 +35,7 @@ def fig2(rows: List[Dict], out_dir: str, formats=style.FORMATS, value: str = "me
         raise FigureInputError(f"--value {value!r}: the CSV has {', '.join(k for k in rows[0] if k.startswith(('mean', 'off')))}")
     with style.styled():
         widest = max(sum(1 for r in rows if r["sublayer"] == k) for k in kinds)
-        fig, axes = style.panels(1, len(kinds), panel=(max(2.6, 0.22 * widest + 1.0), 2.5))
+        fig, axes = style.panels(1, len(kinds), panel=(max(2.6, 0.22 * widest + 1.0), 2.8))
         for ax, kind in zip(axes[0], kinds):
             mine = sorted((r for r in rows if r["sublayer"] == kind), key=lambda r: (r["layer"], r["head"]))
             x = np.arange(len(mine))
@@ -44,9 +44,9 @@ def fig2(rows: List[Dict], out_dir: str, formats=style.FORMATS, value: str = "me
             ax.set_xticks(x, [f"{r['layer']}.{r['head']}" for r in mine], rotation=90)
             ax.set_xlabel("layer.head")
             ax.set_title(SUBLAYER_TITLES[kind])
-        axes[0][0].set_ylabel({"mean_argmax_distance": "mean argmax distance (key - query)",
-                               "mean_abs_distance": "mean |argmax distance|",
-                               "off_diagonal_share": "share of tokens with |distance| >= 2"}.get(value, value))
+        axes[0][0].set_ylabel({"mean_argmax_distance": "argmax distance (key - query)",
+                               "mean_abs_distance": "|argmax distance|",
+                               "off_diagonal_share": "share with |distance| >= 2"}.get(value, value))
         style.note(fig, "HC Fig. 2: each head's argmax distance, averaged over the test set. " + absent_note("hc-fig2"))
         style.save(fig, out_dir, "hc_fig2", formats)
     return fig

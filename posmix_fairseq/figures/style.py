@@ -13,12 +13,17 @@ backend. The rc settings apply only inside :func:`styled`.
   other signed values: the diverging ``RdBu_r`` map, symmetric around 0.
 """
 import contextlib
+import logging
 import os
 from typing import Iterable, List, Sequence, Tuple
 
-import matplotlib
-import numpy as np
-from matplotlib.figure import Figure
+# importing fairseq sets the root logger to DEBUG (fairseq/models/wav2vec/wav2vec2_classification.py);
+# matplotlib would then log every font lookup
+logging.getLogger("matplotlib").setLevel(logging.WARNING)
+
+import matplotlib  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
 SEQUENTIAL = "viridis"
