@@ -11,7 +11,7 @@ setup(
     # constraints.txt: scripts/setup.sh installs the whole stack in a working order.
     # Triton (posmix_fairseq.kernels) has wheels for Linux x86-64 only; >= 3.6 covers torch 2.11 (3.6.0)
     # and torch 2.13 (3.7.1, pinned in constraints.txt).
-    install_requires=["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece", "sacremoses", "matplotlib",
+    install_requires=["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece", "sacremoses", "matplotlib", "tensorboardX",
                       "triton>=3.6,<4; platform_system == 'Linux' and platform_machine == 'x86_64'"],
     entry_points={"console_scripts": [
         "posmix-score=posmix_fairseq.evaluation.score:cli",
