@@ -139,7 +139,8 @@ def load_learned_scorers(opts: ScoringOptions):
     scorers, skipped = [], {}
     if not wanted:
         return scorers, skipped
-    gpus = resolve_gpus(opts.gpus)
+    given = opts.comet_models or opts.bleurt_checkpoint or opts.gpus is not None
+    gpus = resolve_gpus(opts.gpus) if given else 0  # no model given: nothing runs, torch is not needed
     if "comet" in wanted:
         specs = list(opts.comet_models) or [None]
         for spec in specs:
