@@ -7,7 +7,7 @@
 1. Decoder self-attention, one decoding step of ``--hyps`` hypotheses at step t: fairseq's
    ``MultiheadAttention`` with its key/value cache, rPosNet with a cache of every value (the dense
    form), rPosNet with the constant state (the last K values, the far sum and its count;
-   mixers/window_mixing.py). The caches are filled with t random entries (state as after t steps),
+   mixers/paths/rposnet_window.py). The caches are filled with t random entries (state as after t steps),
    then one step is timed (median of ``--repeats``, each restarting from the t-entry cache); the
    incremental-state bytes are those fairseq keeps for the sublayer after the step.
    Every cell is timed in turn within each repeat (median over the repeats).
@@ -31,7 +31,7 @@ from fairseq.modules import MultiheadAttention  # noqa: E402
 
 from helpers import mixer_spec  # noqa: E402  (tests/helpers.py)
 from posmix_fairseq.core.positions import PositionFrame  # noqa: E402
-from posmix_fairseq.mixers.base import build_mixer  # noqa: E402
+from posmix_fairseq.mixers import build_mixer  # noqa: E402
 
 
 def rposnet(placement, args, impl="dense"):

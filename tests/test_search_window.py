@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 from helpers import build_model, mix, mixer_spec, random_batch
 from posmix_fairseq.core.positions import PositionFrame
-from posmix_fairseq.mixers.base import build_mixer
-from posmix_fairseq.mixers.window_mixing import STATE_KEYS
+from posmix_fairseq.mixers import build_mixer
+from posmix_fairseq.mixers.paths.rposnet_window import STATE_KEYS
 
 TOL = 1e-5
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -32,11 +32,9 @@ from typing import List
 import torch
 from torch import Tensor, nn
 
-from .base import MixerSpec, max_relative_position, max_relative_position_option, register_mixer
-from .energy import DirectWeights
-from .gaussian_window import WindowedGaussianAttention
-from .mixing import EnergyMixingAttention
-from .values import Values
+from .engine import (DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
+                     max_relative_position_option, register_mixer)
+from .paths.gaussian_window import WindowedGaussianAttention
 
 DEFAULT_OFFSETS = {"encoder_self": "-1,1", "decoder_self": "-1,0", "decoder_cross": "-1,0,1"}
 IMPLEMENTATIONS = ("full", "window", "conv", "index")

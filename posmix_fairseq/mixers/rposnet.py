@@ -9,17 +9,16 @@ gamma = 1 in self-attention and the training-set length ratio in cross-attention
 Gating (Eq. 4) is on by default. Training-time parameters per layer (gated):
 4(D^2 + D) + 2D + (2K + 1) D (``--S-relative-embedding-heads shared``: (2K + 1) D_h).
 
-Mixing implementations (``--S-rposnet-impl``, mixers/window_mixing.py): ``dense`` (the (T, S)
+Mixing implementations (``--S-rposnet-impl``, mixers/paths/rposnet_window.py): ``dense`` (the (T, S)
 energies) or ``window`` (band + far sums, O(T (2K+3) D_h)); decoder self-attention always decodes
 with the constant state (last K values, far sum, count).
 """
 from torch import Tensor
 
-from .base import (MixerSpec, max_relative_position, max_relative_position_option, position_table_option,
-                   register_mixer, relative_embeddings_options, relative_position_table)
-from .mixing import RELATIVE_IMPLS, EnergyMixingAttention
-from .position_energy import RelativeTableEnergy
-from .position_queries import PositionQueries
+from .engine.attention import RELATIVE_IMPLS
+from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, PositionQueries, RelativeTableEnergy,
+                     max_relative_position, max_relative_position_option, position_table_option, register_mixer,
+                     relative_embeddings_options, relative_position_table)
 
 #: ``--S-rposnet-impl`` default, chosen by measurement (README, "Search-time rPosNet")
 DEFAULT_IMPL = "dense"
@@ -44,7 +43,7 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
         return q @ self.relative_embeddings().to(q.dtype).transpose(-1, -2)
 
 
-@register_mixer("rposnet", gated_by_default=True, uses_positions=True,
+@register_mixer("rposnet", gated_by_default=True, uses_positions=True, frozen_energy=FrozenRelativeEnergy,
                 description="rPosNet: energies from query positions and clipped relative distances (Eqs. 9-10)",
                 options={**max_relative_position_option(), **position_table_option("learned"),
                          **relative_embeddings_options("sliced"),
@@ -54,5 +53,5 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                                                    "no attention dropout, no attention weights: a call that asks "
                                                    f"for weights runs dense) (default {DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec):
-    # checkpoints made before the option get its default (models/plan.py option_value): dense, as then
-    return EnergyMixingAttention(spec, RelativePositionEnergy(spec), impl=spec.options["rposnet-impl"])
+    # checkpoints made before the option get its default (MixerPlan.spec reads unset options as defaults): dense
+    return EnergyMixingAttention(spec, spec.energy(RelativePositionEnergy), impl=spec.options["rposnet-impl"])

@@ -12,25 +12,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..core.positions import PositionFrame
-from .base import MixerSpec, TokenMixer
+from ...core.positions import PositionFrame
+from .registry import MixerSpec
+from .token_mixer import TokenMixer
 from .energy import Energy, xavier_linear
 from .gating import ContextGate
-from .position_energy import RelativeTableEnergy
+from .table_energy import RelativeTableEnergy
 from .values import Values
-from .window_mixing import constant_state_step, is_future_mask, window_context
+from ..paths.rposnet_window import constant_state_step, is_future_mask, window_context
 
 #: implementations of rPosNet mixing (``--S-rposnet-impl``)
 RELATIVE_IMPLS = ("dense", "window")
-
-# parameters renamed by the issue-8 reshaping: old suffix -> new suffix (checkpoints made before load)
-LEGACY_PARAMETER_NAMES = {
-    "v_proj.": "values.projection.",
-    "gating.value_norm.": "values.norm.",
-    "energy.relative_values.": "values.relative_values.",
-    "kernels.": "values.kernels.",
-}
-
 
 class EnergyMixingAttention(TokenMixer):
     """A token mixer made of an :class:`Energy` and the (gated) value-mixing step."""
@@ -52,15 +44,6 @@ class EnergyMixingAttention(TokenMixer):
         self.out_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
         self.gating = ContextGate(spec.embed_dim) if spec.gated else None
         self.__dict__["_route"] = spec.route  # plain attribute: owned by the encoder/decoder
-
-    def upgrade_state_dict_named(self, state_dict, name):
-        """Parameter names of checkpoints made before the Values hook existed."""
-        prefix = name + "." if name else ""
-        for key in [k for k in state_dict if k.startswith(prefix)]:
-            for old, new in LEGACY_PARAMETER_NAMES.items():
-                if key[len(prefix):].startswith(old):
-                    state_dict[prefix + new + key[len(prefix) + len(old):]] = state_dict.pop(key)
-                    break
 
     def _keys_and_values(self, frame: PositionFrame, key, value, key_padding_mask, incremental_state, static_kv):
         """Values, cached key features, key positions and key padding, extended (self-attention) or

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .mixing import EnergyMixingAttention
+from ..engine.attention import EnergyMixingAttention
 
 
 class WindowedGaussianAttention(EnergyMixingAttention):
