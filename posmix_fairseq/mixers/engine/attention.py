@@ -1,60 +1,66 @@
-"""Attention as two parts: an :class:`~.energy.Energy` giving mixing weights, and one mixing step
-over (gated) values:
+"""The mixing engine: an :class:`~.energy.Energy` giving mixing weights, the :class:`~.values.Values`
+they mix, a mixing path, and the output:
 
     a_nm   = energy.mixing_weights(...)                       (per head; softmax or direct)
     c_n    = sum_m a_nm v_m  (+ values.relative_term, e.g. Shaw et al. Eq. 3)
     out_n  = W^O c_n                      ungated
     out_n  = W^O (c_n * GeLU(W^G y_n))    gated, with v_m = LayerNorm(GeLU(W^V x_m))  (GPA Eq. 4)
+
+How c_n is computed is the path's (:mod:`posmix_fairseq.mixers.paths`): dense weights by default;
+a mixer's builder may put faster paths first (rPosNet's window form and constant-state decoding,
+the Gaussian window), each serving the calls it reproduces exactly. The engine keeps the parts
+every path shares: the positions of the call, the values and key features with their incremental
+cache, the gate and W^O.
 """
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from ...core.positions import PositionFrame
-from .registry import MixerSpec
-from .token_mixer import TokenMixer
+from ..paths.base import MixingCall, MixingPath
+from ..paths.dense import DenseMixing
 from .energy import Energy, xavier_linear
 from .gating import ContextGate
-from .table_energy import RelativeTableEnergy
+from .registry import MixerSpec
+from .token_mixer import TokenMixer
 from .values import Values
-from ..paths.rposnet_window import constant_state_step, is_future_mask, window_context
 
-#: implementations of rPosNet mixing (``--S-rposnet-impl``)
-RELATIVE_IMPLS = ("dense", "window")
 
 class EnergyMixingAttention(TokenMixer):
-    """A token mixer made of an :class:`Energy` and the (gated) value-mixing step."""
+    """A token mixer made of an :class:`Energy`, the (gated) values, its mixing paths and W^O."""
 
-    def __init__(self, spec: MixerSpec, energy: Energy, values: Optional[Values] = None, impl: str = "dense"):
+    def __init__(self, spec: MixerSpec, energy: Energy, values: Optional[Values] = None,
+                 paths: Sequence[MixingPath] = ()):
         super().__init__(spec.embed_dim, spec.num_heads)
-        valid = RELATIVE_IMPLS if isinstance(energy, RelativeTableEnergy) else ("dense",)
-        if impl not in valid:
-            raise ValueError(f"{spec.flag(spec.name + '-impl')}: {impl!r} is not a mixing implementation of "
-                             f"{spec.name}; valid values: {', '.join(valid)}")
-        self.impl = impl
-        # decoder self-attention with rPosNet energies decodes with the constant state (False: cache
-        # every value like the dense form, kept for the benchmark and as a reference)
-        self.constant_state_decoding = True
         self.placement = spec.placement
         self.attention_dropout = spec.attention_dropout
         self.energy = energy
         self.values = values if values is not None else Values.of_spec(spec)
         self.out_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
         self.gating = ContextGate(spec.embed_dim) if spec.gated else None
+        self.use_paths(paths)
         self.__dict__["_route"] = spec.route  # plain attribute: owned by the encoder/decoder
 
-    def _keys_and_values(self, frame: PositionFrame, key, value, key_padding_mask, incremental_state, static_kv):
+    def use_paths(self, paths: Sequence[MixingPath]):
+        """Mix with ``paths`` (tried in order), then dense mixing for the calls they decline."""
+        self.paths = nn.ModuleList([*paths, DenseMixing()])
+
+    @property
+    def path_names(self) -> Tuple[str, ...]:
+        return tuple(path.name for path in self.paths)
+
+    def keys_and_values(self, call: MixingCall):
         """Values, cached key features, key positions and key padding, extended (self-attention) or
         reused (cross-attention, ``static_kv``) across incremental decoding steps."""
+        incremental_state, static_kv = call.incremental_state, call.static_kv
         buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
         if buffer is not None and static_kv and "values" in buffer:
             # cross-attention during decoding: the source keys/values are computed once
             return buffer["values"], buffer.get("keys"), buffer["key_positions"], buffer["key_padding_mask"]
-        key_positions, key_padding_mask = self._key_side(frame, key, key_padding_mask)
-        values = self.values(value, key_positions, key_padding_mask)
-        keys = self.energy.key_features(key, key_positions)
+        key_positions, key_padding_mask = self._key_side(call.frame, call.key, call.key_padding_mask)
+        values = self.values(call.value, key_positions, key_padding_mask)
+        keys = self.energy.key_features(call.key, key_positions)
         if buffer is not None and not static_kv and "values" in buffer:
             values = torch.cat([buffer["values"], values], dim=2)
             if keys is not None:
@@ -98,38 +104,14 @@ class EnergyMixingAttention(TokenMixer):
             raise ValueError("before_softmax=True is not supported by posmix mixers")
         tgt_len, batch, _ = query.shape
         frame = positions if positions is not None else self._route.frame
-        query_positions = frame.positions
-        if query_positions.shape != (batch, tgt_len):
-            raise RuntimeError(f"{self.placement} mixer: positions of shape {tuple(query_positions.shape)} for a "
+        if frame.positions.shape != (batch, tgt_len):
+            raise RuntimeError(f"{self.placement} mixer: positions of shape {tuple(frame.positions.shape)} for a "
                                f"query of {tgt_len} tokens x {batch} sentences")
-        if incremental_state is not None and not static_kv and self._constant_state_decoding():
-            return self._decode_with_constant_state(query, value, frame, incremental_state, need_head_weights)
-        values, keys, key_positions, key_pad = self._keys_and_values(
-            frame, key, value, key_padding_mask, incremental_state, static_kv)
-        if self._window_applies(attn_mask, need_weights or need_head_weights):
-            causal = attn_mask is not None  # the decoder's future mask (checked by _window_applies)
-            context = window_context(self.energy, query_positions, frame.padding_mask if causal else None,
-                                     values, key_pad, causal=causal)
-            return self._output(context, query), None
-
-        excluded = key_pad[:, None, None, :]
-        if attn_mask is not None:  # fairseq's additive masks: 0 (allowed) or -inf / -1e8 (excluded)
-            excluded = excluded | (attn_mask.float() < -1e3)[None, None]
-        excluded = excluded.expand(batch, 1, tgt_len, key_pad.size(1))
-        weights = self.energy.mixing_weights(query, query_positions, keys, key_positions, key_pad, excluded)
-        probs = F.dropout(weights, p=self.attention_dropout, training=self.training).to(values.dtype)
-
-        context = torch.matmul(probs, values)  # (B, H, T, Dh)
-        extra = self.values.relative_term(probs, query_positions, key_positions)
-        if extra is not None:
-            context = context + extra
-        out = self._output(context, query)
-
-        attn = None
-        if need_weights or need_head_weights:
-            attn = weights.transpose(0, 1) if need_head_weights else weights.mean(dim=1)
-            attn = attn.to(query.dtype)
-        return out, attn
+        call = MixingCall(query, key, value, key_padding_mask, incremental_state, static_kv, attn_mask,
+                          need_weights, need_head_weights, frame)
+        path = next(path for path in self.paths if path.serves(self, call))
+        context, attn = path.mix(self, call)
+        return self._output(context, query), attn
 
     def _output(self, context: Tensor, query: Tensor) -> Tensor:
         """W^O of the (gated) context (B, H, T, D_h) -> (T, B, D) (GPA Eq. 4)."""
@@ -138,38 +120,3 @@ class EnergyMixingAttention(TokenMixer):
         if self.gating is not None:
             context = self.gating(context, query)
         return self.out_proj(context)
-
-    # ---- search-time rPosNet (mixers/window_mixing.py) -------------------------------------------
-
-    def _constant_state_decoding(self) -> bool:
-        """Decoder self-attention with position-and-distance energies (rPosNet, trained or frozen):
-        the incremental state is the last K values, the far sum and its count."""
-        return (self.constant_state_decoding and isinstance(self.energy, RelativeTableEnergy)
-                and self.placement.causal and not self.placement.cross
-                and type(self.values).relative_term is Values.relative_term)
-
-    def _window_applies(self, attn_mask: Optional[Tensor], weights_requested: bool) -> bool:
-        """``--S-rposnet-impl window`` for this call: not when attention weights are asked for (the
-        window form has none: the call runs dense), nor for an attention mask other than the
-        decoder's future mask (dense too); attention dropout in training is an error."""
-        if self.impl != "window" or weights_requested:
-            return False
-        if attn_mask is not None and not (self.placement.causal and is_future_mask(attn_mask)):
-            return False
-        if self.training and self.attention_dropout > 0:
-            flag = self.placement.flag("rposnet-impl")
-            raise ValueError(f"{flag} window applies no attention dropout (--attention-dropout "
-                             f"{self.attention_dropout}): train with --attention-dropout 0 or {flag} dense")
-        return True
-
-    def _decode_with_constant_state(self, query: Tensor, value: Tensor, frame: PositionFrame, incremental_state,
-                                    need_head_weights: bool):
-        if need_head_weights:
-            raise ValueError(f"{self.placement} rPosNet keeps a constant decoding state (the last K values and the "
-                             "sum of the older ones): it has no per-key attention weights while decoding step by "
-                             "step; ask for them in a full (teacher-forced) forward")
-        values = self.values(value, frame.positions, frame.padding_mask)  # (B, H, T, D_h) of the new tokens
-        buffer = self._get_input_buffer(incremental_state)
-        context = constant_state_step(self.energy, buffer, frame.positions, frame.padding_mask, values)
-        self._set_input_buffer(incremental_state, buffer)
-        return self._output(context, query), None
