@@ -25,6 +25,7 @@ from posmix_fairseq.figures import attention_maps, learned_positions, paper_numb
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LINGEVAL97_EXAMPLE = os.path.join(ROOT, "tests", "data", "lingeval97_tiny.json")
 PAPERS = next((p for p in (os.path.join(ROOT, "..", "shared", "papers"), os.path.join(ROOT, "..", "..", "shared", "papers"))
                if os.path.isdir(p)), os.path.join(ROOT, "..", "shared", "papers"))  # a checkout, or a worktree beside it
 
@@ -79,7 +80,7 @@ def outputs(tiny_hc_sa, tmp_path_factory):
                     "--json", str(out / f"scores.{name}.json")])
         result[f"scores.{name}"] = str(out / f"scores.{name}.json")
     for name, ckpt in ckpts.items():
-        contrastive.main([data, "--path", ckpt, "--json", str(out / f"contrastive.{name}.json")])
+        contrastive.main([data, "--path", ckpt, "--set", LINGEVAL97_EXAMPLE, "--json", str(out / f"contrastive.{name}.json")])
         result[f"contrastive.{name}"] = str(out / f"contrastive.{name}.json")
     both = [result["gen.last"], "--baseline", result["gen.reversed"], "--names", "last", "reversed"]
     length_bins.main(both + ["--by", "ref", "--bins", "quantiles:3", "--metrics", "bleu,chrf++",

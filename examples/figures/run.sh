@@ -41,7 +41,7 @@ SYSTEMS=(
   "hc_sa|hc_sa_iwslt_de_en|"
   "hc_all|hc_all_iwslt_de_en|"
   "sh_x|sh_x_iwslt_de_en|--decoder-cross-heads 0,1"
-  "posnet_embed_64|posnet_embed_iwslt_de_en|--encoder-posnet-dim 64 --decoder-posnet-dim 64"
+  "posnet_embed_64|posnet_embed_iwslt_de_en|--encoder-posnet-embed-dim 64 --decoder-posnet-embed-dim 64"
   "base_gated|posmix_transformer_iwslt_de_en|$GATING_ON"
   "shaw|shaw_iwslt_de_en|$GATING_OFF"
   "shaw_gated|shaw_iwslt_de_en|$GATING_ON"
@@ -53,8 +53,8 @@ SYSTEMS=(
   "sh_x_spread|sh_x_iwslt_de_en|--decoder-cross-heads 1,1"
   "base_noff|posmix_transformer_iwslt_de_en|$NO_FF"
   "hc_sa_noff|hc_sa_iwslt_de_en|$NO_FF"
-  "posnet_embed_16|posnet_embed_iwslt_de_en|--encoder-posnet-dim 16 --decoder-posnet-dim 16"
-  "posnet_embed_32|posnet_embed_iwslt_de_en|--encoder-posnet-dim 32 --decoder-posnet-dim 32"
+  "posnet_embed_16|posnet_embed_iwslt_de_en|--encoder-posnet-embed-dim 16 --decoder-posnet-embed-dim 16"
+  "posnet_embed_32|posnet_embed_iwslt_de_en|--encoder-posnet-embed-dim 32 --decoder-posnet-embed-dim 32"
   "t5|t5bias_iwslt_de_en|$FEW"
   "at5|at5bias_iwslt_de_en|$FEW"
   "linearnet|linearnet_iwslt_de_en|$FEW"
@@ -139,9 +139,10 @@ if has analyse; then
         --names HC-SA HC-ALL SH-X BASE $SPM --ref "$REF_TEST" --key-file "$OUT/attn.base/offdiag.$kind.txt" \
         --bins quantiles:4 --metrics bleu --json "$OUT/bins.offdiag.$kind.json" > "$OUT/logs/bins.offdiag.$kind.md"
   done
-  say "posmix-contrastive (the shipped LingEval97-format example)"
+  say "posmix-contrastive (LINGEVAL97, default: the tests' 4-reference example in LingEval97's format)"
   for name in base hc_sa hc_all; do
     $P.evaluation.contrastive "$OUT/data-bin" --path "$OUT/ckpt/$name/checkpoint_last.pt" $SPM --per-token \
+        --set "${LINGEVAL97:-$ROOT/tests/data/lingeval97_tiny.json}" \
         --json "$OUT/contrastive.$name.json" > "$OUT/logs/contrastive.$name.md"
   done
   say "posmix-ngram-orders (PosNet-Embed d_p 64 over SAPE)"

@@ -80,7 +80,7 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--names", nargs="+", help="display names: the systems in order, then the baseline")
     p.add_argument("--ref", help="reference text file (raw; default: the T- lines)")
     p.add_argument("--spm-model", help="SentencePiece model: join its pieces back")
-    p.add_argument("--remove-bpe", nargs="?", const="@@ ", default=None, help="remove subword-nmt BPE markers")
+    p.add_argument("--remove-bpe", action="store_true", help="remove subword-nmt BPE markers ('@@ ')")
     p.add_argument("--moses-detok", metavar="LANG", help="Moses-detokenise for this target language")
     p.add_argument("--tokenize", default="13a", help="sacreBLEU BLEU tokenizer (default 13a)")
     p.add_argument("--lowercase", action="store_true")
@@ -105,12 +105,12 @@ def main(argv: Optional[List[str]] = None):
 
             refs = read_lines(a.ref)
         elif outputs[0].references:
-            refs = detok.lines(outputs[0].references)
+            refs, _ = detok.decode(outputs[0].references, f"T- lines of {outputs[0].path}")
         else:
             raise ValueError("no references: pass --ref FILE")
         scores = {"chrf_char_orders": {}, "chrf_word_orders": {}, "bleu_orders": {}}
         for name, out in zip(names, outputs):
-            hyps = detok.lines(out.hypotheses)
+            hyps, _ = detok.decode(out.hypotheses, f"H- lines of {out.path}")
             if len(hyps) != len(refs):
                 raise ValueError(f"{out.path}: {len(hyps)} hypotheses but {len(refs)} references")
             chrf = chrf_by_order(hyps, refs, orders["char"], orders["word"])

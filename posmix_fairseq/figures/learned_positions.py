@@ -27,20 +27,9 @@ import torch
 from . import style
 from .data import FigureInputError
 
-KINDS = {"encoder_self": ("encoder", "self_attn"), "decoder_self": ("decoder", "self_attn"),
-         "decoder_cross": ("decoder", "encoder_attn")}
 TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
           "decoder_cross": "decoder cross-attention"}
 DEFAULT_POSITIONS = 32
-
-
-def sublayers(model):
-    """(kind, layer index, module) of every attention sublayer."""
-    for kind, (side, attr) in KINDS.items():
-        for i, layer in enumerate(getattr(model, side).layers):
-            module = getattr(layer, attr, None)
-            if module is not None:
-                yield kind, i, module
 
 
 def position_limit(model) -> int:
@@ -82,12 +71,14 @@ def default_query_positions(positions: int) -> List[int]:
 def extract(model, positions: Optional[int] = None, query_positions: Optional[Sequence[int]] = None,
             checkpoint: str = "") -> Dict:
     """The position-only tables of every sublayer of ``model`` (see the module docstring)."""
+    from ..mixers.engine.attention import EnergyMixingAttention
+    from ..mixers.engine.frozen_energy import FrozenTable
+    from ..mixers.engine.table_energy import AbsoluteTableEnergy, RelativeTableEnergy
     from ..mixers.gaussian import GaussianWeights
     from ..mixers.linear import LinearSpatialWeights
-    from ..mixers.mixing import EnergyMixingAttention
     from ..mixers.posnet import PositionKernelValues
-    from ..mixers.position_energy import AbsoluteTableEnergy, RelativeTableEnergy
     from ..mixers.t5bias import T5BiasEnergy
+    from ..models.sublayers import sublayers
     from ..position_encodings.posnet import PosNetEmbedding
 
     model.float()
@@ -103,11 +94,11 @@ def extract(model, positions: Optional[int] = None, query_positions: Optional[Se
     out: Dict = {"checkpoint": checkpoint, "positions": positions, "query_positions": query_positions,
                  "rposnet": {}, "aposnet": {}, "gaussian": {}, "t5": {}, "linear": {}, "posnet_attn": {}, "posnet_embed": {}}
     seen = set()
-    for kind, i, module in sublayers(model):
+    for placement, i, module, _ in sublayers(model):
         if not isinstance(module, EnergyMixingAttention):
             continue
-        energy, dim = module.energy, module.embed_dim
-        frozen = hasattr(energy, "check_positions")
+        kind, energy, dim = placement.name, module.energy, module.embed_dim
+        frozen = isinstance(energy, FrozenTable)
         if isinstance(energy, RelativeTableEnergy):
             block = out["rposnet"].setdefault(kind, {"k": energy.k, "gamma": energy.length_ratio, "frozen": frozen,
                                                      "layers": []})
