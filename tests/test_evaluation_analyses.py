@@ -51,7 +51,7 @@ def test_average_last_n_and_best_and_next_then_generate(trained, tmp_path):
 def test_attention_argmax_distance_of_hard_coded_heads(trained, tmp_path):
     data, ckpt_dir = trained
     ckpt = os.path.join(ckpt_dir, "checkpoint_last.pt")
-    rows, offdiag = attention.main([data, "--path", ckpt, "--out", str(tmp_path), "--heatmaps", "0"])
+    rows, offdiag = attention.main([data, "--path", ckpt, "--out", str(tmp_path), "--heatmaps", "0", "--formats", "png"])
     _, task, _ = load_for_inference(data, ckpt)
     ds = task.dataset("test")
     n = len(ds)

@@ -74,7 +74,7 @@ fi
 
 train() {  # name arch flags...
   local name=$1 arch=$2; shift 2
-  [ -f "$OUT/ckpt/$name/checkpoint_last.pt" ] && return
+  grep -qs "done training" "$OUT/logs/train.$name.log" && return
   say "train $name ($arch $*)"
   "$BIN/fairseq-train" "$OUT/data-bin" --user-dir "$UD" --arch "$arch" $SIZE --share-all-embeddings \
       --optimizer adam --adam-betas '(0.9,0.98)' --lr 2e-3 --lr-scheduler inverse_sqrt --warmup-updates 100 \
