@@ -5,6 +5,7 @@
 #
 #   bash examples/figures/run.sh [RAW_DIR] [OUT_DIR]          # STAGES="train analyse plot" by default
 #   STAGES=plot bash examples/figures/run.sh                  # redraw from the analysis outputs
+#   STAGES=docs bash examples/figures/run.sh                  # the few PNGs docs/figures.md shows
 #
 # These models show what the commands draw, not what the architectures can reach.
 set -euo pipefail
@@ -160,7 +161,6 @@ if has plot; then
   say "posmix-plot"
   PLOT="$P.figures.plot"
   S=$OUT/scores
-  cp "$OUT"/attn.*/attention_maps/*.png "$F/" 2>/dev/null || true
   $PLOT hc-fig2 "$OUT/attn.base/argmax_distance.csv" --out "$F"
   $PLOT hc-fig3 --score BASE:2=$S/scores.base.test.json --score BASE/-FF:2=$S/scores.base_noff.test.json \
       --score HC-SA:2=$S/scores.hc_sa.test.json --score HC-SA/-FF:2=$S/scores.hc_sa_noff.test.json \
@@ -183,5 +183,22 @@ if has plot; then
     $PLOT positions "$OUT/ckpt/$name/checkpoint_last.pt" --out "$F/positions.$name"
   done
   $PLOT positions "$OUT/ckpt/rposnet/frozen.pt" --out "$F/positions.rposnet_frozen"
+fi
+# STAGES=docs: the pictures docs/figures.md shows, as 128-colour PNGs (a fraction of the size)
+if has docs; then
+  mkdir -p "$ROOT/docs/figures"
+  "$PY" - "$OUT" "$ROOT/docs/figures" <<'PYEOF'
+import sys
+from PIL import Image
+src, dst = sys.argv[1:3]
+for name in ["attn.base/attention_maps/sentence0.decoder_cross", "figures/hc_fig2", "figures/hc_fig3",
+             "figures/hc_fig4", "figures/hc_fig8", "figures/gpa_fig2", "figures/posnet_fig4",
+             "figures/positions.rposnet/rposnet_energy.encoder_self", "figures/positions.aposnet/aposnet_energy.encoder_self",
+             "figures/positions.hc_all/gaussian.decoder_cross", "figures/positions.t5/t5_bias",
+             "figures/positions.linearnet/linear.decoder_self"]:
+    out = f"{dst}/{name.split('/', 1)[1].replace('attention_maps/', '').replace('positions.', '').replace('/', '.')}.png"
+    Image.open(f"{src}/{name}.png").convert("RGB").quantize(128).save(out, optimize=True)
+    print(out)
+PYEOF
 fi
 say "done: $F"

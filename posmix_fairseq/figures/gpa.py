@@ -29,9 +29,10 @@ def fig2(ours: Dict[str, float], out_dir: str, formats=style.FORMATS, metric: st
         if paper:
             series.append((axes[0][1], paper, style.plot_paper, "paper (GPA Table 6, WMT14 En-De, Base)"))
         for ax, values, plot, title in series:
-            for i, g in enumerate(GATING):
+            for i, g in enumerate(GATING):  # markers only: the approaches are categories, not a scale
                 xs = [k for k, a in enumerate(approaches) if (a, g) in values]
-                plot(ax, xs, [values[(approaches[k], g)] for k in xs], f"gating {g}", i)
+                plot(ax, [k + (i - 0.5) * 0.16 for k in xs], [values[(approaches[k], g)] for k in xs],
+                     f"gating {g}", i, linestyle="none", markersize=6)
             ax.set_xticks(np.arange(len(approaches)), ticks, rotation=35, ha="right")
             ax.set_ylabel(metric)
             ax.set_title(title)

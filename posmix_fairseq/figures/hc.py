@@ -64,6 +64,10 @@ def fig3(points: Dict[str, Dict[int, float]], out_dir: str, formats=style.FORMAT
     """(a) ``metric`` by number of layers per system; (b) S - S/-FF for each S given with and without
     feed-forward sublayers, and the caption's two gaps at 4 layers (paper)."""
     systems = list(points)
+    pairs = [s for s in systems if not s.endswith(NO_FF) and s + NO_FF in points]
+    if not pairs:
+        raise FigureInputError("hc-fig3: no system given both with and without feed-forward sublayers "
+                               "(e.g. --score BASE:2=... --score BASE/-FF:2=...)")
     with style.styled():
         fig, axes = style.panels(1, 2)
         a, b = axes[0]
@@ -74,16 +78,15 @@ def fig3(points: Dict[str, Dict[int, float]], out_dir: str, formats=style.FORMAT
         a.set_ylabel(metric)
         a.set_title(f"{metric} with and without feed-forward")
         a.legend()
-        pairs = [s for s in systems if not s.endswith(NO_FF) and s + NO_FF in points]
-        if not pairs:
-            raise FigureInputError("hc-fig3: no system given both with and without feed-forward sublayers "
-                                   "(e.g. --score BASE:2=... --score BASE/-FF:2=...)")
-        for i, s in enumerate(pairs):
+        for s in pairs:  # each pair in its system's colour of panel (a)
+            i = systems.index(s)
             layers = sorted(set(points[s]) & set(points[s + NO_FF]))
             style.plot_ours(b, layers, [points[s][n] - points[s + NO_FF][n] for n in layers], f"{s} - {s}{NO_FF}", i)
             if s in HC_FIG3_FF_GAP and metric == "BLEU":
                 style.plot_paper(b, [HC_FIG3_LAYERS], [HC_FIG3_FF_GAP[s]], f"{s} - {s}{NO_FF}", i)
         b.axhline(0.0, color="0.3", linewidth=0.6)
+        for ax in (a, b):
+            ax.xaxis.get_major_locator().set_params(integer=True)
         b.set_xlabel("encoder and decoder layers")
         b.set_ylabel(f"{metric} lost without feed-forward")
         b.set_title("the cost of removing feed-forward")
@@ -94,7 +97,13 @@ def fig3(points: Dict[str, Dict[int, float]], out_dir: str, formats=style.FORMAT
     return fig
 
 
+def short_label(label: str) -> str:
+    """A bin label with its edges to 2 decimals ('>0.636364-0.708333' -> '>0.64-0.71')."""
+    return re.sub(r"\d+\.\d{3,}", lambda m: f"{float(m.group()):.2f}", label)
+
+
 def bin_axis(ax, labels: Sequence[str], xlabel: str):
+    labels = [short_label(x) for x in labels]
     ax.set_xticks(range(len(labels)), labels, rotation=30 if max(len(s) for s in labels) > 5 else 0)
     ax.set_xlabel(xlabel)
 
@@ -102,10 +111,11 @@ def bin_axis(ax, labels: Sequence[str], xlabel: str):
 def fig4(bins, scores, baseline: str, out_dir: str, formats=style.FORMATS, metric: str = "BLEU"):
     """(a) ``metric`` per reference-length bin, every system; (b) each system minus ``baseline``."""
     labels = [f"{b}\n({n})" for b, n in bins]
+    if not [s for s in scores if s != baseline]:
+        raise FigureInputError(f"hc-fig4: only the baseline {baseline!r} is in the file; nothing to compare")
     with style.styled():
         fig, axes = style.panels(1, 2)
         a, b = axes[0]
-        others = [s for s in scores if s != baseline]
         for i, s in enumerate(scores):
             style.plot_ours(a, range(len(bins)), scores[s][metric], s, i)
         for i, s in enumerate(scores):
@@ -120,8 +130,6 @@ def fig4(bins, scores, baseline: str, out_dir: str, formats=style.FORMATS, metri
         a.set_title(f"{metric} by reference length")
         b.set_ylabel(f"{metric} difference to {baseline}")
         b.set_title(f"{metric} difference to {baseline}")
-        if not others:
-            raise FigureInputError(f"hc-fig4: only the baseline {baseline!r} is in the file; nothing to compare")
         style.note(fig, "HC Fig. 4 (the paper plots the difference; WMT14 En-De, five bins). " + absent_note("hc-fig4"))
         style.save(fig, out_dir, "hc_fig4", formats)
     return fig
@@ -170,7 +178,7 @@ def off_diagonality_panels(panels, out_dir: str, name: str, figure: str, formats
             bin_axis(ax, [f"{b}\n({n})" for b, n in bins], "off-diagonality, bin (sentences)")
             ax.set_ylabel(metric)
             ax.set_title(title)
-            ax.legend()
+        flat[0].legend()  # the same systems in every panel
         style.hide_unused(flat, len(panels))
         style.note(fig, f"HC {figure.replace('hc-fig', 'Fig. ')}: off-diagonality = share of tokens whose "
                         "attention argmax is >= 2 positions from the query. " + absent_note(figure))

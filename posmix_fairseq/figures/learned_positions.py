@@ -201,6 +201,7 @@ def _lines(panels: List[Dict], out_dir: str, name: str, title: str, formats, not
             used.add(id(ax))
             for i, (label, x, y) in enumerate(p["lines"]):
                 style.plot_ours(ax, x, y, label, i, marker=None)
+            ax.xaxis.get_major_locator().set_params(integer=True)
             if p.get("vline") is not None:
                 ax.axvline(p["vline"], color="0.3", linewidth=0.6, linestyle=":")
             ax.set_title(p["title"])
@@ -265,7 +266,7 @@ def draw(data: Dict, out_dir: str, formats=style.FORMATS) -> Dict[str, object]:
             keep = [j for j, x in enumerate(d) if block["bidirectional"] or x >= 0]
             lines = [(f"head {h + 1}", [d[j] for j in keep], [row[j] for j in keep]) for h, row in enumerate(block["bias"])]
             panels.append({"col": col, "title": f"{block['name']}, {TITLES[kind]}", "xlabel": "distance n - m",
-                           "ylabel": "bias", "lines": lines, "vline": 0})
+                           "ylabel": "bias", "lines": lines, "vline": 0, "legend": col == 0})
         figures["t5_bias"] = _lines(panels, out_dir, "t5_bias", f"scalar relative position bias per head ({source})",
                                     formats, note="One table per encoder / decoder, shared by its layers; the decoder "
                                                   "sees only n - m >= 0.")

@@ -30,8 +30,7 @@ def fig2(result: Dict, out_dir: str, formats=style.FORMATS):
         ax.bar(x, [s["total_seconds"] for s in systems], color=[style.colour(i) for i in range(len(systems))], width=0.7)
         ax.set_xticks(x, [s["label"] for s in systems], rotation=30, ha="right")
         ax.set_ylabel(f"seconds for {result['repeats']} forwards")
-        ax.set_title(f"forward time: batch {result['batch_size']} x {result['length']} tokens, "
-                     f"{result['device']}, {result['threads']} thread(s)")
+        ax.set_title(f"forward time: batch {result['batch_size']} x {result['length']} tokens, {result['device']}")
         style.note(fig, "PosNet Fig. 2 (the same batch forwarded 10 times; Transformer Base on a GPU in the paper). "
                    + absent_note("posnet-fig2"))
         style.save(fig, out_dir, "posnet_fig2", formats)
