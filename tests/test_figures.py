@@ -126,6 +126,18 @@ def test_attention_maps_one_figure_per_sentence_and_sublayer(outputs, tmp_path):
     assert len(written) == 3  # posmix-plot attention: one figure per sublayer
 
 
+def test_attention_maps_of_a_layer_without_the_sublayer(outputs, tmp_path):
+    """SH-X has cross-attention in the last decoder layer only: the other layers are a note, not panels."""
+    entry = json.load(open(os.path.join(outputs["attn"], "attention_maps", f"sentence{outputs['sentence']}.json")))
+    entry["sublayers"]["decoder_cross"]["layers"][0] = None
+    fig = attention_maps.draw_sentence(entry, "decoder_cross", str(tmp_path), formats=("png",))
+    assert len(panels(fig)) == 4  # layer 2's heads
+    assert any(ax.get_label() == "<no weights>" for ax in fig.axes)
+    entry["sublayers"]["decoder_cross"]["layers"][1] = None
+    with pytest.raises(ValueError, match="the decoder_cross sublayer returned no weights in any layer"):
+        attention_maps.draw_sentence(entry, "decoder_cross", str(tmp_path))
+
+
 def test_subword_marks_are_undone_for_display():
     assert attention_maps.display_pieces(["\u2581Ein", "gang", "\u2581.", "</s>"]) == ["Ein", "\u00b7gang", ".", "</s>"]
     assert attention_maps.display_pieces(["Ein@@", "gang", "."]) == ["Ein\u00b7", "gang", "."]

@@ -108,7 +108,8 @@ def draw_sentence(entry: Dict, kind: str, out_dir: str, formats=style.FORMATS):
             if w is None:
                 axes[li][0].set_visible(True)
                 axes[li][0].axis("off")
-                axes[li][0].text(0, 0.5, f"layer {li + 1}: no weights (a removed sublayer)", fontsize=7,
+                axes[li][0].text(0, 0.5, f"layer {li + 1}: no weights (no such sublayer in this layer, e.g. SH-X's "
+                                 "cross-attention, or one that returns none)", fontsize=7,
                                  transform=axes[li][0].transAxes)
                 axes[li][0].set_label("<no weights>")
         _label(axes, rows, cols)
