@@ -26,8 +26,9 @@ from posmix_fairseq.figures import attention_maps, learned_positions, paper_numb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINGEVAL97_EXAMPLE = os.path.join(ROOT, "tests", "data", "lingeval97_tiny.json")
+# ../shared/papers beside a checkout, or beside the directory of a worktree
 PAPERS = next((p for p in (os.path.join(ROOT, "..", "shared", "papers"), os.path.join(ROOT, "..", "..", "shared", "papers"))
-               if os.path.isdir(p)), os.path.join(ROOT, "..", "shared", "papers"))  # a checkout, or a worktree beside it
+               if os.path.isdir(p)), os.path.join(ROOT, "..", "shared", "papers"))
 
 
 def panels(fig):
@@ -80,7 +81,8 @@ def outputs(tiny_hc_sa, tmp_path_factory):
                     "--json", str(out / f"scores.{name}.json")])
         result[f"scores.{name}"] = str(out / f"scores.{name}.json")
     for name, ckpt in ckpts.items():
-        contrastive.main([data, "--path", ckpt, "--set", LINGEVAL97_EXAMPLE, "--json", str(out / f"contrastive.{name}.json")])
+        contrastive.main([data, "--path", ckpt, "--set", LINGEVAL97_EXAMPLE,
+                          "--json", str(out / f"contrastive.{name}.json")])
         result[f"contrastive.{name}"] = str(out / f"contrastive.{name}.json")
     both = [result["gen.last"], "--baseline", result["gen.reversed"], "--names", "last", "reversed"]
     length_bins.main(both + ["--by", "ref", "--bins", "quantiles:3", "--metrics", "bleu,chrf++",
@@ -171,7 +173,8 @@ def test_score_based_figures_hc_fig3_hc_fig7_gpa_fig2_posnet_fig3(outputs, tmp_p
     a, b = panels(fig)
     assert lines_of(a)["BASE"] == ([1, 2], pytest.approx([bleu["reversed"], bleu["last"]]))
     gaps = lines_of(b)
-    assert gaps["BASE - BASE/-FF"][1] == pytest.approx([bleu["reversed"] - bleu["last"], bleu["last"] - bleu["reversed"]])
+    assert gaps["BASE - BASE/-FF"][1] == pytest.approx([bleu["reversed"] - bleu["last"],
+                                                        bleu["last"] - bleu["reversed"]])
     assert gaps["BASE - BASE/-FF (paper)"] == ([4], [1.8])  # the caption's gap at 4 layers
 
     fig = plot.main(["hc-fig7", "--score", f"1 head, last layer={other}", "--score", f"2 heads, last layer={last}",
@@ -199,7 +202,8 @@ def test_score_based_figures_hc_fig3_hc_fig7_gpa_fig2_posnet_fig3(outputs, tmp_p
 
 def test_length_bin_figures_hc_fig4_fig6_fig8(outputs, tmp_path):
     bins = json.load(open(os.path.join(outputs["dir"], "bins.ref.json")))
-    fig = plot.main(["hc-fig4", os.path.join(outputs["dir"], "bins.ref.json"), "--baseline", "reversed", "--out", str(tmp_path)])
+    fig = plot.main(["hc-fig4", os.path.join(outputs["dir"], "bins.ref.json"), "--baseline", "reversed",
+                     "--out", str(tmp_path)])
     assert_written(str(tmp_path), "hc_fig4")
     a, b = panels(fig)
     assert lines_of(a)["last"][1] == pytest.approx([r["last/BLEU"] for r in bins])
@@ -211,13 +215,15 @@ def test_length_bin_figures_hc_fig4_fig6_fig8(outputs, tmp_path):
     cross = json.load(open(os.path.join(outputs["dir"], "bins.decoder_cross.json")))
     assert lines_of(panels(fig)[0])["reversed"][1] == pytest.approx([r["reversed/BLEU"] for r in cross])
     fig = plot.main(["hc-fig8", "--panel", f"encoder self={os.path.join(outputs['dir'], 'bins.encoder_self.json')}",
-                     "--panel", f"cross={os.path.join(outputs['dir'], 'bins.decoder_cross.json')}", "--out", str(tmp_path)])
+                     "--panel", f"cross={os.path.join(outputs['dir'], 'bins.decoder_cross.json')}",
+                     "--out", str(tmp_path)])
     assert_written(str(tmp_path), "hc_fig8")
     assert [ax.get_title() for ax in panels(fig)] == ["encoder self", "cross"]
     enc = json.load(open(os.path.join(outputs["dir"], "bins.encoder_self.json")))
     assert lines_of(panels(fig)[0])["last"][1] == pytest.approx([r["last/BLEU"] for r in enc])
     with pytest.raises(SystemExit, match=r"--baseline 'BASE': .* has the systems last, reversed"):
-        plot.main(["hc-fig4", os.path.join(outputs["dir"], "bins.ref.json"), "--baseline", "BASE", "--out", str(tmp_path)])
+        plot.main(["hc-fig4", os.path.join(outputs["dir"], "bins.ref.json"), "--baseline", "BASE",
+                   "--out", str(tmp_path)])
 
 
 def test_hc_fig5_agreement_accuracy_by_distance(outputs, tmp_path):
@@ -337,7 +343,8 @@ P = 10
 
 
 def test_rposnet_pictures_equal_the_models_attention_trained_and_frozen(tmp_path):
-    model, args, d = build(["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet", "--length-ratio", "1.3"])
+    model, args, d = build(["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet",
+                            "--length-ratio", "1.3"])
     data = learned_positions.extract(model, P, [0, 4, 9])
     figs = learned_positions.draw(data, str(tmp_path))
     seen = attention_of(model, P)
@@ -445,4 +452,5 @@ def test_other_position_pictures_equal_the_model(arch, tmp_path):
         for ax, weight in zip(axes, kernels):
             (x, y), = lines_of(ax).values()
             assert x == list(range(P))
-            np.testing.assert_allclose(y, [float(weight[p, 0].detach().pow(2).sum().sqrt()) for p in range(P)], rtol=1e-5)
+            norms = [float(weight[p, 0].detach().pow(2).sum().sqrt()) for p in range(P)]
+            np.testing.assert_allclose(y, norms, rtol=1e-5)

@@ -54,7 +54,8 @@ def build_from_arch(arch: str, flags: Sequence[str], vocab: int):
     import posmix_fairseq
 
     if arch not in ARCH_MODEL_REGISTRY:
-        raise ValueError(f"arch {arch!r} is not registered (posmix archs: python -m posmix_fairseq.models.architectures)")
+        raise ValueError(f"arch {arch!r} is not registered "
+                         "(posmix archs: python -m posmix_fairseq.models.architectures)")
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, ["unused-data-dir", "--task", "translation", "--user-dir",
                                                 posmix_fairseq.USER_DIR, "--arch", arch, *flags])
@@ -139,7 +140,8 @@ def measure(systems, batch_size: int, length: int, repeats: int, vocab: int, dev
 
 def main(argv: Optional[List[str]] = None):
     p = argparse.ArgumentParser(prog="posmix-forward-time", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--table", help="the systems of this posmix-reproduce table (e.g. posnet-1)")
     p.add_argument("--size", choices=sorted(SIZE_SUFFIX), default="base", help="--table: model size (default base)")
     p.add_argument("--system", action="append", default=[], metavar="LABEL=ARCH [FLAGS]",
@@ -164,7 +166,8 @@ def main(argv: Optional[List[str]] = None):
         result = measure(systems, a.batch_size, a.length, a.repeats, a.vocab, a.device, a.threads)
     except ValueError as e:
         raise SystemExit(f"posmix-forward-time: {e}")
-    print(f"| system | arch | parameters | seconds for {a.repeats} forwards | per forward (min) |\n|---|---|---|---|---|")
+    print(f"| system | arch | parameters | seconds for {a.repeats} forwards | per forward (min) |\n"
+          "|---|---|---|---|---|")
     for s in result["systems"]:
         print(f"| {s['label']} | {s['arch']} {s['flags']} | {s['parameters']:,} | {s['total_seconds']:.3f} | "
               f"{min(s['seconds']):.4f} |")

@@ -74,7 +74,8 @@ def bleu_by_order(hyps, refs, orders, tokenize="13a", lowercase=False) -> List[f
 
 def main(argv: Optional[List[str]] = None):
     p = argparse.ArgumentParser(prog="posmix-ngram-orders", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("gen_out", nargs="+", help="fairseq-generate outputs (systems)")
     p.add_argument("--baseline", required=True, metavar="GEN_OUT", help="the system the gaps are measured against")
     p.add_argument("--names", nargs="+", help="display names: the systems in order, then the baseline")
@@ -96,7 +97,8 @@ def main(argv: Optional[List[str]] = None):
             raise ValueError(f"--names: {len(names)} names for {len(paths)} systems (the systems, then the baseline)")
         if len(set(names)) != len(names):
             raise ValueError(f"--names: the names must differ (got {' '.join(names)})")
-        orders = {"char": parse_orders(a.char_orders, "--char-orders"), "word": parse_orders(a.word_orders, "--word-orders"),
+        orders = {"char": parse_orders(a.char_orders, "--char-orders"),
+                  "word": parse_orders(a.word_orders, "--word-orders"),
                   "bleu": parse_orders(a.bleu_orders, "--bleu-orders")}
         detok = Detokenizer(a.spm_model, a.remove_bpe, a.moses_detok)
         outputs = [read_generate_output(path) for path in paths]

@@ -100,7 +100,8 @@ def argmax_rows(path: str) -> List[Dict]:
         rows = list(csv.DictReader(f))
     need = {"sublayer", "layer", "head", "mean_argmax_distance"}
     if not rows or not need <= set(rows[0]):
-        raise FigureInputError(f"{path}: expected posmix-attention's argmax_distance.csv (columns {', '.join(sorted(need))})")
+        raise FigureInputError(f"{path}: expected posmix-attention's argmax_distance.csv "
+                               f"(columns {', '.join(sorted(need))})")
     for r in rows:
         r["layer"], r["head"] = int(r["layer"]), int(r["head"])
         for k in ("tokens",):
@@ -142,7 +143,8 @@ def table_scores(table: str, scores_dir: Optional[str], pairs: Sequence[Tuple[st
                 values[label] = metric_of(system_scores(path), metric, path)
     for label, path in pairs:
         if label not in labels:
-            raise FigureInputError(f"{option} {label}=...: not a system of {table}; its systems are: {'; '.join(labels)}")
+            raise FigureInputError(f"{option} {label}=...: not a system of {table}; its systems are: "
+                                   f"{'; '.join(labels)}")
         values[label] = metric_of(system_scores(path, label), metric, path)
     if not values:
         raise FigureInputError(f"no scores of any {table} system: pass --scores-dir (posmix-reproduce's "

@@ -32,7 +32,8 @@ def fig2(rows: List[Dict], out_dir: str, formats=style.FORMATS, value: str = "me
     """One bar per head (grouped and coloured by layer), one panel per sublayer."""
     kinds = [k for k in SUBLAYER_TITLES if any(r["sublayer"] == k for r in rows)]
     if value not in rows[0]:
-        raise FigureInputError(f"--value {value!r}: the CSV has {', '.join(k for k in rows[0] if k.startswith(('mean', 'off')))}")
+        columns = ", ".join(k for k in rows[0] if k.startswith(("mean", "off")))
+        raise FigureInputError(f"--value {value!r}: the CSV has {columns}")
     with style.styled():
         widest = max(sum(1 for r in rows if r["sublayer"] == k) for k in kinds)
         fig, axes = style.panels(1, len(kinds), panel=(max(2.6, 0.22 * widest + 1.0), 2.8))
@@ -56,7 +57,8 @@ def parse_layer_label(label: str, option: str) -> Tuple[str, int]:
     """'HC-SA:2' -> ('HC-SA', 2)."""
     system, sep, layers = label.rpartition(":")
     if not sep or not system or not layers.isdigit():
-        raise FigureInputError(f"{option} {label!r}: expected SYSTEM:LAYERS=PATH, e.g. {option} 'HC-SA/-FF:2=scores.json'")
+        raise FigureInputError(f"{option} {label!r}: expected SYSTEM:LAYERS=PATH, "
+                               f"e.g. {option} 'HC-SA/-FF:2=scores.json'")
     return system, int(layers)
 
 
@@ -196,8 +198,8 @@ def fig7(values: Dict[str, float], out_dir: str, formats=style.FORMATS, metric: 
     for label, v in values.items():
         m = HEADS_LABEL.match(label)
         if not m:
-            raise FigureInputError(f"hc-fig7: system {label!r}: expected 'N heads, last layer' or 'N heads, 1 per layer' "
-                                   "(the hc-fig7 table's labels)")
+            raise FigureInputError(f"hc-fig7: system {label!r}: expected 'N heads, last layer' or "
+                                   "'N heads, 1 per layer' (the hc-fig7 table's labels)")
         n, where = int(m.group(1)), m.group(2)
         series[where][n] = v
         if n == 1:  # one head in the last layer starts both series

@@ -90,9 +90,11 @@ def extract(model, positions: Optional[int] = None, query_positions: Optional[Se
                                f"positions, or its frozen tables); pass --positions 1..{limit}")
     query_positions = list(query_positions or default_query_positions(positions))
     if min(query_positions) < 0 or max(query_positions) >= positions:
-        raise FigureInputError(f"--query-positions {query_positions}: each must be in 0..{positions - 1} (--positions {positions})")
+        raise FigureInputError(f"--query-positions {query_positions}: each must be in 0..{positions - 1} "
+                               f"(--positions {positions})")
     out: Dict = {"checkpoint": checkpoint, "positions": positions, "query_positions": query_positions,
-                 "rposnet": {}, "aposnet": {}, "gaussian": {}, "t5": {}, "linear": {}, "posnet_attn": {}, "posnet_embed": {}}
+                 **{kind: {} for kind in ("rposnet", "aposnet", "gaussian", "t5", "linear", "posnet_attn",
+                                          "posnet_embed")}}
     seen = set()
     for placement, i, module, _ in sublayers(model):
         if not isinstance(module, EnergyMixingAttention):
@@ -164,7 +166,8 @@ def _grid(layers: List[Dict], key: str, kind: str, title: str, signed: bool, bar
     arrays = []
     for entry in layers:
         values = np.asarray(entry[key], dtype=float)
-        arrays.append(np.ma.masked_array(values, np.broadcast_to(causal_mask(kind, rows, cols, relative_k), values.shape)))
+        mask = np.broadcast_to(causal_mask(kind, rows, cols, relative_k), values.shape)
+        arrays.append(np.ma.masked_array(values, mask))
     bound = max(float(np.ma.max(np.abs(a))) for a in arrays) if signed else max(float(a.max()) for a in arrays)
     with style.styled():
         fig, axes = style.heatmap_panels(len(layers), heads, rows, cols, inches_per_cell=0.06, min_inches=1.5)
@@ -264,7 +267,8 @@ def draw(data: Dict, out_dir: str, formats=style.FORMATS) -> Dict[str, object]:
         for col, (kind, block) in enumerate(data["t5"].items()):
             d = block["distances"]
             keep = [j for j, x in enumerate(d) if block["bidirectional"] or x >= 0]
-            lines = [(f"head {h + 1}", [d[j] for j in keep], [row[j] for j in keep]) for h, row in enumerate(block["bias"])]
+            lines = [(f"head {h + 1}", [d[j] for j in keep], [row[j] for j in keep])
+                     for h, row in enumerate(block["bias"])]
             panels.append({"col": col, "title": f"{block['name']}, {TITLES[kind]}", "xlabel": "distance n - m",
                            "ylabel": "bias", "lines": lines, "vline": 0, "legend": col == 0})
         figures["t5_bias"] = _lines(panels, out_dir, "t5_bias", f"scalar relative position bias per head ({source})",
@@ -289,8 +293,8 @@ def draw(data: Dict, out_dir: str, formats=style.FORMATS) -> Dict[str, object]:
                        "xlabel": "position p", "ylabel": "||Phi[p]||_F",
                        "lines": [(side, list(range(len(block["norms"]))), block["norms"])], "legend": False})
     if panels:
-        figures["posnet_kernels"] = _lines(panels, out_dir, "posnet_kernels", f"PosNet kernel norms per position ({source})",
-                                           formats)
+        figures["posnet_kernels"] = _lines(panels, out_dir, "posnet_kernels",
+                                           f"PosNet kernel norms per position ({source})", formats)
     if not figures:
         raise FigureInputError(f"{source}: no position-only sublayer to draw (rPosNet, aPosNet, hard-coded Gaussians, "
                                "T5/AT5, LinearNet, PosNet)")

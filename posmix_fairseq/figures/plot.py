@@ -77,7 +77,8 @@ def cmd_hc_fig4(a):
     bins, scores = length_bins(a.json)
     baseline = pick_system(list(scores), a.baseline, a.json, "--baseline")
     metric = hc.choose_metric(scores, a.metric, a.json)
-    return hc.fig4(bins, {s: {metric: v[metric]} for s, v in scores.items()}, baseline, a.out, _formats(a.formats), metric)
+    scores = {s: {metric: v[metric]} for s, v in scores.items()}
+    return hc.fig4(bins, scores, baseline, a.out, _formats(a.formats), metric)
 
 
 def cmd_hc_fig5(a):
@@ -94,13 +95,15 @@ def cmd_hc_fig6(a):
     from . import hc
 
     bins, scores = length_bins(a.json)
-    return hc.off_diagonality_panels([(a.title, bins, scores)], a.out, "hc_fig6", "hc-fig6", _formats(a.formats), a.metric)
+    return hc.off_diagonality_panels([(a.title, bins, scores)], a.out, "hc_fig6", "hc-fig6", _formats(a.formats),
+                                     a.metric)
 
 
 def cmd_hc_fig8(a):
     from . import hc
 
-    panels = [(title, *length_bins(path)) for title, path in parse_pairs(a.panel, "--panel", "'encoder self=bins.json'")]
+    pairs = parse_pairs(a.panel, "--panel", "'encoder self=bins.json'")
+    panels = [(title, *length_bins(path)) for title, path in pairs]
     if not panels:
         raise FigureInputError("hc-fig8: give --panel TITLE=PATH (posmix-length-bins --key-file ... --json) per panel")
     return hc.off_diagonality_panels(panels, a.out, "hc_fig8", "hc-fig8", _formats(a.formats), a.metric)
@@ -152,7 +155,8 @@ def cmd_posnet_fig4(a):
 
 def build_parser():
     p = argparse.ArgumentParser(prog="posmix-plot", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
     sub = p.add_subparsers(dest="figure", required=True, metavar="FIGURE")
 
     def add(name, fn, help_):
@@ -170,13 +174,15 @@ def build_parser():
     s.add_argument("source", help="checkpoint (.pt) or positions.json")
     s.add_argument("--data", help="the dictionaries' directory when the checkpoint's own is not here")
     s.add_argument("--positions", type=int, help="positions P drawn (default 32, or fewer where the model has fewer)")
-    s.add_argument("--query-positions", help="query positions of the rPosNet softmax profiles (default: 4 spread over P)")
+    s.add_argument("--query-positions",
+                   help="query positions of the rPosNet softmax profiles (default: 4 spread over P)")
     s.add_argument("--json", help="where to write the tables (default OUT/positions.json)")
     s = add("hc-fig2", cmd_hc_fig2, "HC Fig. 2: argmax distance of each head (posmix-attention's argmax_distance.csv)")
     s.add_argument("csv")
     s.add_argument("--value", default="mean_argmax_distance",
                    help="column: mean_argmax_distance (default), mean_abs_distance or off_diagonal_share")
-    s = add("hc-fig3", cmd_hc_fig3, "HC Fig. 3: BLEU by layers with and without feed-forward (posmix-score --json each)")
+    s = add("hc-fig3", cmd_hc_fig3,
+            "HC Fig. 3: BLEU by layers with and without feed-forward (posmix-score --json each)")
     s.add_argument("--score", action="append", default=[], metavar="SYSTEM:LAYERS=PATH",
                    help="one model; systems X and X/-FF are paired (e.g. BASE:2=..., BASE/-FF:2=...)")
     s.add_argument("--metric", default="BLEU")
@@ -185,14 +191,18 @@ def build_parser():
     s.add_argument("json")
     s.add_argument("--baseline", required=True, help="the baseline's system name in the file")
     s.add_argument("--metric", default="BLEU")
-    s = add("hc-fig5", cmd_hc_fig5, "HC Fig. 5: agreement accuracy by subject-verb distance (posmix-contrastive --json each)")
+    s = add("hc-fig5", cmd_hc_fig5,
+            "HC Fig. 5: agreement accuracy by subject-verb distance (posmix-contrastive --json each)")
     s.add_argument("--system", action="append", default=[], metavar="LABEL=PATH")
-    s.add_argument("--category", default="subj_verb_agreement", help="LingEval97 error type (default subj_verb_agreement)")
-    s = add("hc-fig6", cmd_hc_fig6, "HC Fig. 6: BLEU by off-diagonality (posmix-length-bins --key-file offdiag.X.txt --json)")
+    s.add_argument("--category", default="subj_verb_agreement",
+                   help="LingEval97 error type (default subj_verb_agreement)")
+    s = add("hc-fig6", cmd_hc_fig6,
+            "HC Fig. 6: BLEU by off-diagonality (posmix-length-bins --key-file offdiag.X.txt --json)")
     s.add_argument("json")
     s.add_argument("--title", default="decoder self-attention", help="what the off-diagonality was measured on")
     s.add_argument("--metric", default="BLEU")
-    s = add("hc-fig7", cmd_hc_fig7, "HC Fig. 7: cross-attention heads in one layer vs spread (posmix-reproduce --table hc-fig7)")
+    s = add("hc-fig7", cmd_hc_fig7,
+            "HC Fig. 7: cross-attention heads in one layer vs spread (posmix-reproduce --table hc-fig7)")
     s.add_argument("--scores-dir", help="posmix-reproduce's OUT/hc-fig7 (scores.<system>.json)")
     s.add_argument("--score", action="append", default=[], metavar="LABEL=PATH",
                    help="a system by its hc-fig7 label, e.g. '2 heads, 1 per layer=scores.json'")
@@ -200,7 +210,8 @@ def build_parser():
     s = add("hc-fig8", cmd_hc_fig8, "HC Fig. 8: Fig. 6 for more sublayers or directions, one --panel each")
     s.add_argument("--panel", action="append", default=[], metavar="TITLE=PATH")
     s.add_argument("--metric", default="BLEU")
-    s = add("gpa-fig2", cmd_gpa_fig2, "GPA Fig. 2: each approach with and without gating (posmix-reproduce --table gpa-6)")
+    s = add("gpa-fig2", cmd_gpa_fig2,
+            "GPA Fig. 2: each approach with and without gating (posmix-reproduce --table gpa-6)")
     s.add_argument("--scores-dir", help="posmix-reproduce's OUT/gpa-6 (scores.<system>.json)")
     s.add_argument("--score", action="append", default=[], metavar="LABEL=PATH",
                    help="a system by its gpa-6 label, e.g. 'rPosNet gating on=scores.json'")

@@ -27,7 +27,8 @@ def fig2(result: Dict, out_dir: str, formats=style.FORMATS):
         fig, axes = style.panels(1, 1, panel=(max(3.2, 0.55 * len(systems) + 1.0), 2.6))
         ax = axes[0][0]
         x = np.arange(len(systems))
-        ax.bar(x, [s["total_seconds"] for s in systems], color=[style.colour(i) for i in range(len(systems))], width=0.7)
+        ax.bar(x, [s["total_seconds"] for s in systems], color=[style.colour(i) for i in range(len(systems))],
+               width=0.7)
         ax.set_xticks(x, [s["label"] for s in systems], rotation=30, ha="right")
         ax.set_ylabel(f"seconds for {result['repeats']} forwards")
         ax.set_title(f"forward time: batch {result['batch_size']} x {result['length']} tokens, {result['device']}")
