@@ -1,9 +1,10 @@
 """The build plan of one encoder or decoder: which mixer fills each (sublayer, layer index), with
 which options, and the embedding-level position module of the side."""
-from ..core.placement import DECODER_CROSS, ENCODER_SELF, Side
+from ..core.placement import DECODER_CROSS, ENCODER_SELF, SIDES, Side
 from ..core.position_tables import SharedPositionTables
 from ..core.positions import PositionRoute
 from ..mixers import MIXER_REGISTRY, MixerSpec, build_mixer
+from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY, EmbeddingStage, PositionEncodingSpec
 from .options import cross_heads
 
@@ -51,7 +52,9 @@ class MixerPlan:
                                  f"{name!r} (build the model through fairseq to compute it from the data)")
             length_ratio = float(cfg.length_ratio)
         # search-time checkpoints (posmix-freeze): the sublayers whose mixer declares a frozen energy
-        frozen = getattr(cfg, "frozen_energy_positions", None) if entry.frozen_energy is not None else None
+        frozen = {side.role: side.read(cfg, FROZEN_OPTION) for side in SIDES
+                  if side.read(cfg, FROZEN_OPTION) is not None}
+        frozen = frozen if frozen and entry.frozen_energy is not None else None
         return MixerSpec(
             name=name,
             placement=placement,

@@ -25,6 +25,7 @@ from ..core.placement import DECODER, ENCODER
 from ..core.positions import PositionFrame
 from ..length_ratio import training_length_ratio
 from ..mixers import MIXER_REGISTRY
+from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .layers import PosMixDecoderLayer, PosMixEncoderLayer, wrap_layer
 from .options import add_posmix_args, cross_heads, posmix_base_architecture, validate_posmix_args
@@ -58,6 +59,14 @@ class PositionAwareSide:
         if entry.token_positions == "learned":  # fairseq's table has one row per position up to the limit
             limit = (getattr(cfg, side.max_positions_attr), side.max_positions_option)
         self.__dict__["_learned_positions_limit"] = limit
+        self.__dict__["_frozen_positions"] = side.read(cfg, FROZEN_OPTION)  # search-time tables (posmix-freeze)
+
+    def max_positions(self):
+        """fairseq's limit; in a search-time model at most the side's frozen energy tables, so that
+        fairseq's size filter refuses longer sentences and generation stops within the tables."""
+        limit = super().max_positions()
+        frozen = self.__dict__.get("_frozen_positions")
+        return limit if frozen is None else min(limit, frozen)
 
     @property
     def position_route(self):

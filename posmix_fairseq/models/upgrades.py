@@ -29,6 +29,7 @@ from typing import Callable, List, Optional
 
 from ..core.placement import PLACEMENTS, SIDES
 from ..mixers.engine import MIXER_REGISTRY, EnergyMixingAttention
+from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .sublayers import sublayers
 
@@ -170,6 +171,9 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                 "--S-gaussian-value-projection", _rename_mixer_options_and_drop_unread, applies=_mixer_renames_stored),
     ArgsUpgrade("PosNet-Embed's --<side>-posnet-* options renamed --<side>-posnet-embed-*",
                 _rename_posnet_embed_options, applies=_posnet_embed_renames_stored),
+    ArgsUpgrade("frozen energy tables sized per side: --frozen-energy-positions N is "
+                "--encoder-frozen-energy-positions N --decoder-frozen-energy-positions N",
+                lambda args: _frozen_positions_per_side(args), applies=lambda args: hasattr(args, "frozen_energy_positions")),
     # defaults that changed with the paper readings (docs/choices.md)
     ArgsUpgrade("relative-distance embeddings laid out as each arch's paper does (were shared by the heads)",
                 pin_mixer_option("relative-embedding-heads", lambda args, p: "shared"), readings_below=11),
@@ -203,6 +207,16 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
     ArgsUpgrade("PosNet-Attn's activation is ReLU, as PosNet-Embed's (was GeLU)",
                 pin_mixer_option("posnet-activation", lambda args, p: "gelu"), readings_below=12),
 ]
+
+
+def _frozen_positions_per_side(args) -> bool:
+    n = args.frozen_energy_positions
+    delattr(args, "frozen_energy_positions")
+    if n is not None:
+        for side in SIDES:
+            if side.read(args, FROZEN_OPTION) is None:
+                side.write(args, FROZEN_OPTION, n)
+    return True
 
 
 def _t5_adaptive_cumulative(args) -> bool:
