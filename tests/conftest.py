@@ -89,7 +89,7 @@ EXTRA_CONFIGS.update({
 ALL_CONFIGS.update(EXTRA_CONFIGS)
 
 EXTRA_CONFIGS.update({
-    # search-time rPosNet (issue 9): the window impl everywhere, K = 2 so that the 10-step exactness
+    # search-time rPosNet: the window impl everywhere, K = 2 so that the 10-step exactness
     # test runs the constant decoding state's far sum, and rPosNet cross-attention with gamma
     "rposnet_window_small_k": ["--arch", "rposnet_iwslt_de_en", "--encoder-self-rposnet-impl", "window",
                                "--decoder-self-rposnet-impl", "window", "--decoder-cross-mixer", "rposnet",
@@ -101,7 +101,7 @@ ALL_CONFIGS.update(EXTRA_CONFIGS)
 
 
 EXTRA_CONFIGS.update({
-    # issue 11: the layouts the archs do not default to (old checkpoints' readings, Shaw's own sharing)
+    # the layouts the archs do not default to (the readings of checkpoints without the marker, Shaw's own sharing)
     "rpe_sliced_legacy_mprhead": ["--arch", "mprhead_iwslt_de_en", "--encoder-rpe-reading", "sliced-legacy",
                                   "--decoder-rpe-reading", "sliced-legacy", "--encoder-rpe-heads", "1",
                                   "--decoder-rpe-heads", "1"],

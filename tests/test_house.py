@@ -1,5 +1,6 @@
-"""The package's structure (issue 8): one route for positions, the core floor, the Energy contract,
-clear errors for bad combinations, and checkpoints made before the reshaping."""
+"""The package's structure: one route for positions, the core floor, the mixers' machinery and
+variants found by file, the Energy contract, clear errors for bad combinations, and the upgrades that
+let older checkpoints load and translate as they did (models/upgrades.py)."""
 import ast
 import os
 
@@ -17,7 +18,7 @@ from posmix_fairseq.mixers.engine import DirectWeights, Energy, SoftmaxEnergy
 LEGACY = os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints")
 
 
-# ---- checkpoints made by the code before the reshaping (tests/data/legacy_checkpoints) -----------
+# ---- checkpoints stored with older option and parameter names (tests/data/legacy_checkpoints) ------
 @pytest.mark.parametrize("name", ["rposnet_cross_sinusoidal", "hc_no_value_projection_shaw_sin_decoder", "posnet_attn"])
 def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name):
     """Made with --encoder-self-position-embedding / --encoder-self-value-projection (now
@@ -42,8 +43,8 @@ def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name)
     ("posnet_embed_gelu", {"encoder_posnet_embed_activation": "gelu", "decoder_posnet_embed_activation": "gelu"}),
     ("at5_cumulative", {"encoder_self_t5_adaptive": "cumulative", "decoder_self_t5_adaptive": "cumulative"}),
 ])
-def test_checkpoint_made_before_issue_11_keeps_its_defaults_and_translates_as_it_did(name, pinned):
-    """Made by the code before issue 11 (gLinearNet with P = 256 and no token positions, PosNet-Embed
+def test_checkpoint_without_the_readings_marker_keeps_its_defaults_and_translates_as_it_did(name, pinned):
+    """Made by the code that stored no readings marker (gLinearNet with P = 256 and no token positions, PosNet-Embed
     with GeLU, the cumulative AT5 under --S-t5-adaptive on): stored without posmix_paper_readings,
     its arguments get the defaults it was trained with, and the log-probs recorded then come back."""
     expected = torch.load(os.path.join(LEGACY, "expected_log_probs.pt"), weights_only=False)[name]

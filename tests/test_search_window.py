@@ -1,6 +1,6 @@
-"""Search-time rPosNet (issue 9): the window form (``--S-rposnet-impl window``) against the dense
+"""Search-time rPosNet: the window form (``--S-rposnet-impl window``) against the dense
 softmax, constant-state decoding (a state whose size does not grow with t), and a whole model with
-the Triton kernels forced on (interpreter, child process) against the PyTorch reference (issue 10).
+the Triton kernels forced on (interpreter, child process) against the PyTorch reference.
 
 The every-arch exactness suite (tests/test_decoding_exactness.py) runs the window impl and the
 constant state with far sums through the config ``rposnet_window_small_k`` of conftest.py."""
@@ -205,7 +205,7 @@ def run_child(**env):
 
 
 def test_whole_model_with_triton_kernels_forced_equals_torch_reference():
-    """Issue 10: the window mixing (encoder, decoder causal, cross with gamma) and the decoding
+    """The window mixing (encoder, decoder causal, cross with gamma) and the decoding
     step run as Triton kernels (interpreter, forced by POSMIX_KERNELS=triton) and as PyTorch."""
     pytest.importorskip("triton")
     reference = run_child(POSMIX_KERNELS="torch")

@@ -1,4 +1,4 @@
-"""Evaluation, analyses and reproduction commands (issue 12).
+"""Evaluation, analyses and reproduction commands.
 
 One small module per idea:
 

@@ -58,14 +58,13 @@ def encoding_options(args, side):
         if name in POSITION_ENCODING_REGISTRY else {}
 
 
-def pin_mixer_option(option: str, former: Callable, mixers: Optional[tuple] = None):
-    """Writes ``former(args, placement)`` where the sublayer's mixer reads ``option`` (and is one of
-    ``mixers`` if given) and the stored arguments leave it unset."""
+def pin_mixer_option(option: str, former: Callable):
+    """Writes ``former(args, placement)`` where the sublayer's mixer reads ``option`` and the stored
+    arguments leave it unset."""
     def apply(args) -> bool:
         changed = False
         for placement in PLACEMENTS:
-            if option in mixer_options(args, placement) and placement.read(args, option) is None and \
-                    (mixers is None or placement.read(args, "mixer") in mixers):
+            if option in mixer_options(args, placement) and placement.read(args, option) is None:
                 placement.write(args, option, former(args, placement))
                 changed = True
         return changed
@@ -104,7 +103,8 @@ def rename(scopes, renames):
 
 def keep_positions_within(option: str, mixer: str):
     """Stored max source/target positions above the table of ``option`` of ``mixer`` sublayers are
-    lowered to it: beyond the table such a model crashed; fairseq's own size filter now applies."""
+    lowered to it (the model cannot run beyond its table; within the limit, fairseq's size filter
+    refuses longer sentences and generation stops there)."""
     def apply(args) -> bool:
         for placement in PLACEMENTS:
             if placement.read(args, "mixer") != mixer:
@@ -200,7 +200,7 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                        pin_mixer_option("posnet-max-positions", lambda args, p: 256),
                        pin_mixer_option("posnet-dropout", lambda args, p: 0.0),
                        keep_positions_within("posnet-max-positions", "posnet")), readings_below=11),
-    ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (the former cumulative increments are "
+    ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (the cumulative increments are "
                 "--S-t5-adaptive cumulative)", lambda args: _t5_adaptive_cumulative(args), readings_below=11),
     ArgsUpgrade("PosNet-Embed's activation is ReLU (was GeLU)",
                 pin_encoding_option("posnet-embed-activation", lambda args, side: "gelu"), readings_below=11),
