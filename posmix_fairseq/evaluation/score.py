@@ -52,10 +52,10 @@ def read_lines(path: str) -> List[str]:
 
 
 def load_system(path: str, name: str, detok: Detokenizer, is_baseline: bool, use_d_lines: bool,
-                from_text: bool) -> System:
+                from_text: bool, untranslated=()) -> System:
     if from_text:
         return System(name, path, detok.lines(read_lines(path)), is_baseline)
-    gen = read_generate_output(path)
+    gen = read_generate_output(path, untranslated)
     if use_d_lines and not gen.detok_hypotheses:
         raise ValueError(f"{path}: --use-detok-lines, but the file has no D- line for every sentence")
     hyps = gen.detok_hypotheses if use_d_lines else detok.lines(gen.hypotheses)
@@ -172,6 +172,16 @@ def markdown_table(systems: List[System], cells, signatures, skipped, detok_desc
     return "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
 
 
+def read_untranslated(path: str):
+    """(ids, reason) from the recipe's generate stage (JSON with "ids" and "reason") or one id per line."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if text.lstrip().startswith("{"):
+        data = json.loads(text)
+        return sorted(int(i) for i in data["ids"]), data.get("reason") or "not translated"
+    return sorted(int(x) for x in text.split()), "not translated"
+
+
 def to_records(systems, cells):
     rows = []
     for s in systems:
@@ -213,6 +223,9 @@ def build_parser():
     p.add_argument("--bootstrap-samples", type=int, default=1000, help="paired bootstrap resamples (0: off)")
     p.add_argument("--csv", help="write one row per system x metric (x baseline) here")
     p.add_argument("--json", help="write the full result here")
+    p.add_argument("--untranslated", metavar="FILE",
+                   help="sentence ids not translated (the recipe's untranslated.<name>.json, or one id per line): "
+                        "absent from the outputs, left out of --ref/--src, and counted beside the scores")
     return p
 
 
@@ -233,17 +246,29 @@ def main(argv=None):
     for path, _, _ in entries:
         if not os.path.isfile(path):
             raise SystemExit(f"posmix-score: no such file: {path}")
+    untranslated, reason = read_untranslated(args.untranslated) if args.untranslated else ([], "")
     try:
         detok = Detokenizer(args.spm_model, args.remove_bpe, args.moses_detok)
         names = unique_names([e[0] for e in entries], args.names)
-        systems = [load_system(path, name, detok, is_b, args.use_detok_lines, from_text)
+        systems = [load_system(path, name, detok, is_b, args.use_detok_lines, from_text, untranslated)
                    for (path, is_b, from_text), name in zip(entries, names)]
     except ValueError as e:
         raise SystemExit(f"posmix-score: {e}")
+    total = None
+    if untranslated and (args.ref or args.src):
+        total = len(read_lines(args.ref or args.src))
+        if untranslated[-1] >= total:
+            raise SystemExit(f"posmix-score: --untranslated names id {untranslated[-1]}, but the test set has {total}")
+    skip = set(untranslated)
+    keep = (lambda lines: [x for i, x in enumerate(lines) if i not in skip]) if untranslated else None
     refs = read_lines(args.ref) if args.ref else next((s.refs for s in systems if s.refs), None)
     if refs is None:
         raise SystemExit("posmix-score: no references: pass --ref FILE (text files have no T- lines)")
+    if args.ref and keep:
+        refs = keep(refs)
     srcs = read_lines(args.src) if args.src else next((s.srcs for s in systems if s.srcs), None)
+    if args.src and keep and srcs is not None:
+        srcs = keep(srcs)
     if srcs is not None and len(srcs) != len(refs):
         raise SystemExit(f"posmix-score: {len(srcs)} sources but {len(refs)} references")
     try:
@@ -253,6 +278,11 @@ def main(argv=None):
     except ValueError as e:
         raise SystemExit(f"posmix-score: {e}")
     table = markdown_table(systems, cells, signatures, skipped, detok.description, args.bootstrap_samples)
+    note = None
+    if untranslated:
+        total = total or len(refs) + len(untranslated)
+        note = f"{len(untranslated)} of {total} test sentences {reason}: not translated; scores over the rest"
+        table = f"**{note}**\n\n" + table
     print(table)
     records = to_records(systems, cells)
     if args.csv:
@@ -263,7 +293,9 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"detokenization": detok.description, "signatures": signatures, "skipped": skipped,
-                       "n_segments": len(refs), "bootstrap_samples": args.bootstrap_samples, "rows": records},
+                       "n_segments": len(refs), "bootstrap_samples": args.bootstrap_samples, "rows": records,
+                       "untranslated": {"count": len(untranslated), "total": total, "ids": untranslated,
+                                        "reason": reason, "note": note} if untranslated else None},
                       f, indent=1)
     return cells, signatures, skipped
 
