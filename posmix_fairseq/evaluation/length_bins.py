@@ -71,7 +71,7 @@ def bin_labels(edges: List[float], integer: bool) -> List[str]:
     return labels
 
 
-def lengths(args, systems, refs, srcs) -> Tuple[List[float], bool]:
+def lengths(args, systems, refs, srcs, untranslated=()) -> Tuple[List[float], bool]:
     if args.key_file:
         vals = [float(x) for x in score_mod.read_lines(args.key_file)]
         if len(vals) != len(refs):
@@ -81,7 +81,7 @@ def lengths(args, systems, refs, srcs) -> Tuple[List[float], bool]:
         gen_paths = list(args.gen_out) + list(args.baseline)
         if not gen_paths:
             raise ValueError("--count pieces needs a fairseq-generate output (its S-/T- lines)")
-        gen = read_generate_output(gen_paths[0])
+        gen = read_generate_output(gen_paths[0], untranslated)
         side = gen.sources if args.by == "src" else gen.references
         if not side:
             raise ValueError(f"--count pieces needs the {'S-' if args.by == 'src' else 'T-'} lines of a fairseq-generate output")
@@ -112,16 +112,25 @@ def main(argv: Optional[List[str]] = None):
                + [(x, True, False) for x in a.baseline] + [(x, True, True) for x in a.baseline_hyp])
     if not entries:
         raise SystemExit("posmix-length-bins: give at least one system")
+    untranslated = score_mod.read_untranslated(a.untranslated)[0] if a.untranslated else []
+    skip = set(untranslated)
     try:
         detok = Detokenizer(a.spm_model, a.remove_bpe, a.moses_detok)
         names = score_mod.unique_names([e[0] for e in entries], a.names)
-        systems = [score_mod.load_system(path, name, detok, b, a.use_detok_lines, t)
+        systems = [score_mod.load_system(path, name, detok, b, a.use_detok_lines, t, untranslated)
                    for (path, b, t), name in zip(entries, names)]
         refs = score_mod.read_lines(a.ref) if a.ref else next((s.refs for s in systems if s.refs), None)
         if refs is None:
             raise ValueError("no references: pass --ref FILE")
+        if a.ref and skip:
+            refs = [x for i, x in enumerate(refs) if i not in skip]
         srcs = score_mod.read_lines(a.src) if a.src else next((s.srcs for s in systems if s.srcs), None)
-        vals, integer = lengths(a, systems, refs, srcs)
+        if a.src and skip and srcs is not None:
+            srcs = [x for i, x in enumerate(srcs) if i not in skip]
+        if skip:
+            print(f"posmix-length-bins: {len(skip)} of {len(refs) + len(skip)} test sentences were not translated "
+                  "(--untranslated); the bins hold the rest")
+        vals, integer = lengths(a, systems, refs, srcs, untranslated)
         edges = parse_bins(a.bins, vals)
         groups = assign(vals, edges)
         labels = bin_labels(edges, integer)
