@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 from .settings import PAPER_NAMES, TRAIN_KEYS, Recipe
 
 ADAM_BYTES = 8        # exp_avg and exp_avg_sq, fp32, per parameter
-SAMPLE_LINES = 5000   # training lines for the plan's SentencePiece model
+SAMPLE_LINES = 2000   # training lines for the plan's SentencePiece model
 _META_CACHE: Dict[tuple, object] = {}
 _SPM_CACHE: Dict[tuple, object] = {}
 UNSTATED_KEYS = ("MOSES", "LOWERCASE", "VOCAB", "VOCAB_TGT", "SPM_TYPE", "SEPARATE", "TOKENIZE", "ROMANIAN",
@@ -70,23 +70,35 @@ def _test_files(raw: str, src: str, tgt: str, test_name: str):
         return None
 
 
+def _normalised(raw: str, names: Tuple[str, ...], lang: str, recipe: Recipe, limit: int) -> List[str]:
+    """A split of RAW normalised as the recipe's prepare stage does (cached)."""
+    from ..raw_text import find_split, read_lines
+    from .prepare_data import Normaliser
+
+    flags = (recipe.flag("MOSES"), recipe.flag("LOWERCASE"), recipe.flag("ROMANIAN"))
+    key = ("text", raw, names, lang, flags, limit)
+    if key not in _SPM_CACHE:
+        norm = Normaliser(lang, *flags)
+        lines = read_lines(find_split(raw, list(names), lang))
+        _SPM_CACHE[key] = [norm(x) for x in (lines[:limit] if limit else lines)]
+    return _SPM_CACHE[key]
+
+
 def _quick_spm(raw: str, lang_pair: Tuple[str, str], recipe: Recipe):
-    """A SentencePiece model of the recipe's kind trained on a sample of RAW's training text (cached)."""
-    from ..raw_text import SPLIT_NAMES, find_split, read_lines
-    from .prepare_data import Normaliser, train_spm
+    """Per language, a SentencePiece model of the recipe's kind trained on a sample of RAW's training
+    text (cached)."""
+    import tempfile
+
+    from ..raw_text import SPLIT_NAMES
+    from .prepare_data import train_spm
 
     src, tgt = lang_pair
     separate = recipe.flag("SEPARATE")
-    key = (raw, src, tgt, recipe["SPM_TYPE"], recipe["VOCAB"], recipe.get("VOCAB_TGT"), separate,
+    key = ("spm", raw, src, tgt, recipe["SPM_TYPE"], recipe["VOCAB"], recipe.get("VOCAB_TGT"), separate,
            recipe.flag("MOSES"), recipe.flag("LOWERCASE"), recipe.flag("ROMANIAN"))
     if key in _SPM_CACHE:
         return _SPM_CACHE[key]
-    import tempfile
-
-    norm = {lang: Normaliser(lang, recipe.flag("MOSES"), recipe.flag("LOWERCASE"), recipe.flag("ROMANIAN"))
-            for lang in (src, tgt)}
-    texts = {lang: [norm[lang](x) for x in read_lines(find_split(raw, SPLIT_NAMES["train"], lang))[:SAMPLE_LINES]]
-             for lang in (src, tgt)}
+    texts = {lang: _normalised(raw, tuple(SPLIT_NAMES["train"]), lang, recipe, SAMPLE_LINES) for lang in (src, tgt)}
     cover = 0.9995 if {src, tgt} & {"zh", "ja"} else 1.0
     tmp = tempfile.mkdtemp(prefix="posmix-plan-")
     if separate:
@@ -96,8 +108,8 @@ def _quick_spm(raw: str, lang_pair: Tuple[str, str], recipe: Recipe):
     else:
         joint = train_spm(texts[src] + texts[tgt], os.path.join(tmp, "spm"), int(recipe["VOCAB"]), recipe["SPM_TYPE"], cover)
         models = {src: joint, tgt: joint}
-    _SPM_CACHE[key] = (models, norm)
-    return _SPM_CACHE[key]
+    _SPM_CACHE[key] = models
+    return models
 
 
 def test_lengths(recipe: Recipe, prep: str) -> Tuple[Optional[List[int]], Optional[List[int]], str]:
@@ -113,9 +125,11 @@ def test_lengths(recipe: Recipe, prep: str) -> Tuple[Optional[List[int]], Option
         files = _test_files(raw, src, tgt, recipe.get("TEST_SET")) if os.path.isdir(raw) else None
         if not files:
             continue
-        models, norm = _quick_spm(raw, (src, tgt), recipe)
-        lengths = [[len(models[lang].encode(norm[lang](x), out_type=str)) + 1 for x in read_lines(path)]
-                   for lang, path in zip((src, tgt), files)]
+        models = _quick_spm(raw, (src, tgt), recipe)
+        test = recipe.get("TEST_SET")
+        names = (test,) if test else ("test",)
+        lengths = [[len(models[lang].encode(x, out_type=str)) + 1 for x in _normalised(raw, names, lang, recipe, 0)]
+                   for lang in (src, tgt)]
         return lengths[0], lengths[1], (f"estimate: {label} test set {files[0]}, segmented by a {recipe['SPM_TYPE']} "
                                         f"model trained on {SAMPLE_LINES} of its training lines (the real "
                                         "vocabulary is larger, so real pieces are fewer or equal)")

@@ -44,6 +44,7 @@ PAPER_NAMES = {GPA: "Gated position-based attention (GPA)", HC: "Hard-coded Gaus
 POSNET_CODE = "vesterchang/interpret_positional_encoding, posnet_ende.sh"
 HC_CODE = "fallcat/stupidNMT"
 SIZES = ("tiny", "mini", "small", "base", "big")
+PAPER_VARIANTS = {HC: "hc_sa", APE: "shaw", POSNET: "posnet_embed", RPE: "rpehead"}  # a paper's default VARIANT
 TEST_SIZES = ("tiny", "mini")  # CPU sizes for tests and demonstrations; the papers' settings do not apply
 
 # Vaswani et al.'s schedule, which GPA 5.3 "closely follows": lr = D^-0.5 min(step^-0.5, step warmup^-1.5)
@@ -418,7 +419,7 @@ def resolve(task_name: str, environ: Optional[Dict[str, str]] = None, root: str 
     values["TASK"] = paper(task_name, spec.what)
     values["SRC"], values["TGT"] = ours(src, "the task's"), ours(tgt, "the task's")
     values["PAPER"], values["SIZE"] = ours(paper_name, "default"), ours(size, "default")
-    variant = given.get("VARIANT", spec.variant)
+    variant = given.get("VARIANT", spec.variant if paper_name == spec.paper else PAPER_VARIANTS.get(paper_name, "rposnet"))
     values["VARIANT"] = ours(variant, "default")
     values["ARCH"] = ours(f"{variant}_{values['ARCH_SUFFIX'].value}", "VARIANT_<size suffix>")
     root = root or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

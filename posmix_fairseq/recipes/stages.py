@@ -372,6 +372,20 @@ class Stages:
                      tee=os.path.join(self.out, f"contrastive.{self.name}.md"))
 
 
+def check_arch(recipe: Recipe):
+    """A clear error for an arch that does not exist (VARIANT + the size's suffix)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import posmix_fairseq  # noqa: F401
+
+    arch = recipe["ARCH"]
+    if arch not in ARCH_MODEL_REGISTRY:
+        suffix = recipe.values["ARCH_SUFFIX"].value
+        same = sorted(a for a in ARCH_MODEL_REGISTRY if a.endswith("_" + suffix) and not a.startswith("transformer"))
+        raise RecipeError(f"ARCH={arch} is not registered (VARIANT={recipe['VARIANT']} with SIZE={recipe.size}'s suffix "
+                          f"'{suffix}'); archs of this size: {', '.join(same)}")
+
+
 def run_recipe(recipe: Recipe, plan: bool = False, stream=None) -> Stages:
     runner = Runner(plan, stream)
     stages = Stages(recipe, runner)
@@ -382,6 +396,8 @@ def run_recipe(recipe: Recipe, plan: bool = False, stream=None) -> Stages:
     task = recipe["TASK"]
     runner.log(f"{task}: {recipe['ARCH']} ({recipe.paper} hyper-parameters, size {recipe.size}); raw {recipe['RAW']}; "
                f"work {recipe['OUT']}" + ("; PLAN: nothing runs, the commands are printed" if plan else ""))
+    if "train" in names or plan:
+        check_arch(recipe)
     if not plan:
         os.makedirs(recipe["OUT"], exist_ok=True)
     for name in names:

@@ -12,7 +12,8 @@ per epoch the rate would decay 8 times too rarely. This scheduler counts every v
 - a validation in the middle of an epoch runs after update u and is followed by a checkpoint save,
   which records fairseq's best validation score so far (``checkpoint_utils.save_checkpoint.best``);
   the next update's ``step_update(u + 1)`` compares that best with the best it saw before. A
-  validation improved on the best exactly when fairseq's best moved.
+  validation improved on the best exactly when fairseq's best moved. (fairseq has no hook between a
+  validation and the next update, so a reduction there applies from update u + 2.)
 
 Counting follows the paper's words: the rate shrinks at the ``patience``-th consecutive validation
 without improvement (torch's ReduceLROnPlateau waits for patience + 1), and the count restarts after
