@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from posmix_fairseq.recipes.plan import UNSTATED_KEYS
+from posmix_fairseq.recipes.plan import relevant_keys
 from posmix_fairseq.recipes.settings import SIZES, TASKS, resolve
 from posmix_fairseq.recipes.stages import DEFAULT_STAGES, run_recipe
 
@@ -79,7 +79,7 @@ def test_plan_of_every_recipe_and_size(task, paper, size, tmp_path):
         to_bytes = lambda s: float(s.split()[0]) * (1e9 if s.endswith("GB") else 1e6)  # noqa: E731
         assert to_bytes(kept) <= to_bytes(every)
     assert "longest test sentence: source" in text and "- generation: " in text
-    unstated = {k for k in UNSTATED_KEYS if k in recipe.values and not recipe.values[k].stated}
+    unstated = {k for k in relevant_keys(recipe) if k in recipe.values and not recipe.values[k].stated}
     listed = set(re.findall(r"^- ([A-Z0-9_]+) = ", text.split("Settings the paper does not state")[1], re.M))
     assert listed == unstated
     assert re.search(r"^- (train|test) ", text.split("Data sources:")[1], re.M)

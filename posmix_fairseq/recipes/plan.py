@@ -263,6 +263,23 @@ def sources_section(recipe: Recipe) -> List[str]:
     return lines
 
 
+def relevant_keys(recipe: Recipe) -> List[str]:
+    """The settings in effect: a scheduler's own options only with that scheduler."""
+    sched = recipe["SCHEDULER"]
+    unused = set()
+    if sched != "validation_plateau":
+        unused |= {"LR_SHRINK", "LR_PATIENCE", "VALIDATIONS_PER_EPOCH"}
+    if sched != "polynomial_decay":
+        unused.add("END_LR")
+    if sched != "inverse_sqrt":
+        unused.add("WARMUP_INIT_LR")
+    if recipe.get("MAX_POSITIONS") in ("", "0"):
+        unused.add("MAX_POSITIONS")
+    if not recipe.flag("SEPARATE"):
+        unused.add("VOCAB_TGT")
+    return [k for k in UNSTATED_KEYS if k not in unused]
+
+
 def plan_report(recipe: Recipe, stages) -> str:
     facts = dict(stages.facts)
     if "gpus" not in facts:
@@ -284,7 +301,7 @@ def plan_report(recipe: Recipe, stages) -> str:
     out += ["", f"Checkpoints and disk (dictionaries: {vocab_how}):"] + checkpoint_section(recipe, facts, params)
     out += ["", "Test sentences against the model's position limits:"] + length_section(recipe, model, stages.prep)
     out += ["", "Settings the paper does not state (value, source):"]
-    for key in UNSTATED_KEYS:
+    for key in relevant_keys(recipe):
         s = recipe.values.get(key)
         if s is not None and not s.stated:
             out.append(f"- {key} = {s.value}: {s.source}")

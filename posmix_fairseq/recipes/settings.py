@@ -257,8 +257,10 @@ HC_SIZES = {
                   MAX_LEN_B=code(50, HC_CODE)),
     "base": dict(ARCH_SUFFIX=paper("wmt_en_de", "HC 4.2 (the standard Transformer base)"),
                  MAX_UPDATE=code(100000, f"{HC_CODE} args.py (--max-steps 100000)"),
-                 EFFECTIVE_TOKENS=code(25400, f"{HC_CODE} README (3175 source+target tokens x 8 GPUs x 2)"),
-                 MAX_TOKENS=ours(3175, "the released per-GPU batch"), GPUS=code(8, f"{HC_CODE} README (8 1080 Ti)"),
+                 EFFECTIVE_TOKENS=code(25400, f"{HC_CODE} README (3175 source+target tokens per GPU x 8 GPUs x 2 "
+                                              "accumulated: about 25.4k a side)"),
+                 MAX_TOKENS=ours(3175, "25.4k a side over 8 GPUs in one batch each (the released code: two of half "
+                                       "the size)"), GPUS=code(8, f"{HC_CODE} README (8 1080 Ti)"),
                  LR=paper(vaswani_peak(512), "HC 4.2 (warmup scheduler with 4,000 steps: Vaswani et al.'s peak)"),
                  SCHEDULER=paper("inverse_sqrt", "HC 4.2 (warmup scheduler)"), WARMUP=paper(4000, "HC 4.2"),
                  SAVE_INTERVAL_UPDATES=ours(1000, "the released code saves by wall time"),
@@ -383,7 +385,7 @@ ENV_KEYS = ("SRC", "TGT", "PAPER", "SIZE", "VARIANT", "ARCH", "NAME", "RAW", "OU
             "TEST_SET", "TRAIN_FLAGS", "DEVICE_FLAGS", "GEN_FLAGS", "GEN_MAX_TOKENS", "COMET_MODEL", "BLEURT_CHECKPOINT",
             "LOG_INTERVAL", "SEED", "LENGTH_BINS", "LENGTH_BY", "CONCAT_BINS", "LINGEVAL97", "LINGEVAL97_URL",
             "UPDATE_FREQ", "MOSES", "LOWERCASE", "VOCAB", "VOCAB_TGT", "SPM_TYPE", "SEPARATE", "TOKENIZE", "ROMANIAN",
-            "SIZE_FLAGS") + TRAIN_KEYS
+            "SIZE_FLAGS", "SPEED_SETTING", "SPEED_FLAGS", "GPUS") + TRAIN_KEYS
 
 
 def resolve(task_name: str, environ: Optional[Dict[str, str]] = None, root: str = "") -> Recipe:

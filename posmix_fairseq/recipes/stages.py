@@ -21,7 +21,7 @@ from typing import List, Optional
 from .settings import Recipe, resolve
 
 DEFAULT_STAGES = ["download", "prepare", "preprocess", "train", "average", "generate", "score"]
-ALL_STAGES = DEFAULT_STAGES + ["lengthbins", "concat", "contrastive"]
+ALL_STAGES = DEFAULT_STAGES + ["lengthbins", "concat", "contrastive", "speed"]
 LINGEVAL97_URL = "https://raw.githubusercontent.com/rsennrich/lingeval97/master/lingeval97.json"
 
 
@@ -349,6 +349,19 @@ class Stages:
                         "--bins", bins, "--tokenize", r["TOKENIZE"], *self.detok_flags(), "--untranslated", untranslated,
                         "--json", os.path.join(self.out, f"concat-bins.{self.name}.json")),
                      tee=os.path.join(self.out, f"concat-bins.{self.name}.md"))
+
+    def speed(self):
+        """Decoding speed and peak memory with the measurement of the table it reproduces (SPEED_SETTING:
+        gpa-4, GPA Table 4 on the CPU; hc, HC Tables 3 and 7 on a GPU); SPEED_FLAGS adds posmix-decode-speed
+        flags (e.g. --runs 2)."""
+        r = self.r
+        setting = r.get("SPEED_SETTING") or "gpa-4"
+        self.run.log(f"speed: posmix-decode-speed --setting {setting}")
+        cmd = py("posmix_fairseq.evaluation.decode_speed", self.data_bin, "--path", self.final, "--setting", setting,
+                 "--json", os.path.join(self.out, f"speed.{self.name}.json"))
+        if "--cpu" in r.get("DEVICE_FLAGS").split():
+            cmd += ["--device", "cpu"]
+        self.run.run(cmd + shlex.split(r.get("SPEED_FLAGS")), tee=os.path.join(self.out, f"speed.{self.name}.md"))
 
     def contrastive(self):
         """HC Table 4 / Fig. 5: LingEval97 (en->de), read from LINGEVAL97 (default RAW/lingeval97.json) or

@@ -54,8 +54,9 @@ def interval_checkpoints(directory: str) -> List[str]:
 
 def read_extra_state(path: str) -> dict:
     """A checkpoint's extra_state, its tensors memory-mapped instead of read."""
-    state = torch.load(path, map_location="cpu", mmap=True, weights_only=False)
-    return state.get("extra_state") or {}
+    from ..evaluation.average import load_mapped
+
+    return load_mapped(path).get("extra_state") or {}
 
 
 def window_to_keep(paths: List[str], scores: Dict[str, Optional[float]], n: int, from_best: bool,
@@ -110,7 +111,9 @@ if "translation_window" not in TASK_REGISTRY:  # idempotent: the plugin may be i
 def strip_optimizer_state(path: str) -> bool:
     """Rewrites ``path`` without ``last_optimizer_state`` (atomically, as fairseq's
     ``--no-save-optimizer-state`` leaves it); False if it had none."""
-    state = torch.load(path, map_location="cpu", mmap=True, weights_only=False)
+    from ..evaluation.average import load_mapped
+
+    state = load_mapped(path)
     if "last_optimizer_state" not in state:
         return False
     del state["last_optimizer_state"]
