@@ -162,13 +162,14 @@ TRAIN_KEYS = ("ARCH_SUFFIX", "MAX_UPDATE", "EFFECTIVE_TOKENS", "MAX_TOKENS", "GP
               "ADAM_EPS", "WEIGHT_DECAY", "LABEL_SMOOTHING", "SHARE", "MAX_POSITIONS", "BEST_METRIC",
               "SAVE_INTERVAL_UPDATES", "AVG", "BEAM", "LENPEN", "MAX_LEN_A", "MAX_LEN_B", "FP16")
 
+VASWANI = "GPA 5.3 'closely follows the configuration of Vaswani et al.'"
 GPA_SIZES = {
     "small": dict(ARCH_SUFFIX=paper("iwslt_de_en", "GPA 5.2 (Small: FFN 1024, dropout 0.3)"),
                   MAX_UPDATE=paper(30000, "GPA 5.3 (Small: 30k steps)"),
                   EFFECTIVE_TOKENS=paper(16000, "GPA 5.3 (about 16000 target tokens per step)"),
                   MAX_TOKENS=ours(4000, "16000 tokens in 4 accumulated batches of 4000"),
                   GPUS=paper(1, "GPA 5.3 (Small: one 2080 Ti)"),
-                  LR=paper(vaswani_peak(512), "GPA 5.3 follows Vaswani et al.: peak D^-0.5 x 4000^-0.5"),
+                  LR=ours(vaswani_peak(512), f"{VASWANI}: its schedule peaks at D^-0.5 x 4000^-0.5"),
                   SAVE_INTERVAL_UPDATES=paper(300, "GPA 5.3 (checkpoint period 300 steps)"),
                   AVG=paper("best-and-next 30", "GPA 5.3 (30 checkpoints from the best)")),
     "base": dict(ARCH_SUFFIX=paper("wmt_en_de", "GPA 5.2 (Vaswani et al.'s Base)"),
@@ -176,7 +177,7 @@ GPA_SIZES = {
                  EFFECTIVE_TOKENS=paper(27000, "GPA 5.3 (about 27000 target tokens per step)"),
                  MAX_TOKENS=ours(4500, "27000 tokens = 4500 x 2 GPUs x 3 accumulated"),
                  GPUS=paper(2, "GPA 5.3 (Base: two 2080 Ti)"),
-                 LR=paper(vaswani_peak(512), "GPA 5.3 follows Vaswani et al.: peak D^-0.5 x 4000^-0.5"),
+                 LR=ours(vaswani_peak(512), f"{VASWANI}: its schedule peaks at D^-0.5 x 4000^-0.5"),
                  SAVE_INTERVAL_UPDATES=paper(1000, "GPA 5.3 (1000 steps each)"),
                  AVG=paper("best-and-next 7", "GPA 5.3 (7 checkpoints)")),
     "big": dict(ARCH_SUFFIX=paper("wmt_en_de_big", "GPA 5.2 (Vaswani et al.'s Big)"),
@@ -184,17 +185,17 @@ GPA_SIZES = {
                 EFFECTIVE_TOKENS=paper(27000, "GPA 5.3 (about 27000 target tokens per step)"),
                 MAX_TOKENS=ours(3375, "27000 tokens = 3375 x 4 GPUs x 2 accumulated"),
                 GPUS=paper(4, "GPA 5.3 (Big: four 2080 Ti)"),
-                LR=paper(vaswani_peak(1024), "GPA 5.3 follows Vaswani et al.: peak D^-0.5 x 4000^-0.5"),
+                LR=ours(vaswani_peak(1024), f"{VASWANI}: its schedule peaks at D^-0.5 x 4000^-0.5"),
                 SAVE_INTERVAL_UPDATES=paper(600, "GPA 5.3 (600 steps each)"),
                 AVG=paper("best-and-next 20", "GPA 5.3 (20 checkpoints)")),
 }
-GPA_COMMON = dict(SCHEDULER=paper("inverse_sqrt", "GPA 5.3 (warmup schedule of Vaswani et al.)"),
+GPA_COMMON = dict(SCHEDULER=paper("inverse_sqrt", "GPA 5.3 (a warmup learning rate schedule with 4000 steps)"),
                   WARMUP=paper(4000, "GPA 5.3 (4000 warmup steps)"),
                   WARMUP_INIT_LR=ours(0, "Vaswani et al.'s schedule starts at 0"),
-                  ADAM_BETAS=paper("(0.9,0.98)", "GPA 5.3 follows Vaswani et al. (beta1 0.9, beta2 0.98)"),
-                  ADAM_EPS=paper("1e-9", "GPA 5.3 follows Vaswani et al. (epsilon 1e-9)"),
-                  WEIGHT_DECAY=paper(0, "GPA 5.3 follows Vaswani et al. (no weight decay)"),
-                  LABEL_SMOOTHING=paper(0.1, "GPA 5.3 follows Vaswani et al. (label smoothing 0.1)"),
+                  ADAM_BETAS=ours("(0.9,0.98)", f"{VASWANI}: beta1 0.9, beta2 0.98"),
+                  ADAM_EPS=ours("1e-9", f"{VASWANI}: epsilon 1e-9"),
+                  WEIGHT_DECAY=ours(0, f"{VASWANI}: no weight decay"),
+                  LABEL_SMOOTHING=ours(0.1, f"{VASWANI}: label smoothing 0.1"),
                   SHARE=ours("all", "one joint vocabulary, so shared embeddings (Table 2's 66.5M needs them)"),
                   BEST_METRIC=paper("nll_loss", "GPA 5.3 (the best checkpoint by validation perplexity)"),
                   BEAM=paper(12, "GPA 5.3 (beam 12)"),
@@ -261,7 +262,8 @@ HC_SIZES = {
                                               "accumulated: about 25.4k a side)"),
                  MAX_TOKENS=ours(3175, "25.4k a side over 8 GPUs in one batch each (the released code: two of half "
                                        "the size)"), GPUS=code(8, f"{HC_CODE} README (8 1080 Ti)"),
-                 LR=paper(vaswani_peak(512), "HC 4.2 (warmup scheduler with 4,000 steps: Vaswani et al.'s peak)"),
+                 LR=ours(vaswani_peak(512), "HC 4.2 uses 'a warmup scheduler with 4,000 warmup steps' for the "
+                                            "base model: Vaswani et al.'s peak D^-0.5 x 4000^-0.5"),
                  SCHEDULER=paper("inverse_sqrt", "HC 4.2 (warmup scheduler)"), WARMUP=paper(4000, "HC 4.2"),
                  SAVE_INTERVAL_UPDATES=ours(1000, "the released code saves by wall time"),
                  AVG=code("last 5", f"{HC_CODE} README (--average-checkpoints 5)"),
@@ -278,7 +280,7 @@ RPE_COMMON = dict(SHARE=ours("none", "RPE's 97.35M Transformer(Base) needs unsha
                   AVG=ours("best-and-next 7", "the poster states no training setup: GPA's Base"))
 
 TEST_SETTINGS = {
-    "tiny": dict(ARCH_SUFFIX=ours("iwslt_de_en", "tests: 1+1 layers, D=32"), MAX_UPDATE=ours(6, "tests"),
+    "tiny": dict(ARCH_SUFFIX=ours("iwslt_de_en", "tests: 1+1 layers, D=32, 4 heads (RPEHead's 3 recurrent heads fit)"), MAX_UPDATE=ours(6, "tests"),
                  EFFECTIVE_TOKENS=ours(1000, "tests"), MAX_TOKENS=ours(1000, "tests"), GPUS=ours(1, "CPU"),
                  LR=ours("1e-3", "tests"), SCHEDULER=ours("inverse_sqrt", "tests"), WARMUP=ours(1, "tests"),
                  SAVE_INTERVAL_UPDATES=ours(2, "tests"), AVG=ours("best-and-next 2", "tests"),
@@ -290,8 +292,8 @@ TEST_SETTINGS = {
 }
 TEST_SIZE_FLAGS = {
     "tiny": ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
-             "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
-             "--decoder-attention-heads 2 --max-source-positions 128 --max-target-positions 128"),
+             "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 4 "
+             "--decoder-attention-heads 4 --max-source-positions 128 --max-target-positions 128"),
     "mini": ("--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 "
              "--encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 --encoder-attention-heads 4 "
              "--decoder-attention-heads 4 --dropout 0.1"),
@@ -412,7 +414,6 @@ def resolve(task_name: str, environ: Optional[Dict[str, str]] = None, root: str 
     values.update(task_overrides(task_name, paper_name, size))
     if size in TEST_SIZES:
         values["SIZE_FLAGS"] = ours(TEST_SIZE_FLAGS[size], f"the {size} test size")
-        values["BEST_METRIC"] = ours("loss", "tests")
     if values["MAX_POSITIONS"].value not in ("0", "") and size not in TEST_SIZES:
         n = values["MAX_POSITIONS"]
         values["SIZE_FLAGS"] = Setting(f"--max-source-positions {n.value} --max-target-positions {n.value} "
