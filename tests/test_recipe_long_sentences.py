@@ -80,10 +80,10 @@ def test_score_leaves_out_the_untranslated_ids_and_says_how_many(tmp_path, capsy
     refs = ["the cat sat", "something long", "a dog ran fast"]
     (tmp_path / "ref").write_text("".join(r + "\n" for r in refs), encoding="utf-8")
     (tmp_path / "u.json").write_text(json.dumps({"ids": [1], "reason": "longer than the model's limit (9)"}))
-    cells, _, _ = score_mod.main([str(gen), "--ref", str(tmp_path / "ref"), "--untranslated", str(tmp_path / "u.json"),
-                                  "--metrics", "bleu", "--bootstrap-samples", "0", "--names", "s"])
+    scores = score_mod.main([str(gen), "--ref", str(tmp_path / "ref"), "--untranslated", str(tmp_path / "u.json"),
+                             "--metrics", "bleu", "--bootstrap-samples", "0", "--names", "s"])
     expected = sacrebleu.corpus_bleu(["the cat sat", "a dog ran"], [[refs[0], refs[2]]]).score
-    assert cells["s"]["BLEU"].score == pytest.approx(expected)
+    assert scores.cells["s"]["BLEU"].score == pytest.approx(expected)
     assert ("1 of 3 test sentences longer than the model's limit (9): not translated; scores over the rest"
             in capsys.readouterr().out)
     with pytest.raises(SystemExit, match=r"sentence ids \[0\] are listed as untranslated but have hypotheses"):

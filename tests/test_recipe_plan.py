@@ -112,7 +112,7 @@ def test_posnet_plan_names_what_the_paper_states_and_what_comes_from_its_code(tm
     train = command(text, "fairseq_cli.train")
     assert value_after(train, "--update-freq") == "8" and value_after(train, "--adam-eps") == "1e-9"
     # PosNet-Embed's kernel table (256) bounds both sides: generation stops there, not at 1024
-    assert "a position table stops it at 256 tokens (--encoder-posnet-max-positions" in text
+    assert "a position table stops it at 256 tokens (--encoder-posnet-embed-max-positions" in text
 
 
 def test_hc_trains_its_own_transformer_baseline_at_its_small_size(tmp_path):

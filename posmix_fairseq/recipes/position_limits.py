@@ -45,7 +45,7 @@ def _tables(model: nn.Module) -> List[Tuple[str, int, str, str]]:
     from fairseq.modules.learned_positional_embedding import LearnedPositionalEmbedding
 
     from ..core.position_tables import LearnedPositionTable
-    from ..mixers.frozen_energy import FROZEN_OPTION, FrozenTable
+    from ..mixers.engine.frozen_energy import FROZEN_OPTION, FrozenTable
     from ..mixers.linear import LinearSpatialWeights
     from ..mixers.posnet import PositionKernelValues
     from ..position_encodings.posnet import PosNetEmbedding
