@@ -6,7 +6,7 @@ kernels): its ``--max-source-positions`` / ``--max-target-positions`` can then b
 generation. A side with a table stops at the table's size: fairseq's learned position embeddings
 (as many rows as the max positions), the learned n~ / m~ tables of aPosNet and rPosNet
 (:class:`~posmix_fairseq.core.position_tables.LearnedPositionTable`), PosNet-Embed's kernels
-(``--S-posnet-max-positions``), PosNet-Attn's kernels, LinearNet's mixing matrix and the frozen
+(``--S-posnet-embed-max-positions``), PosNet-Attn's kernels, LinearNet's mixing matrix and the frozen
 search-time energy tables. Each of these raises a ValueError naming its option beyond its size
 (README, "Length generalisation"); this module reads the same sizes off the modules, so it works on
 a model built on torch's meta device (no weights needed). Lengths count tokens with the EOS, as

@@ -301,10 +301,11 @@ class Stages:
                  "--tokenize", r["TOKENIZE"], *self.detok_flags(), "--untranslated", self.untranslated,
                  "--json", os.path.join(self.out, f"scores.{self.name}.json"),
                  "--csv", os.path.join(self.out, f"scores.{self.name}.csv"))
-        if r.get("COMET_MODEL"):
-            cmd += ["--comet-model", r["COMET_MODEL"]]
+        for model in r.get("COMET_MODEL").split():  # one or more COMET-family models
+            cmd += ["--comet-model", model]
         if r.get("BLEURT_CHECKPOINT"):
             cmd += ["--bleurt-checkpoint", r["BLEURT_CHECKPOINT"]]
+        cmd += shlex.split(r.get("SCORE_FLAGS"))
         self.run.run(cmd, tee=os.path.join(self.out, f"scores.{self.name}.md"))
 
     def lengthbins(self):
