@@ -63,7 +63,7 @@ MIX = lambda e, d, c: f"--encoder-self-mixer {e} --decoder-self-mixer {d} --deco
 LC_OFF = "--encoder-self-lightconv-glu off --decoder-self-lightconv-glu off"
 GLOBAL = "--encoder-self-lightconv-global-context on --decoder-self-lightconv-global-context on"
 # Shaw et al.'s own layout (a^K and a^V, shared by the heads), which APE uses (its Section 3.2); the shaw_*
-# archs are GPA's reading (issue 11; README, Choices)
+# archs are GPA's reading (docs/choices.md)
 SHAW_OWN = ("--encoder-self-relative-embedding-heads shared --decoder-self-relative-embedding-heads shared "
             "--encoder-self-shaw-value-term on --decoder-self-shaw-value-term on")
 
