@@ -45,7 +45,7 @@ def _tables(model: nn.Module) -> List[Tuple[str, int, str, str]]:
     from fairseq.modules.learned_positional_embedding import LearnedPositionalEmbedding
 
     from ..core.position_tables import LearnedPositionTable
-    from ..mixers.engine.frozen_energy import FROZEN_OPTION, FrozenTable
+    from ..mixers.engine.frozen_energy import FrozenTable
     from ..mixers.linear import LinearSpatialWeights
     from ..mixers.posnet import PositionKernelValues
     from ..position_encodings.posnet import PosNetEmbedding
@@ -65,7 +65,7 @@ def _tables(model: nn.Module) -> List[Tuple[str, int, str, str]]:
         elif isinstance(module, LinearSpatialWeights):
             found += [(s, int(module.max_positions), module.option, name) for s in {query, key}]
         elif isinstance(module, FrozenTable):
-            found += [(s, int(module.num_positions), FROZEN_OPTION, name) for s in set(module.__dict__["_roles"])]
+            found += [(role, n, module.option_of(role), name) for role, n in module.table_sizes().items()]
     return found
 
 

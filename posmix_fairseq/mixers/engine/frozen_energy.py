@@ -62,6 +62,14 @@ class FrozenTable:
         """N of the ``role`` ("source" / "target") side."""
         return self.__dict__["_sizes"][role]
 
+    def table_sizes(self) -> Dict[str, int]:
+        """{role: N} of the sides whose positions index the table."""
+        return dict(self.__dict__["_sizes"])
+
+    def option_of(self, role: str) -> str:
+        """The flag that sized the ``role`` side of the table (``--encoder-frozen-energy-positions`` ...)."""
+        return self.__dict__["_info"]["sides"][role][0]
+
     def check_positions(self, positions: Tensor, role: str):
         """A clear error for a position >= N (never a silent truncation or an index error)."""
         if not positions.numel():
