@@ -5,7 +5,6 @@ setup(
     version="0.1.0",
     description="Position-based token mixing for fairseq NMT: aPosNet/rPosNet, Shaw, relative attention",
     packages=find_packages(include=["posmix_fairseq", "posmix_fairseq.*"]),
-    package_data={"posmix_fairseq.evaluation": ["data/*"]},
     python_requires=">=3.10",
     # fairseq-fixed provides the `fairseq` import package on Python 3.11; never list plain
     # `fairseq` (pip would fetch 0.12.2, which does not import on 3.11). torch is pinned in
