@@ -17,7 +17,7 @@ energies share the table contract these paths read.
 from torch import Tensor
 
 from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, PositionQueries, RelativeTableEnergy,
-                     max_relative_position, max_relative_position_option, position_table_option, register_mixer,
+                     absolute_table_options, max_relative_position, max_relative_position_option, register_mixer,
                      relative_embeddings_options, relative_position_table)
 from .paths.constant_state import ConstantStateDecoding
 from .paths.relative_window import RelativeWindowMixing
@@ -49,7 +49,7 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
 
 @register_mixer("rposnet", gated_by_default=True, uses_positions=True, frozen_energy=FrozenRelativeEnergy,
                 description="rPosNet: energies from query positions and clipped relative distances (Eqs. 9-10)",
-                options={**max_relative_position_option(), **position_table_option("learned"),
+                options={**max_relative_position_option(), **absolute_table_options("learned"),
                          **relative_embeddings_options("sliced"),
                          "rposnet-impl": dict(choices=RELATIVE_IMPLS, default=DEFAULT_IMPL,
                                               help="rPosNet mixing: dense ((T, S) energies, the reference) or window "

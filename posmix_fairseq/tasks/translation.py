@@ -33,6 +33,19 @@ def source_prefix_value(value) -> Optional[str]:
     return value
 
 
+def check_source_prefix(task, args):
+    """Called by the model's ``build_model``: the task must make the sources the model reads (its
+    stored ``source_prefix``; none when absent). This task takes the model's prefix or refuses a
+    different one; another task can only feed sources without a prefix."""
+    prefix = source_prefix_value(getattr(args, "source_prefix", None)) or "none"
+    if isinstance(task, PosMixTranslationTask):
+        task.require_source_prefix(prefix)
+    elif prefix != "none":
+        raise ValueError(f"the model reads sources that start with EOS ({OPTION} {prefix}, e.g. set by the *_released "
+                         f"archs), which --task {getattr(task.cfg, '_name', None) or type(task).__name__} does not "
+                         f"make: use --task posmix_translation (at generation it takes the model's {OPTION})")
+
+
 @dataclass
 class PosMixTranslationConfig(TranslationConfig):
     source_prefix: Optional[str] = field(
