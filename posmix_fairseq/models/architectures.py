@@ -174,7 +174,7 @@ for _variant, _extra in PAPER_LAYOUTS.items():
     VARIANTS[_variant][2].update(_extra)
 
 # The Gaussian paper's own small IWSLT16 configuration (its Section 4): embedding 288, hidden 507,
-# 4 heads, 5 layers. Registered for its three variants as <variant>_iwslt_small.
+# 4 heads, 5 layers. Registered for its three variants and its BASE Transformer as <variant>_iwslt_small.
 HC_IWSLT_SMALL = dict(encoder_embed_dim=288, encoder_ffn_embed_dim=507, encoder_attention_heads=4,
                       encoder_layers=5, decoder_embed_dim=288, decoder_ffn_embed_dim=507,
                       decoder_attention_heads=4, decoder_layers=5, dropout=0.1, max_relative_position=16)
@@ -226,7 +226,7 @@ ARCHITECTURES = {}
 for _variant, (_paper, _what, _defaults) in VARIANTS.items():
     for _size, _size_defaults in SIZES.items():
         ARCHITECTURES[f"{_variant}_{_size}"] = (_paper, _what, make_architecture(_defaults, _size_defaults))
-    if _variant in ("hc_sa", "hc_all", "sh_x"):
+    if _variant in ("hc_sa", "hc_all", "sh_x", "posmix_transformer"):
         ARCHITECTURES[f"{_variant}_iwslt_small"] = (_paper, _what + " (the paper's small IWSLT model)",
                                                     make_architecture(_defaults, HC_IWSLT_SMALL))
 
