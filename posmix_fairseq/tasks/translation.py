@@ -33,6 +33,11 @@ def source_prefix_value(value) -> Optional[str]:
     return value
 
 
+def source_prefix_length(args) -> int:
+    """Tokens the task puts before each source of a model with the stored arguments ``args``."""
+    return 1 if getattr(args, "source_prefix", None) == "eos" else 0
+
+
 def check_source_prefix(task, args):
     """Called by the model's ``build_model``: the task must make the sources the model reads (its
     stored ``source_prefix``; none when absent). This task takes the model's prefix or refuses a
