@@ -108,6 +108,22 @@ def test_mixers_and_position_encodings_do_not_import_each_other():
     assert not any("mixers" in m or "position_encodings" in m or "models" in m for m in imports_of("core"))
 
 
+def test_package_and_scripts_do_not_reach_into_tests():
+    """Code shared by tests and benchmarks lives in posmix_fairseq.testing: nothing in the package or
+    scripts/ imports the tests' helpers or puts tests/ on sys.path."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    offenders = []
+    for top in ("posmix_fairseq", "scripts"):
+        for folder, _, files in os.walk(os.path.join(repo, top)):
+            for name in files:
+                if name.endswith((".py", ".sh")):
+                    path = os.path.join(folder, name)
+                    text = open(path).read()
+                    if "from helpers import" in text or "import helpers" in text or "sys.path.insert" in text:
+                        offenders.append(os.path.relpath(path, repo))
+    assert not offenders, offenders
+
+
 def test_energy_contract_has_one_abstract_method_and_two_kinds():
     assert Energy.__abstractmethods__ == {"mixing_weights"}
     assert SoftmaxEnergy.__abstractmethods__ == {"logits"}

@@ -457,11 +457,8 @@ try:
     raise SystemExit("the blocker did not hide fairseq")
 except ModuleNotFoundError:
     pass
-import importlib.util
 import posmix_fairseq.kernels as k
-spec = importlib.util.spec_from_file_location("bench_kernels", "scripts/bench_kernels.py")  # the wrapper and bench.py
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+import posmix_fairseq.benchmarks.kernels as bench
 assert not any(m == "fairseq" or m.startswith("fairseq.") for m in sys.modules)
 print("ok", k.relative_position_mixing.__name__, bench.main.__name__)
 """
@@ -477,12 +474,12 @@ def test_kernels_and_benchmark_import_without_fairseq():
 
 @pytest.mark.skipif(IN_CHILD, reason="runs in the parent")
 def test_benchmark_runs_end_to_end():
-    """scripts/bench_kernels.py end to end at tiny sizes, its Triton rows through the interpreter (a
+    """posmix-bench-kernels end to end at tiny sizes, its Triton rows through the interpreter (a
     subprocess): every rPosNet output in it equals the dense reference's."""
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
-    command = [sys.executable, os.path.join(ROOT, "scripts", "bench_kernels.py"), "--device", "cpu",
+    command = [sys.executable, "-m", "posmix_fairseq.benchmarks.kernels", "--device", "cpu",
                "--force-triton", "--lengths", "16,40", "--tokens", "40", "--dim", "32", "--heads", "2", "--k", "2",
                "--repeats", "1", "--warmup", "0", "--hypotheses", "2", "--decode-t", "8"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
