@@ -78,18 +78,20 @@ def build_model(flags, tiny=True, seed=0, dictionary=None, default_length_ratio=
 
 
 def random_batch(d: Dictionary, lengths, seed=0, left_pad=True):
-    """src_tokens padded on the left (fairseq's default) or right, each ending in EOS."""
+    """src_tokens padded on the left (fairseq's default) or right, each ending in EOS; drawn on the
+    CPU (the same tokens everywhere), returned on torch's default device."""
     g = torch.Generator().manual_seed(seed)
     n, width = len(lengths), max(lengths)
-    tokens = torch.full((n, width), d.pad(), dtype=torch.long)
+    tokens = torch.full((n, width), d.pad(), dtype=torch.long, device="cpu")
     for i, length in enumerate(lengths):
-        row = torch.randint(d.nspecial, len(d), (length,), generator=g)
+        row = torch.randint(d.nspecial, len(d), (length,), generator=g, device="cpu")
         row[-1] = d.eos()
         if left_pad:
             tokens[i, width - length:] = row
         else:
             tokens[i, :length] = row
-    return tokens, torch.tensor(lengths)
+    device = torch.get_default_device()
+    return tokens.to(device), torch.tensor(lengths, device=device)
 
 
 def mixer_spec(name, placement="encoder_self", gated=False, k=4, table="sinusoidal", gamma=1.0, d=16, h=4,

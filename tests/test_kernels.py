@@ -299,6 +299,20 @@ def test_absolute_triton_block_boundaries(triton_device):
 
 
 # --------------------------------------------------------------------------------------------
+# FlexAttention formulations (kernels/flex.py, what posmix-bench-gpu measures the kernels against):
+# forward on the CPU (eager FlexAttention; it has no CPU backward), in float32
+@pytest.mark.parametrize("name,causal", [("left_padded", True), ("gamma_1.3", False), ("empty_rows", False)])
+def test_flex_formulations_equal_dense(name, causal):
+    from posmix_fairseq.kernels.flex import absolute_mixing_flex, relative_mixing_flex
+    table, qp, values, lengths, gamma = (t.detach() if torch.is_tensor(t) else t for t in relative_inputs(name))
+    expected = relative_mixing_dense(table, qp, values, lengths, gamma, causal)
+    assert_close(relative_mixing_flex(table, qp, values, lengths, gamma, causal), expected, 1e-5, f"rel {name}")
+    table, qp, values, lengths = (t.detach() for t in absolute_inputs(name))
+    expected = absolute_mixing_dense(table, qp, values, lengths, causal)
+    assert_close(absolute_mixing_flex(table, qp, values, lengths, causal), expected, 1e-5, f"abs {name}")
+
+
+# --------------------------------------------------------------------------------------------
 # constant-state decoding
 def _decode_run(backend, k=2, steps=20, device="cpu"):
     g = torch.Generator().manual_seed(5)

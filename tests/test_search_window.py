@@ -30,7 +30,7 @@ def run_both(mixer, x, real, **kwargs):
     """Outputs of the dense and window impls of one mixer, and the gradients of the same loss
     (a fixed random projection of the outputs at real queries) w.r.t. its parameters."""
     g = torch.Generator().manual_seed(7)
-    probe = torch.randn(x.shape, generator=g, dtype=x.dtype)
+    probe = torch.randn(x.shape, generator=g, dtype=x.dtype, device="cpu").to(x.device)
     # the mixer's parameters and the shared learned n~ table it reads (owned by the side, not the mixer)
     params = {**dict(mixer.named_parameters()),
               **{"n~." + n: p for n, p in mixer.energy.query_table.named_parameters()}}
