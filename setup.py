@@ -24,6 +24,7 @@ setup(
         "posmix-contrastive=posmix_fairseq.evaluation.contrastive:cli",
         "posmix-reproduce=posmix_fairseq.evaluation.reproduce:cli",
         "posmix-bench-kernels=posmix_fairseq.benchmarks.kernels:main",
+        "posmix-bench-gpu=posmix_fairseq.benchmarks.gpu:main",
         "posmix-bench-decode=posmix_fairseq.benchmarks.decode:main",
         "posmix-bench-search-attention=posmix_fairseq.benchmarks.search_attention:main",
         "posmix-bench-train-step=posmix_fairseq.benchmarks.train_step:main",

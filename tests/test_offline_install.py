@@ -22,7 +22,8 @@ SET = {  # file name -> (name, version, requirements): the plugin's set for CPyt
     "omegaconf-2.3.0-py3-none-any.whl": ("omegaconf", "2.3.0", ["antlr4-python3-runtime ==4.9.*", "PyYAML >=5.1.0"]),
     "antlr4_python3_runtime-4.9.3-py3-none-any.whl": ("antlr4-python3-runtime", "4.9.3", []),
     "bitarray-3.12.3-cp312-cp312-manylinux_2_17_x86_64.whl": ("bitarray", "3.12.3", []),
-    "cffi-2.1.1-cp312-cp312-manylinux_2_17_x86_64.whl": ("cffi", "2.1.1", ["pycparser ; implementation_name != 'PyPy'"]),
+    "cffi-2.1.1-cp312-cp312-manylinux_2_17_x86_64.whl": ("cffi", "2.1.1",
+                                                        ["pycparser ; implementation_name != 'PyPy'"]),
     "pycparser-3.12-py3-none-any.whl": ("pycparser", "3.12", []),
     "sacremoses-0.2.0-py3-none-any.whl": ("sacremoses", "0.2.0", ["regex", "click", "joblib", "tqdm"]),
 }

@@ -40,7 +40,8 @@ BUDGET_MIN = {"quick": dict(kernels=2, sublayer=3, train=3, decode=2, quality=20
 
 def device_info(device):
     info = dict(device=str(device), torch=torch.__version__, python=platform.python_version(),
-                cuda=torch.version.cuda, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+                cuda=torch.version.cuda,
+                date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     if device.type == "cuda":
         info["name"] = torch.cuda.get_device_name(device)
         info["capability"] = ".".join(map(str, torch.cuda.get_device_capability(device)))
@@ -99,7 +100,8 @@ def section_markdown(name, section):
     from . import decoding, kernel_tests, quality, sublayer, training
     module = dict(kernels=kernel_tests, sublayer=sublayer, train=training, decode=decoding, quality=quality)[name]
     meta = section.get("meta") or {}
-    lines = [f"\n## {name} ({meta.get('mode', '?')} mode, {section.get('elapsed_s', 0):.0f} s on {meta.get('name', '?')})"]
+    lines = [f"\n## {name} ({meta.get('mode', '?')} mode, {section.get('elapsed_s', 0):.0f} s on "
+             f"{meta.get('name', '?')})"]
     if "error" in section and name != "kernels":
         lines.append(f"\nfailed: {section['error']}")
     else:
@@ -146,7 +148,8 @@ def run_section(name, mode, device, dtype, args, overrides, log):
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="posmix-bench-gpu", description=__doc__.split("\n\n")[0],
-                                 epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 epilog=__doc__.split("\n\n", 1)[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="smaller sizes: about 10 minutes on an H100")
     mode.add_argument("--dry-run-cpu", action="store_true", help="tiny sizes on the CPU (CI): not a measurement")

@@ -152,7 +152,8 @@ def markdown(section):
     cfg = section["config"]
     lines = [f"\nDecoding ({cfg['size']}, random weights, forced output lengths; tokens/s mean ± std over "
              f"{cfg['runs']} runs; peak MiB above the model):\n",
-             "| output | beam | batch | model | tokens/s | vs Transformer | peak MiB |", "|---|---|---|---|---|---|---|"]
+             "| output | beam | batch | model | tokens/s | vs Transformer | peak MiB |",
+             "|---|---|---|---|---|---|---|"]
     rows = section["rows"]
     for r in rows:
         base = next((b for b in rows if (b["output"], b["beam"], b["batch"], b["model"]) ==

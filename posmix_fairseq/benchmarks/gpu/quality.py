@@ -113,7 +113,8 @@ def run(mode, device, log, work, multi30k=None, overrides=None, prepare_only=Fal
             output, record = child("train", flags)
             curve = valid_curve(output)
             row.update(train_seconds=record["seconds"], valid_curve=curve,
-                       updates=curve[-1][1] if curve else None, best_valid_loss=min(c[2] for c in curve) if curve else None)
+                       updates=curve[-1][1] if curve else None,
+                       best_valid_loss=min(c[2] for c in curve) if curve else None)
             best = os.path.join(save, "checkpoint_best.pt")
             hyps = generate(data, best, os.path.join(work, f"quality-gen.{name.replace(' ', '_')}.txt"), cfg, device)
             row["gen"] = os.path.join(work, f"quality-gen.{name.replace(' ', '_')}.txt")

@@ -166,8 +166,9 @@ def targets(rows):
             common = sorted(set(a) & set(b))
             diff = max(abs(a[u] - b[u]) for u in common) if common else None
             tol = LOSS_TOLERANCE.get(precision, 0.05)
-            out.append(dict(target=f"{precision}: loss curves, rPosNet dense vs window (max |diff| per interval, "
-                                   "bits)", value=diff, goal=f"<= {tol}", met=diff is not None and diff <= tol))
+            out.append(dict(target=f"{precision}: loss curves, rPosNet dense vs window (max abs difference per "
+                                   "log interval, bits)", value=diff, goal=f"<= {tol}",
+                            met=diff is not None and diff <= tol))
     return out
 
 
