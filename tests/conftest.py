@@ -124,6 +124,15 @@ EXTRA_CONFIGS.update({
 })
 ALL_CONFIGS.update(EXTRA_CONFIGS)
 
+@pytest.fixture(scope="session")
+def tiny_learned_metrics(tmp_path_factory):
+    """Tiny random-weight COMET, CometKiwi, XCOMET and BLEURT models (tests/tiny_learned_metrics.py), built
+    once per session (~6 s): {"comet", "cometkiwi", "xcomet", "bleurt": directory}."""
+    from tiny_learned_metrics import build_all
+
+    return build_all(str(tmp_path_factory.mktemp("learned_metrics")))
+
+
 # defined last: the parameters are read when the decorator runs, so every update above counts
 @pytest.fixture(params=sorted(ALL_CONFIGS), ids=sorted(ALL_CONFIGS))
 def any_config(request):

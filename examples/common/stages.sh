@@ -13,7 +13,8 @@
 #   STAGES ("download prepare preprocess train average generate score"), DEVICE_FLAGS ("--cpu", "--fp16")
 #   MAX_UPDATE MAX_TOKENS UPDATE_FREQ LR WARMUP BEAM LENPEN AVG SAVE_INTERVAL_UPDATES: override the size's values
 #   TEST_SET (RAW/<name>.* as the test set, e.g. newstest_all), MAX_TRAIN MAX_EVAL (subsets, for tests), TRAIN_FLAGS (extra fairseq-train flags)
-#   COMET_MODEL BLEURT_CHECKPOINT (local models for posmix-score; skipped with a message when unset)
+#   COMET_MODEL (one or more local COMET-family models, space-separated: COMET, CometKiwi, XCOMET) BLEURT_CHECKPOINT
+#   (local models for posmix-score; skipped with a message when unset), SCORE_FLAGS (extra posmix-score flags, e.g. "--gpus 0")
 set -euo pipefail
 
 log() { echo "[recipe $(date +%H:%M:%S)] $*"; }
@@ -148,11 +149,12 @@ target_detok() {
 stage_score() {
   target_detok
   local spm="$SPM" flags="$DETOK_FLAGS"
-  [ -n "${COMET_MODEL:-}" ] && flags="$flags --comet-model $COMET_MODEL"
+  local model
+  for model in ${COMET_MODEL:-}; do flags="$flags --comet-model $model"; done
   [ -n "${BLEURT_CHECKPOINT:-}" ] && flags="$flags --bleurt-checkpoint $BLEURT_CHECKPOINT"
   log "score: posmix-score (tokenize $TOKENIZE)"
   "$PY" -m posmix_fairseq.evaluation.score "$OUT/generate.$NAME.txt" --names "$NAME" --spm-model "$spm" \
-      --ref "$OUT/prep/raw/test.$TGT" --src "$OUT/prep/raw/test.$SRC" --tokenize "$TOKENIZE" $flags \
+      --ref "$OUT/prep/raw/test.$TGT" --src "$OUT/prep/raw/test.$SRC" --tokenize "$TOKENIZE" $flags ${SCORE_FLAGS:-} \
       --json "$OUT/scores.$NAME.json" --csv "$OUT/scores.$NAME.csv" | tee "$OUT/scores.$NAME.md"
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi30k (task 1) en->de with any posmix arch: BPE, preprocess, train, generate, sacreBLEU.
+# Multi30k (task 1) en->de with any posmix arch: BPE, preprocess, train, generate, posmix-score.
 #
 #   bash examples/multi30k_en_de/run.sh [RAW_DIR] [OUT_DIR]
 #   ARCH=shaw_iwslt_de_en MAX_UPDATE=20000 bash examples/multi30k_en_de/run.sh
@@ -35,15 +35,13 @@ mkdir -p "$OUT"
 "$BIN/fairseq-generate" "$OUT/data-bin" --user-dir "$UD" --path "$OUT/checkpoints/$ARCH/checkpoint_best.pt" \
     --gen-subset test --beam 5 --max-tokens 8000 --required-batch-size-multiple 1 $DEVICE_FLAGS \
     > "$OUT/generate.$ARCH.txt"
-# detokenize (SentencePiece) and score against the raw references
-grep '^H-' "$OUT/generate.$ARCH.txt" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$OUT/hyp.$ARCH.bpe"
-"$PY" - "$OUT" "$ARCH" "$RAW" <<'PYEOF'
-import sys, sacrebleu, sentencepiece as spm
-from posmix_fairseq.raw_text import find_split, read_lines
-out, arch, raw = sys.argv[1:4]
-sp = spm.SentencePieceProcessor(model_file=f"{out}/bpe/spm.model")
-hyps = [sp.decode(line.split()) for line in open(f"{out}/hyp.{arch}.bpe", encoding="utf-8")]
-refs = read_lines(find_split(raw, ["test"], "de"))  # raw references, not a BPE round trip
-assert len(hyps) == len(refs), (len(hyps), len(refs))
-print(f"{arch}: {sacrebleu.corpus_bleu(hyps, [refs])}  {sacrebleu.corpus_chrf(hyps, [refs])}")
-PYEOF
+# score: posmix-score joins the SentencePiece pieces of the H- lines back and scores them against the raw
+# references (BLEU, chrF++, chrF, TER; COMET/BLEURT with COMET_MODEL / BLEURT_CHECKPOINT set)
+REF=$("$PY" -c "import sys; from posmix_fairseq.raw_text import find_split; print(find_split(sys.argv[1], ['test'], 'de'))" "$RAW")
+SRC_RAW=$("$PY" -c "import sys; from posmix_fairseq.raw_text import find_split; print(find_split(sys.argv[1], ['test'], 'en'))" "$RAW")
+SCORE_FLAGS=""
+for model in ${COMET_MODEL:-}; do SCORE_FLAGS="$SCORE_FLAGS --comet-model $model"; done
+[ -n "${BLEURT_CHECKPOINT:-}" ] && SCORE_FLAGS="$SCORE_FLAGS --bleurt-checkpoint $BLEURT_CHECKPOINT"
+"$PY" -m posmix_fairseq.evaluation.score "$OUT/generate.$ARCH.txt" --names "$ARCH" --spm-model "$OUT/bpe/spm.model" \
+    --ref "$REF" --src "$SRC_RAW" $SCORE_FLAGS --json "$OUT/scores.$ARCH.json" --csv "$OUT/scores.$ARCH.csv" \
+    | tee "$OUT/scores.$ARCH.md"

@@ -1,10 +1,19 @@
 """Reading the text that ``fairseq-generate`` prints.
 
-fairseq-generate writes, per test sentence ``i``, ``S-i<TAB>source``, ``T-i<TAB>reference``,
-``H-i<TAB>score<TAB>hypothesis`` (the model's tokens, after ``--remove-bpe`` if given) and
-``D-i<TAB>score<TAB>detokenised hypothesis`` (after ``--tokenizer``/``--bpe`` decoding). Sentences
-come out in batch order, so every field is re-sorted by ``i`` here. With ``--nbest N`` only the first
-(best) hypothesis of each sentence is kept.
+fairseq-generate writes, per test sentence ``i`` (``fairseq_cli/generate.py``):
+
+- ``S-i<TAB>source`` and ``T-i<TAB>reference``: the dictionary's tokens after ``--post-process``
+  (alias ``--remove-bpe``), then decoded by ``--bpe`` and ``--tokenizer`` (so with ``--bpe
+  sentencepiece`` they are plain text); unknown reference words read ``<<unk>>``;
+- ``H-i<TAB>score<TAB>hypothesis``: the tokens after ``--post-process`` only (``--bpe`` does not
+  touch them);
+- ``D-i<TAB>score<TAB>hypothesis``: the H- line decoded by ``--bpe`` and ``--tokenizer``;
+- ``P-i`` (per-token scores) and, on request, ``A-i`` (alignment), ignored here.
+
+Sentences come out in batch order, so every field is re-sorted by ``i`` here. With ``--nbest N``
+only the first (best) hypothesis of each sentence is kept. Which of these lines still hold subword
+units is read from the lines themselves (``detok.Detokenizer.decode``), not from fairseq's logged
+configuration: with hydra-core 1.3 that log goes to stderr, not into the file.
 """
 from dataclasses import dataclass, field
 from typing import Dict, List
