@@ -72,3 +72,28 @@ def test_bad_section_and_setting_are_clear_errors():
         gpu.main(["--dry-run-cpu", "--sections", "speed"])
     with pytest.raises(SystemExit, match="--set 'dims=1': write SECTION.KEY=VALUE"):
         gpu.main(["--dry-run-cpu", "--sections", "sublayer", "--set", "dims=1"])
+
+
+def test_merge_joins_the_rows_of_one_section_from_several_runs(tmp_path):
+    """Sections run in separate calls (D = 512 and D = 1024; one quality system a call) join."""
+    meta = dict(name="GPU", torch="t", triton="x", cuda="c", python="3.12", date="d", mode="full")
+
+    def sublayer_rows(dim):
+        return [dict(D=dim, H=dim // 64, K=16, N=n, batch=16384 // n, implementation=impl, family="rposnet",
+                     fwd_ms=1.0, fwd_bwd_ms=ms * n / 64) for n in (64, 256, 1024) for impl, ms in
+                (("rPosNet Triton window", 1.0), ("MHA SDPA flash", 1.5), ("rPosNet PyTorch window", 4.0),
+                 ("rPosNet FlexAttention", 2.0))]
+    files = []
+    for i, (dim, system, bleu) in enumerate(((512, "Transformer", 30.0), (1024, "rPosNet", 30.2))):
+        section = dict(config=dict(tokens=16384, dims=[dim]), rows=sublayer_rows(dim), targets=[])
+        quality = dict(config=dict(beam=5), rows=[dict(system=system, BLEU=bleu)], targets=[])
+        path = tmp_path / f"{i}.json"
+        path.write_text(json.dumps(dict(meta=meta, sections=dict(sublayer=section, quality=quality))))
+        files.append(str(path))
+    merged = gpu.main(["--merge", *files, "--json", str(tmp_path / "all.json")])
+    sub = merged["sections"]["sublayer"]
+    assert sub["config"]["dims"] == [512, 1024] and len(sub["rows"]) == 24
+    assert [t["met"] for t in sub["targets"] if "SDPA" in t["target"]] == [True, True]
+    assert [t["met"] for t in sub["targets"] if "flat" in t["target"] or "per token" in t["target"]] == [False, False]
+    bleu = [t for t in merged["sections"]["quality"]["targets"] if "BLEU" in t["target"]]
+    assert len(bleu) == 1 and abs(bleu[0]["value"] - 0.2) < 1e-9 and bleu[0]["met"]

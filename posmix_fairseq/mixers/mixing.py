@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..core.positions import PositionFrame
+from ..kernels.gpu_defaults import gpu_default
 from .base import MixerSpec, TokenMixer
 from .energy import Energy, xavier_linear
 from .gating import ContextGate
@@ -20,8 +21,9 @@ from .position_energy import RelativeTableEnergy
 from .values import Values
 from .window_mixing import constant_state_step, is_future_mask, window_context
 
-#: implementations of rPosNet mixing (``--S-rposnet-impl``)
-RELATIVE_IMPLS = ("dense", "window")
+#: implementations of rPosNet mixing (``--S-rposnet-impl``): ``auto`` runs ``dense`` on the CPU and, for
+#: CUDA tensors, the choice of posmix_fairseq/kernels/gpu_defaults.py (chosen by posmix-bench-gpu)
+RELATIVE_IMPLS = ("auto", "dense", "window")
 
 # parameters renamed by the issue-8 reshaping: old suffix -> new suffix (checkpoints made before load)
 LEGACY_PARAMETER_NAMES = {
@@ -123,7 +125,7 @@ class EnergyMixingAttention(TokenMixer):
             return self._decode_with_constant_state(query, value, frame, incremental_state, need_head_weights)
         values, keys, key_positions, key_pad = self._keys_and_values(
             frame, key, value, key_padding_mask, incremental_state, static_kv)
-        if self._window_applies(attn_mask, need_weights or need_head_weights):
+        if self._window_applies(attn_mask, need_weights or need_head_weights, query.device):
             causal = attn_mask is not None  # the decoder's future mask (checked by _window_applies)
             context = window_context(self.energy, query_positions, frame.padding_mask if causal else None,
                                      values, key_pad, causal=causal)
@@ -165,11 +167,21 @@ class EnergyMixingAttention(TokenMixer):
                 and self.placement.causal and not self.placement.cross
                 and type(self.values).relative_term is Values.relative_term)
 
-    def _window_applies(self, attn_mask: Optional[Tensor], weights_requested: bool) -> bool:
+    def resolved_impl(self, device: torch.device) -> str:
+        """``dense`` or ``window`` for tensors on ``device``: ``auto`` is dense on the CPU and the GPU
+        default (kernels/gpu_defaults.py) for CUDA tensors, dense while training with attention
+        dropout (the window form has none)."""
+        if self.impl != "auto":
+            return self.impl
+        if device.type != "cuda" or (self.training and self.attention_dropout > 0):
+            return "dense"
+        return gpu_default("rposnet_impl")
+
+    def _window_applies(self, attn_mask: Optional[Tensor], weights_requested: bool, device: torch.device) -> bool:
         """``--S-rposnet-impl window`` for this call: not when attention weights are asked for (the
         window form has none: the call runs dense), nor for an attention mask other than the
         decoder's future mask (dense too); attention dropout in training is an error."""
-        if self.impl != "window" or weights_requested:
+        if self.resolved_impl(device) != "window" or weights_requested:
             return False
         if attn_mask is not None and not (self.placement.causal and is_future_mask(attn_mask)):
             return False

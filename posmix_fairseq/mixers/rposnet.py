@@ -10,8 +10,9 @@ Gating (Eq. 4) is on by default. Training-time parameters per layer (gated):
 4(D^2 + D) + 2D + (2K + 1) D (``--S-relative-embedding-heads shared``: (2K + 1) D_h).
 
 Mixing implementations (``--S-rposnet-impl``, mixers/window_mixing.py): ``dense`` (the (T, S)
-energies) or ``window`` (band + far sums, O(T (2K+3) D_h)); decoder self-attention always decodes
-with the constant state (last K values, far sum, count).
+energies) or ``window`` (band + far sums, O(T (2K+3) D_h)); ``auto`` (default) is dense on the CPU
+and the GPU default of kernels/gpu_defaults.py for CUDA tensors; decoder self-attention always
+decodes with the constant state (last K values, far sum, count).
 """
 from torch import Tensor
 
@@ -21,8 +22,9 @@ from .mixing import RELATIVE_IMPLS, EnergyMixingAttention
 from .position_energy import RelativeTableEnergy
 from .position_queries import PositionQueries
 
-#: ``--S-rposnet-impl`` default, chosen by measurement (README, "Search-time rPosNet")
-DEFAULT_IMPL = "dense"
+#: ``--S-rposnet-impl`` default: dense on the CPU, chosen by measurement (docs/search-time.md); for CUDA
+#: tensors the GPU default of kernels/gpu_defaults.py, chosen by posmix-bench-gpu (docs/gpu.md)
+DEFAULT_IMPL = "auto"
 
 
 class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
@@ -52,7 +54,9 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                                               help="rPosNet mixing: dense ((T, S) energies, the reference) or window "
                                                    "(2K+1 band keys plus far-left/far-right sums, O(T (2K+3) D_h); "
                                                    "no attention dropout, no attention weights: a call that asks "
-                                                   f"for weights runs dense) (default {DEFAULT_IMPL})")})
+                                                   "for weights runs dense); auto: dense on the CPU, on a GPU the "
+                                                   "choice of posmix_fairseq/kernels/gpu_defaults.py (default "
+                                                   f"{DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec):
     # checkpoints made before the option get its default (models/plan.py option_value): dense, as then
     return EnergyMixingAttention(spec, RelativePositionEnergy(spec), impl=spec.options["rposnet-impl"])

@@ -33,8 +33,8 @@ import torch
 SECTIONS = ("kernels", "sublayer", "train", "decode", "quality")
 DEFAULT_SECTIONS = ("kernels", "sublayer", "train", "decode")
 #: expected minutes per section on an H100 (printed before each section; the calls' plan in docs/gpu.md)
-BUDGET_MIN = {"quick": dict(kernels=2, sublayer=3, train=3, decode=2, quality=20),
-              "full": dict(kernels=2, sublayer=9, train=7, decode=6, quality=25),
+BUDGET_MIN = {"quick": dict(kernels=2, sublayer=3, train=4, decode=2, quality=20),
+              "full": dict(kernels=2, sublayer=9, train=9, decode=6, quality=25),
               "dry": dict(kernels=0.5, sublayer=0.2, train=0.7, decode=0.2, quality=0.7)}
 
 
@@ -85,14 +85,40 @@ def save(path, results):
         os.replace(tmp, path)
 
 
+#: the identity of a row per section: rows of one section from several files are joined (later
+#: files win for the same row) and the section's targets are computed again
+ROW_KEYS = dict(sublayer=("D", "N", "implementation"), train=("system", "precision"),
+                decode=("output", "beam", "batch", "model"), quality=("system",))
+
+
 def merge(paths):
-    """One result from several: the sections of later files win; the meta of each section is kept."""
+    """One result from several files: sections of different names side by side; one section from
+    several files (e.g. ``sublayer`` at D = 512 and at D = 1024, ``quality`` one system a call) has
+    its rows joined and its targets computed again; each section keeps the meta of its run."""
+    from . import decoding, quality, sublayer, training
+    modules = dict(sublayer=sublayer, train=training, decode=decoding, quality=quality)
     merged = dict(meta=None, sections={})
     for path in paths:
         r = load(path)
         merged["meta"] = merged["meta"] or r["meta"]
         for name, section in r["sections"].items():
-            merged["sections"][name] = dict(section, meta=section.get("meta") or r["meta"])
+            section = dict(section, meta=section.get("meta") or r["meta"])
+            old = merged["sections"].get(name)
+            if old and name in ROW_KEYS and "rows" in old and "rows" in section:
+                key = ROW_KEYS[name]
+                rows = {tuple(row.get(k) for k in key): row for row in old["rows"] + section["rows"]}
+                section = dict(section, rows=list(rows.values()),
+                               elapsed_s=old.get("elapsed_s", 0) + section.get("elapsed_s", 0))
+                if name == "decode":
+                    section["state_bytes"] = {**old.get("state_bytes", {}), **section.get("state_bytes", {})}
+                    section["targets"] = decoding.targets(section["rows"], section["state_bytes"], section["config"])
+                elif name == "sublayer":
+                    section["targets"] = sublayer.targets(section["rows"])
+                    section["winners"] = sublayer.winners(section["rows"])
+                    section["config"] = dict(section["config"], dims=sorted({row["D"] for row in section["rows"]}))
+                else:
+                    section["targets"] = modules[name].targets(section["rows"])
+            merged["sections"][name] = section
     return merged
 
 

@@ -30,7 +30,7 @@ def suites(mode, device):
              "(rposnet or window or constant_state) and not triton_kernels_forced"]
     env = {"POSMIX_TEST_DEVICE": device.type}
     if mode == "dry":
-        kernels[-1] = "dense_references_equal or gating_reference or flex"
+        kernels[-1] = "dense_references_equal or gating_reference"
         exact[-1] = "rposnet_window_small_k and incremental"
     return [("kernel tests (tests/test_kernels.py)", kernels, {}),
             ("rPosNet window / constant-state exactness (every-arch suites, rPosNet configs)", exact, env)]

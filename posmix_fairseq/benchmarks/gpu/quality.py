@@ -19,8 +19,6 @@ binarized data (a few MB) into the work folder, which can travel to the GPU host
 import json
 import os
 import re
-import subprocess
-import sys
 
 from .training import TINY_FLAGS, child, preprocess
 
@@ -120,8 +118,8 @@ def run(mode, device, log, work, multi30k=None, overrides=None, prepare_only=Fal
             row["gen"] = os.path.join(work, f"quality-gen.{name.replace(' ', '_')}.txt")
             if name == "rPosNet":
                 frozen = os.path.join(save, "checkpoint_frozen.pt")
-                subprocess.run([sys.executable, "-m", "posmix_fairseq.freeze", best, frozen, "--data", data],
-                               check=True, capture_output=True, text=True)
+                from posmix_fairseq.freeze import freeze_checkpoint  # posmix-freeze, in this process
+                freeze_checkpoint(best, frozen, None, data)
                 frozen_gen = os.path.join(work, "quality-gen.rPosNet_frozen.txt")
                 frozen_hyps = generate(data, frozen, frozen_gen, cfg, device)
                 differing = sum(hyps.get(i) != frozen_hyps.get(i) for i in set(hyps) | set(frozen_hyps))
@@ -144,15 +142,11 @@ def score_rows(rows, bpe, work):
     scored = [r for r in rows if r.get("gen")]
     if not scored:
         return
+    from posmix_fairseq.evaluation.score import main as posmix_score  # posmix-score, in this process
     out = os.path.join(work, "quality-scores.json")
-    command = [sys.executable, "-m", "posmix_fairseq.evaluation.score", *[r["gen"] for r in scored], "--names",
-               *[r["system"] for r in scored], "--spm-model", os.path.join(bpe, "spm.model"), "--ref",
-               os.path.join(bpe, "test.ref.en"), "--metrics", "bleu,chrf++", "--bootstrap-samples", "0", "--json", out]
-    proc = subprocess.run(command, capture_output=True, text=True)
-    if proc.returncode != 0:
-        for r in scored:
-            r["score_error"] = proc.stderr[-500:]
-        return
+    posmix_score([*[r["gen"] for r in scored], "--names", *[r["system"] for r in scored], "--spm-model",
+                  os.path.join(bpe, "spm.model"), "--ref", os.path.join(bpe, "test.ref.en"), "--metrics", "bleu,chrf++",
+                  "--bootstrap-samples", "0", "--json", out])
     for record in json.load(open(out))["rows"]:
         for r in scored:
             if r["system"] == record.get("system"):

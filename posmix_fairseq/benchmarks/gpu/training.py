@@ -2,7 +2,9 @@
 
 Systems (``*_wmt_en_de``: D 512, 6+6 layers, FFN 2048, 8 heads; rPosNet K = 16): the Transformer,
 rPosNet with dense mixing, rPosNet with window mixing (``--S-rposnet-impl window`` in both
-self-attentions: the Triton kernel on the GPU), aPosNet; in bf16 (and fp16 in the full run), on a
+self-attentions: the Triton kernel on the GPU), the same with Eq. 4's gating by the Triton kernels
+(``POSMIX_GPU_DEFAULTS='{"gating": "triton"}'``; the other rPosNet / aPosNet rows use PyTorch's),
+aPosNet; in bf16 (and fp16 in the full run), on a
 synthetic corpus (random sentences of 10-50 tokens over a 8,000-word vocabulary; the target is the
 source reversed through a fixed word map, so the loss falls), the same seed for every system, no
 attention dropout (the window form has none), no validation, no checkpoints. Reported: words per
@@ -19,12 +21,16 @@ import subprocess
 import sys
 import time
 
-SYSTEMS = {  # name -> fairseq flags
-    "Transformer": ["--arch", "posmix_transformer_wmt_en_de"],
-    "rPosNet dense": ["--arch", "rposnet_wmt_en_de"],
-    "rPosNet window (Triton)": ["--arch", "rposnet_wmt_en_de", "--encoder-self-rposnet-impl", "window",
-                                "--decoder-self-rposnet-impl", "window"],
-    "aPosNet": ["--arch", "aposnet_wmt_en_de"],
+WINDOW = ["--encoder-self-rposnet-impl", "window", "--decoder-self-rposnet-impl", "window"]
+SYSTEMS = {  # name -> (fairseq flags, environment: POSMIX_GPU_DEFAULTS sets the gating kernels)
+    "Transformer": (["--arch", "posmix_transformer_wmt_en_de"], {}),
+    "rPosNet dense": (["--arch", "rposnet_wmt_en_de", "--encoder-self-rposnet-impl", "dense",
+                       "--decoder-self-rposnet-impl", "dense"], {"POSMIX_GPU_DEFAULTS": '{"gating": "torch"}'}),
+    "rPosNet window (Triton)": (["--arch", "rposnet_wmt_en_de", *WINDOW],
+                                {"POSMIX_GPU_DEFAULTS": '{"gating": "torch"}'}),
+    "rPosNet window, Triton gating": (["--arch", "rposnet_wmt_en_de", *WINDOW],
+                                      {"POSMIX_GPU_DEFAULTS": '{"gating": "triton"}'}),
+    "aPosNet": (["--arch", "aposnet_wmt_en_de"], {"POSMIX_GPU_DEFAULTS": '{"gating": "torch"}'}),
 }
 TINY_FLAGS = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim",
               "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
@@ -96,7 +102,7 @@ def parse_log(output):
 
 def train_flags(data, system, precision, cfg, device):
     flags = [data, "--user-dir", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-             *SYSTEMS[system], "--share-all-embeddings", "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
+             *SYSTEMS[system][0], "--share-all-embeddings", "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
              "--lr", "5e-4", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(cfg["warmup"]),
              "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", "0.1",
              "--attention-dropout", "0", "--max-tokens", str(cfg["max_tokens"]), "--max-update", str(cfg["updates"]),
@@ -132,7 +138,8 @@ def run(mode, device, log, work, overrides=None):
         for system in systems:
             row = dict(system=system, precision=precision)
             try:
-                output, record = child("train", train_flags(data, system, precision, cfg, device))
+                output, record = child("train", train_flags(data, system, precision, cfg, device),
+                                       env=SYSTEMS[system][1])
                 records = parse_log(output)
                 steady = [wps for _, _, wps in records[1:]] or [wps for _, _, wps in records]
                 row.update(wps=statistics.median(steady) if steady else None, seconds=record["seconds"],
@@ -154,7 +161,7 @@ def targets(rows):
     out = []
     for precision in sorted({r["precision"] for r in rows}):
         base = _row(rows, "Transformer", precision)
-        for system in ("rPosNet dense", "rPosNet window (Triton)"):
+        for system in ("rPosNet dense", "rPosNet window (Triton)", "rPosNet window, Triton gating"):
             r = _row(rows, system, precision)
             if base and r and base.get("wps") and r.get("wps"):
                 ratio = r["wps"] / base["wps"]
