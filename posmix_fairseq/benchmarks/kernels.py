@@ -9,7 +9,7 @@ and the PyTorch implementations of the same sublayer (window, and the dense refe
 decoding step of rPosNet self-attention with the constant-size state against an MHA step with a
 key/value cache of t keys. Prints Markdown tables with the device name.
 
-    posmix-bench-kernels                          # GPU, the sizes
+    posmix-bench-kernels                          # GPU: N = 64 ... 4096, D = 512, bf16
     posmix-bench-kernels --device cpu --quick     # CPU smoke run, torch backends only
 
 (or ``python -m posmix_fairseq.benchmarks.kernels``; it imports without fairseq).

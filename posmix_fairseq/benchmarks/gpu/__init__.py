@@ -33,8 +33,8 @@ import torch
 SECTIONS = ("kernels", "sublayer", "train", "decode", "quality")
 DEFAULT_SECTIONS = ("kernels", "sublayer", "train", "decode")
 #: expected minutes per section on an H100 (printed before each section; the calls' plan in docs/gpu.md)
-BUDGET_MIN = {"quick": dict(kernels=2, sublayer=3, train=4, decode=2, quality=20),
-              "full": dict(kernels=2, sublayer=9, train=9, decode=6, quality=25),
+BUDGET_MIN = {"quick": dict(kernels=2, sublayer=4, train=3, decode=2, quality=9),
+              "full": dict(kernels=2, sublayer=10, train=9, decode=6, quality=17),
               "dry": dict(kernels=0.5, sublayer=0.2, train=0.7, decode=0.2, quality=0.7)}
 
 
@@ -209,7 +209,7 @@ def main(argv=None):
             open(args.markdown, "w").write(text)
         return results
     mode = "dry" if args.dry_run_cpu else "quick" if args.quick else "full"
-    device = torch.device(args.device or ("cpu" if mode == "dry" else "cuda"))
+    device = torch.device(args.device or ("cpu" if mode == "dry" or args.quality_prepare_only else "cuda"))
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("posmix-bench-gpu: no CUDA device here; --dry-run-cpu runs the tiny CPU check")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32

@@ -10,8 +10,9 @@ epochs (``--patience 5``), or after 60 epochs, or at ``--stop-time-hours`` (the 
 budget per system: a device call lasts at most 10 minutes). The best checkpoint (validation loss)
 decodes test_2016_flickr with beam 5; posmix-score gives BLEU and chrF++ against the raw references.
 rPosNet's best checkpoint is then frozen (posmix-freeze) and decodes the same test set: its
-hypotheses must equal the trained model's. Expected on an H100: about 3-6 minutes per system
-(~60 updates per epoch, 20-40 epochs), plus a minute to decode and score.
+hypotheses must equal the trained model's. Each system's training is bounded by ``quality.hours``
+(0.12 h quick, 0.25 h full); decoding and scoring add about a minute (an estimate: no GPU has run
+it yet). The table says what stopped each system (patience, time budget, epoch limit).
 
 The data preparation needs no GPU: ``--sections quality --quality-prepare-only`` on the CPU writes the
 binarized data (a few MB) into the work folder, which can travel to the GPU host with the checkout.
@@ -73,6 +74,15 @@ def valid_curve(output):
     return curve
 
 
+def stopped_by(output):
+    """Why fairseq-train stopped: the patience rule, the time budget, or the epoch limit."""
+    if "early stop since valid performance hasn't improved" in output:
+        return "patience (converged)"
+    if "stop_time_hours" in output and "Stopping training due to" in output:
+        return "time budget"
+    return "epoch limit"
+
+
 def generate(data, checkpoint, out_path, cfg, device):
     flags = [data, "--user-dir", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
              "--path", checkpoint, "--gen-subset", "test", "--beam", str(cfg["beam"]), "--max-tokens", "8000",
@@ -110,7 +120,7 @@ def run(mode, device, log, work, multi30k=None, overrides=None, prepare_only=Fal
         try:
             output, record = child("train", flags)
             curve = valid_curve(output)
-            row.update(train_seconds=record["seconds"], valid_curve=curve,
+            row.update(train_seconds=record["seconds"], valid_curve=curve, stopped_by=stopped_by(output),
                        updates=curve[-1][1] if curve else None,
                        best_valid_loss=min(c[2] for c in curve) if curve else None)
             best = os.path.join(save, "checkpoint_best.pt")
@@ -172,13 +182,15 @@ def markdown(section):
     if section.get("prepared"):
         return f"\nQuality: data prepared in {section['prepared']} (no training in this call)"
     lines = ["\nMulti30k de->en, test_2016_flickr, beam %d:\n" % section["config"]["beam"],
-             "| system | updates | best valid loss | BLEU | chrF++ | train s | note |", "|---|---|---|---|---|---|---|"]
+             "| system | updates | stopped by | best valid loss | BLEU | chrF++ | train s | note |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in section["rows"]:
         note = r.get("error", "").splitlines()[-1][:120] if "error" in r else ""
         if "differing_hypotheses" in r:
             note = f"{r['differing_hypotheses']} of {r['sentences']} hypotheses differ from the trained model's"
         fmt = (lambda v: "-" if v is None else f"{v:.2f}")
-        lines.append(f"| {r['system']} | {r.get('updates', '-')} | {fmt(r.get('best_valid_loss'))} | "
+        lines.append(f"| {r['system']} | {r.get('updates', '-')} | {r.get('stopped_by', '-')} | "
+                     f"{fmt(r.get('best_valid_loss'))} | "
                      f"{fmt(r.get('BLEU'))} | {fmt(r.get('chrF2++'))} | {fmt(r.get('train_seconds'))} | {note} |")
     for r in section["rows"]:
         if r.get("valid_curve"):
