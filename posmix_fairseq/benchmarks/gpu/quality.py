@@ -58,7 +58,11 @@ def prepare(raw, work, cfg, log):
     preprocess(["--source-lang", "de", "--target-lang", "en", "--trainpref", f"{bpe}/train",
                          "--validpref", f"{bpe}/valid", "--testpref", f"{bpe}/test", "--destdir", data,
                          "--joined-dictionary", "--workers", str(min(8, os.cpu_count() or 1))])
-    log(f"  Multi30k de-en prepared in {data}")
+    for name in os.listdir(bpe):  # what the GPU run needs of it: the SentencePiece model, the references
+        if name not in ("spm.model", "spm.vocab", "test.ref.en"):
+            os.remove(os.path.join(bpe, name))
+    size = sum(os.path.getsize(os.path.join(d, f)) for d in (data, bpe) for f in os.listdir(d))
+    log(f"  Multi30k de-en prepared in {data} ({size / 2 ** 20:.1f} MiB with {bpe})")
     return data, bpe
 
 
