@@ -9,7 +9,7 @@
 # What it holds (about 22 MiB, plus an 18 MiB numpy fallback, for Python 3.12):
 #   fairseq-fixed 0.12.3.1: the cp312 wheel (manylinux_2_28); for another Python, where no wheel
 #     fits, its source: install.sh then builds it on the host with the host's compiler, torch,
-#     Cython and numpy (2-3 minutes);
+#     Cython and numpy (minutes: 20 on a loaded 2-core machine);
 #   hydra-core 1.3.2, omegaconf 2.3.0, bitarray, cffi, pycparser (fairseq's needs the host lacks),
 #   antlr4-python3-runtime 4.9.3 (source only on the registry: built into a wheel here),
 #   sacremoses (posmix-score --moses-detok);

@@ -8,7 +8,7 @@
 #
 # PYTHON (default python3) is the host's interpreter that holds torch. Its version must be the one
 # the set was gathered for (DIR/MANIFEST.txt). A set that carries fairseq's source (no wheel fitted
-# that Python) is built here with the host's compiler, torch, numpy and Cython (2-3 minutes). If
+# that Python) is built here with the host's compiler, torch, numpy and Cython (minutes). If
 # fairseq's compiled modules fail to import with the host's numpy, the set's numpy-fallback
 # (numpy 1.26) goes into TARGET, ahead of the host's numpy on PYTHONPATH, and the check runs again.
 set -euo pipefail
@@ -37,7 +37,7 @@ SDISTS=("$DIR"/fairseq_fixed-*.tar.gz)
 if [ ${#SDISTS[@]} -gt 0 ]; then
   "$PY" -c 'import numpy, Cython, setuptools, torch' 2>/dev/null \
     || die "building fairseq from source needs numpy, Cython and setuptools beside torch in $PY"
-  say "building fairseq-fixed from source with the host's compiler (2-3 minutes)"
+  say "building fairseq-fixed from source with the host's compiler (minutes: C++ and Cython extensions)"
   PYTHONPATH="$TARGET${PYTHONPATH:+:$PYTHONPATH}" pipi --no-build-isolation "${SDISTS[@]}"
 fi
 
