@@ -116,10 +116,9 @@ def measure(cfg, device, dtype, log):
     """Rows of the sublayer table: one per (D, N, implementation)."""
     triton_ok = dispatch.resolve("triton" if cfg.get("force_triton") else "auto", device) == "triton"
     if device.type == "cuda":  # FlexAttention compiles once per shape (N, batch, dtype) and pass
-        import torch._dynamo
-        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-        torch._dynamo.config.accumulated_cache_size_limit = max(
-            torch._dynamo.config.accumulated_cache_size_limit, 512)
+        import torch._dynamo as dynamo  # (binds dynamo only: torch stays the module's global)
+        dynamo.config.cache_size_limit = max(dynamo.config.cache_size_limit, 64)
+        dynamo.config.accumulated_cache_size_limit = max(dynamo.config.accumulated_cache_size_limit, 512)
     rows = []
     names = [n for n in IMPLEMENTATIONS if n in cfg.get("implementations", IMPLEMENTATIONS)]
     for dim in cfg["dims"]:
