@@ -16,7 +16,7 @@ from posmix_fairseq import USER_DIR  # noqa: E402
 from posmix_fairseq.core.placement import PLACEMENT_BY_NAME, SIDES  # noqa: E402
 from posmix_fairseq.core.position_tables import SharedPositionTables  # noqa: E402
 from posmix_fairseq.core.positions import PositionFrame, PositionRoute  # noqa: E402
-from posmix_fairseq.mixers.base import MIXER_REGISTRY, MixerSpec  # noqa: E402
+from posmix_fairseq.mixers import MIXER_REGISTRY, MixerSpec  # noqa: E402
 
 TINY_SIZES = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "32",
               "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
@@ -39,8 +39,8 @@ def parse_model_args(flags, tiny=True):
     args = options.parse_args_and_arch(parser, argv)
     if tiny:
         for side in SIDES:
-            if args.__dict__.get(f"{side}_position_encoding") == "posnet" and getattr(args, f"{side}_posnet_dim", None) is None:
-                setattr(args, f"{side}_posnet_dim", TINY_POSNET_DIM)
+            if side.read(args, "position-encoding") == "posnet" and side.read(args, "posnet-embed-dim") is None:
+                side.write(args, "posnet-embed-dim", TINY_POSNET_DIM)
     return args
 
 

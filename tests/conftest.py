@@ -84,7 +84,7 @@ EXTRA_CONFIGS.update({
                                                 "--decoder-position-encoding", "learned"],
     "posnet_attn_per_layer_kernels_cross": ["--arch", "posnet_attn_iwslt_de_en", "--encoder-self-posnet-share-kernels",
                                             "off", "--decoder-cross-mixer", "posnet", "--decoder-self-gating", "on"],
-    "posnet_embed_relu_with_layernorm": ["--arch", "posnet_embed_wmt_en_de", "--encoder-posnet-activation", "relu",
+    "posnet_embed_relu_with_layernorm": ["--arch", "posnet_embed_wmt_en_de", "--encoder-posnet-embed-activation", "relu",
                                          "--layernorm-embedding"],
     "t5_saturating_buckets": ["--arch", "t5bias_iwslt_de_en", "--encoder-self-t5-buckets", "8",
                               "--encoder-self-t5-max-distance", "5", "--decoder-self-t5-buckets", "6",

@@ -15,8 +15,9 @@ import torch.nn.functional as F
 
 from helpers import build_model, mix, mixer_spec, random_batch
 from posmix_fairseq.core.positions import PositionFrame
-from posmix_fairseq.mixers.base import build_mixer
-from posmix_fairseq.mixers.window_mixing import STATE_KEYS
+from posmix_fairseq.mixers import build_mixer
+from posmix_fairseq.mixers.paths.rposnet_window import STATE_KEYS
+from posmix_fairseq.mixers.rposnet import rposnet_paths
 
 TOL = 1e-5
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,7 +37,7 @@ def run_both(mixer, x, real, **kwargs):
               **{"n~." + n: p for n, p in mixer.energy.query_table.named_parameters()}}
     results = []
     for impl in ("dense", "window"):
-        mixer.impl = impl
+        mixer.use_paths(rposnet_paths(mixer.placement, impl))
         for p in params.values():
             p.grad = None
         out, _ = mix(mixer, x, **kwargs)
@@ -99,7 +100,8 @@ def test_window_cross_attention_while_decoding_step_by_step():
     source_pad = padding([12, 7], 12, left=True)
     with torch.no_grad():
         full, _ = mix(mixer, x, source=source, source_padding_mask=source_pad, need_weights=False)
-        mixer.impl, state = "window", {}
+        mixer.use_paths(rposnet_paths(mixer.placement, "window"))
+        state = {}
         src = PositionFrame.of_padding(source_pad, 2, 12)
         for t in range(9):
             frame = PositionFrame(torch.full((2, 1), t), torch.zeros(2, 1, dtype=torch.bool), src.positions)
@@ -112,7 +114,7 @@ def test_window_has_no_dropout_and_no_weights():
     spec = mixer_spec("rposnet", "encoder_self", k=2, rposnet_impl="window")
     spec.attention_dropout = 0.1
     mixer = build_mixer(spec)
-    assert mixer.impl == "window"
+    assert mixer.path_names == ("window", "dense")
     x = torch.randn(6, 2, 16)
     mixer.train()
     with pytest.raises(ValueError, match=r"--encoder-self-rposnet-impl window.*--attention-dropout 0.*"
@@ -135,28 +137,31 @@ def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch)
     spec = mixer_spec("rposnet", "encoder_self", k=2)
     spec.attention_dropout = 0.1
     mixer = build_mixer(spec).eval()
+    window = mixer.paths[0]
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert mixer.impl == "auto" and mixer.resolved_impl(cpu) == "dense" and mixer.resolved_impl(cuda) == "dense"
+    assert mixer.path_names == ("window", "dense") and window.auto
+    assert not window.chosen(mixer, cpu) and not window.chosen(mixer, cuda)  # the GPU default: dense
+    mix(mixer.train(), torch.randn(6, 2, 16), need_weights=False)  # dense in training with dropout: no error
     monkeypatch.setitem(gpu_defaults.GPU_DEFAULTS, "rposnet_impl", ("window", "a test"))
-    assert mixer.resolved_impl(cuda) == "window" and mixer.resolved_impl(cpu) == "dense"
-    assert mixer.train().resolved_impl(cuda) == "dense"  # attention dropout in training: the dense form
+    assert window.chosen(mixer.eval(), cuda) and not window.chosen(mixer, cpu)
+    assert not window.chosen(mixer.train(), cuda)  # attention dropout in training: the dense form
     monkeypatch.setenv("POSMIX_GPU_DEFAULTS", '{"rposnet_impl": "dense"}')  # one run's override
-    assert mixer.eval().resolved_impl(cuda) == "dense"
+    assert not window.chosen(mixer.eval(), cuda)
     monkeypatch.setenv("POSMIX_GPU_DEFAULTS", '{"impl": "dense"}')
     with pytest.raises(ValueError, match=r"POSMIX_GPU_DEFAULTS: \['impl'\] is not an object of GPU defaults; "
                                          r"valid keys: rposnet_impl, gating"):
-        mixer.resolved_impl(cuda)
+        window.chosen(mixer, cuda)
     monkeypatch.delenv("POSMIX_GPU_DEFAULTS")
     monkeypatch.setitem(gpu_defaults.GPU_DEFAULTS, "rposnet_impl", ("banded", "a test"))
     with pytest.raises(ValueError, match=r"gpu_defaults.py: rposnet_impl = 'banded'; valid values: dense, window"):
-        mixer.resolved_impl(cuda)
+        window.chosen(mixer, cuda)
 
 
 def test_gating_kernels_where_gpu_defaults_say_so_compute_eq4(monkeypatch):
     """The model's calls of the fused gating kernels (kernels.gelu_layernorm, kernels.gelu_gate: on a
     GPU where kernels/gpu_defaults.py says triton) give what its PyTorch ops give; here the kernels'
     dispatch runs their references on the CPU."""
-    from posmix_fairseq.mixers import gating, values
+    from posmix_fairseq.mixers.engine import gating, values
     mixer = build_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
     with torch.no_grad():
         mixer.values.norm.weight.uniform_(0.5, 1.5)

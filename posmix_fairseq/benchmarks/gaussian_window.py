@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from posmix_fairseq.mixers.base import build_mixer
+from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.testing import mix, mixer_spec
 
 

@@ -3,18 +3,18 @@
 after its tables, what its own figures choose beside these values. On the CPU none of this applies.
 
 - ``rposnet_impl``: what ``--S-rposnet-impl auto`` (the default) runs for CUDA tensors, ``dense``
-  or ``window`` (the Triton window kernel); read by mixers/mixing.py.
+  or ``window`` (the Triton window kernel); read by mixers/paths/relative_window.py.
 - ``gating``: Eq. 4's LayerNorm(GeLU(W^V x)) and c * GeLU(W^G y) for CUDA tensors, ``torch`` (PyTorch
-  ops) or ``triton`` (kernels.gelu_layernorm, kernels.gelu_gate); read by mixers/values.py and
-  mixers/gating.py.
+  ops) or ``triton`` (kernels.gelu_layernorm, kernels.gelu_gate); read by mixers/engine/values.py and
+  mixers/engine/gating.py.
 
 The environment variable ``POSMIX_GPU_DEFAULTS`` (JSON, e.g. ``{"gating": "triton"}``) overrides
 entries for one run (posmix-bench-gpu's training rows use it).
 
 No GPU figure has been measured yet, so every entry holds the choice the CPU measurements made.
 The model's aPosNet mixes with its dense energies on every device: adopting
-kernels.absolute_position_mixing (or FlexAttention) needs a table path in the mixer like
-mixers/window_mixing.py's, to be built if posmix-bench-gpu's aPosNet rows show a gain.
+kernels.absolute_position_mixing (or FlexAttention) needs a mixing path (mixers/paths/) reading its
+energy table, like rPosNet's window path, to be built if posmix-bench-gpu's aPosNet rows show a gain.
 """
 import json
 import os

@@ -10,11 +10,8 @@ Training-time parameters per layer (gated): 5(D^2 + D) + 2D.
 import torch
 from torch import Tensor
 
-from .base import MixerSpec, position_table_option, register_mixer
-from .energy import split_heads, xavier_linear
-from .mixing import EnergyMixingAttention
-from .position_energy import AbsoluteTableEnergy
-from .position_queries import PositionQueries, shared_table
+from .engine import (AbsoluteTableEnergy, EnergyMixingAttention, FrozenAbsoluteEnergy, MixerSpec, PositionQueries,
+                     position_table_option, register_mixer, shared_table, split_heads, xavier_linear)
 
 
 class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
@@ -44,8 +41,8 @@ class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
         return self.position_query_table(num_query_positions) @ keys.transpose(-1, -2)
 
 
-@register_mixer("aposnet", gated_by_default=True, uses_positions=True,
+@register_mixer("aposnet", gated_by_default=True, uses_positions=True, frozen_energy=FrozenAbsoluteEnergy,
                 description="aPosNet: energies from absolute position embeddings only (Eq. 8)",
                 options=position_table_option("sinusoidal"))
 def build_aposnet(spec: MixerSpec):
-    return EnergyMixingAttention(spec, AbsolutePositionEnergy(spec))
+    return EnergyMixingAttention(spec, spec.energy(AbsolutePositionEnergy))

@@ -11,7 +11,7 @@ import abc
 
 from torch import Tensor
 
-from ..core.positions import clipped_relative_index
+from ...core.positions import clipped_relative_index
 from .energy import SoftmaxEnergy
 from .relative_scores import gather_relative
 

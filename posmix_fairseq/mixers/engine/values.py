@@ -12,8 +12,8 @@ from typing import Optional
 
 from torch import Tensor, nn
 
-from .. import kernels
-from ..kernels.gpu_defaults import use_gating_kernels
+from ... import kernels
+from ...kernels.gpu_defaults import use_gating_kernels
 from .energy import split_heads, xavier_linear
 
 

@@ -27,9 +27,9 @@ from typing import Dict, Optional
 import torch
 from torch import Tensor
 
-from .. import kernels
-from ..core.positions import left_aligned
-from .position_energy import RelativeTableEnergy
+from ... import kernels
+from ...core.positions import left_aligned
+from ..engine.table_energy import RelativeTableEnergy
 
 #: the buffer entries of the constant decoding state (all batch-first: beam search reorders each)
 STATE_KEYS = ("window_values", "window_valid", "far_sum", "far_count")

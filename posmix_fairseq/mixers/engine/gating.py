@@ -5,8 +5,8 @@
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import kernels
-from ..kernels.gpu_defaults import use_gating_kernels
+from ... import kernels
+from ...kernels.gpu_defaults import use_gating_kernels
 
 
 class ContextGate(nn.Module):

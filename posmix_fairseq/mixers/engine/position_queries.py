@@ -8,7 +8,7 @@ kernels, the window form of rPosNet and the frozen search-time energies all star
 import torch
 from torch import Tensor
 
-from .base import MixerSpec
+from .registry import MixerSpec
 from .energy import SoftmaxEnergy, head_scaling, split_heads, xavier_linear
 
 
