@@ -27,6 +27,7 @@ from ..length_ratio import training_length_ratio
 from ..mixers import MIXER_REGISTRY
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
+from ..tasks.translation import check_source_prefix
 from .layers import PosMixDecoderLayer, PosMixEncoderLayer, wrap_layer
 from .options import add_posmix_args, cross_heads, posmix_base_architecture, validate_posmix_args
 from .plan import MixerPlan
@@ -150,6 +151,7 @@ class PosMixTransformerModel(TransformerModel):
         # the arch's defaults (idempotent: they fill only what is unset; new options of old checkpoints)
         ARCH_CONFIG_REGISTRY.get(getattr(args, "arch", None), posmix_base_architecture)(args)
         validate_posmix_args(args)
+        check_source_prefix(task, args)  # the task makes the sources the model was trained on
         if args.length_ratio is None and MIXER_REGISTRY.get(args.decoder_cross_mixer,
                                                              "--decoder-cross-mixer").uses_positions:
             args.length_ratio = training_length_ratio(task.cfg.data, task.cfg.source_lang, task.cfg.target_lang)

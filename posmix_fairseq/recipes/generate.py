@@ -27,6 +27,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
+from ..tasks.translation import source_prefix_length
 from .position_limits import Limit, position_limits
 
 RAISED_MINIMUM = 1024   # raised limits are at least fairseq's default max positions
@@ -119,8 +120,10 @@ def generate_command(data: str, split: str, checkpoint: str, src: str, tgt: str,
 
     mp = plan.max_positions
     overrides = {"max_source_positions": mp["source"], "max_target_positions": mp["target"]}
+    # posmix_translation: fairseq's translation plus the source prefix the model was trained with (if any)
     cmd = [sys.executable, "-m", "fairseq_cli.generate", data, "--user-dir", posmix_fairseq.USER_DIR,
-           "--path", checkpoint, "--gen-subset", split, "--source-lang", src, "--target-lang", tgt,
+           "--task", "posmix_translation", "--path", checkpoint, "--gen-subset", split, "--source-lang", src,
+           "--target-lang", tgt,
            "--beam", str(a.beam), "--lenpen", str(a.lenpen), "--max-len-a", str(a.max_len_a),
            "--max-len-b", str(a.max_len_b), "--max-tokens", str(a.max_tokens), "--required-batch-size-multiple", "1",
            "--max-source-positions", str(mp["source"]), "--max-target-positions", str(mp["target"]),
@@ -167,7 +170,8 @@ def main(argv: Optional[List[str]] = None):
         model = load_model_meta(a.path, a.data)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"generate: {e}")
-    plan = plan_generation(position_limits(model), lengths, a.max_len_a, a.max_len_b)
+    prefix = source_prefix_length(model.args)  # e.g. EOS before every source (the *_released archs)
+    plan = plan_generation(position_limits(model), [n + prefix for n in lengths], a.max_len_a, a.max_len_b)
     split = source_only_split(a.data, a.subset, a.src, a.tgt)
     cmd = generate_command(a.data, split, a.path, a.src, a.tgt, plan, a)
     print(f"generate: {plan.summary()}", flush=True)

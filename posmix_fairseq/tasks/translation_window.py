@@ -1,6 +1,6 @@
-"""``--task translation_window``: fairseq's translation task that keeps, of the interval checkpoints
-(``checkpoint_<epoch>_<updates>.pt``), only those a final checkpoint average can use, without their
-optimizer state.
+"""``--task translation_window``: the translation task (``posmix_translation``, ``--source-prefix`` included)
+that keeps, of the interval checkpoints (``checkpoint_<epoch>_<updates>.pt``), only those a final
+checkpoint average can use, without their optimizer state.
 
 With ``--keep-interval-updates -1`` fairseq keeps every interval checkpoint with Adam's state (three
 copies of the weights): GPA's Small setting (100 checkpoints) takes about 45 GB, Base (150) over 120 GB,
@@ -28,15 +28,16 @@ from typing import Dict, List, Optional
 
 import torch
 from fairseq.tasks import TASK_REGISTRY, register_task
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
+
+from .translation import PosMixTranslationConfig, PosMixTranslationTask
 
 logger = logging.getLogger(__name__)
 INTERVAL_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
 
 
 @dataclass
-class TranslationWindowConfig(TranslationConfig):
+class TranslationWindowConfig(PosMixTranslationConfig):
     average_window: int = field(default=-1, metadata={
         "help": "interval checkpoints an average of N uses (see --average-from); -1: keep all (fairseq's "
                 "--keep-interval-updates decides), 0: none"})
@@ -74,7 +75,7 @@ def window_to_keep(paths: List[str], scores: Dict[str, Optional[float]], n: int,
     return [p for p in paths if p in keep]
 
 
-class TranslationWindowTask(TranslationTask):
+class TranslationWindowTask(PosMixTranslationTask):
     cfg: TranslationWindowConfig
 
     def __init__(self, cfg: TranslationWindowConfig, src_dict, tgt_dict):
