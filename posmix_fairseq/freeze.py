@@ -1,35 +1,69 @@
-"""``posmix-freeze IN.pt OUT.pt [--max-positions N]``: a trained checkpoint -> a search-time one.
+"""``posmix-freeze IN.pt OUT.pt [--max-positions N | SOURCE,TARGET]``: a trained checkpoint -> a search-time one.
 
 Gated position-based attention (000_56daf9cf6f59e3ab.txt), Sections 4.1-4.2 and Table 8: the
 energies of aPosNet (Eq. 8) and rPosNet (Eqs. 9-10) depend on positions only, so after training
-each such sublayer's energy is replaced by its table (aPosNet H x N x N, rPosNet H x N x (2K+1),
-indexed by floor(gamma n) in cross-attention), and W^Q, W^K, the n~ / m~ tables and Emb_rel are
-dropped. The new checkpoint stores ``--frozen-energy-positions N`` in its args, so plain
-``fairseq-generate --user-dir ...`` builds the frozen model (:mod:`.mixers.frozen_energy`) and
-gives the same translations. Parameters before and after are printed per sublayer kind, in the
-form of Table 8 (per layer; the paper's formulas count weights without biases / LayerNorm).
+each such sublayer's energy is replaced by its table (aPosNet H x N_q x N_k, rPosNet H x N_q x
+(2K+1), indexed by floor(gamma n) in cross-attention), and W^Q, W^K, the n~ / m~ tables and
+Emb_rel are dropped. The new checkpoint stores each side's table size N in its args
+(``--encoder-frozen-energy-positions``, ``--decoder-frozen-energy-positions``), so plain
+``fairseq-generate --user-dir ...`` builds the frozen model (the frozen energies the mixer registry
+declares, :mod:`.mixers.engine.frozen_energy`) and gives the same translations. Its max positions
+are at most N per side: fairseq refuses longer sentences (``--skip-invalid-size-inputs-valid-test``
+skips them) and stops outputs at N tokens. Parameters before and after are printed per sublayer
+kind, in the form of Table 8 (per layer; the paper's formulas count weights without biases /
+LayerNorm).
 
-Default N: the checkpoint's largest --max-source/target-positions, so the frozen model accepts
-every sentence the trained one accepted through fairseq; a smaller N gives smaller tables (aPosNet
-grows with N^2) and a clear error for longer sentences.
+Table sizes. A table grows with N (rPosNet: H (2K+1) N per layer, aPosNet: H N_q N_k), so N is
+chosen from what the model will meet. Default: per side, the longest sentence of the checkpoint's
+binarized data (train, valid and test splits, in tokens with EOS) rounded up to a multiple of 16,
+never above the side's --max-source/target-positions; when no binarized split is at hand, GPA
+Section 4.2's N = 128 (never above the side's limit). ``--max-positions N`` (both sides) or
+``SOURCE,TARGET`` gives them explicitly (each at most its side's limit). The choice and its
+trade-off are printed, and a warning whenever the search-time model has more parameters than the
+trained one.
 
-    posmix-freeze checkpoints/checkpoint_best.pt checkpoints/search.pt --max-positions 256
+    posmix-freeze checkpoints/checkpoint_best.pt checkpoints/search.pt
+    posmix-freeze checkpoints/checkpoint_best.pt checkpoints/search.pt --max-positions 128
 """
 import argparse
 import copy
+import math
 import os
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 
-FROZEN_KINDS = ("aposnet", "rposnet")
-SUBLAYER_KINDS = (("encoder", "self_attn", "encoder self"), ("decoder", "self_attn", "decoder self"),
-                  ("decoder", "encoder_attn", "decoder cross"))
+ROUND_TO = 16  # default table sizes: the longest sentence rounded up to a multiple of this
+FALLBACK_POSITIONS = 128  # without the data: GPA Section 4.2's N
+FROZEN_OPTION = "frozen-energy-positions"  # --<side>-frozen-energy-positions (mixers/engine/frozen_energy.py)
 
 
 class NothingToFreeze(ValueError):
     pass
+
+
+def frozen_placements(args):
+    """(placement, registry entry) of every sublayer whose mixer declares a frozen energy."""
+    from .core.placement import PLACEMENTS
+    from .mixers import MIXER_REGISTRY
+
+    out = []
+    for placement in PLACEMENTS:
+        mixer = placement.read(args, "mixer", "mha")
+        entry = MIXER_REGISTRY.get(mixer, placement.flag("mixer")) if mixer in MIXER_REGISTRY else None
+        if entry is not None and entry.frozen_energy is not None:
+            out.append((placement, entry))
+    return out
+
+
+def table_sides(args):
+    """side -> the sublayers (placement names) whose frozen tables its positions index."""
+    sides = {}
+    for placement, entry in frozen_placements(args):
+        for side in entry.frozen_energy.table_sides(placement):
+            sides.setdefault(side, []).append(placement.name)
+    return sides
 
 
 def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Optional[Dict] = None):
@@ -38,6 +72,8 @@ def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Op
     from fairseq import checkpoint_utils, tasks
 
     import posmix_fairseq  # noqa: F401  (registers the model)
+    from .core.placement import PLACEMENTS, SIDES
+    from .mixers import frozen_mixers
 
     if not os.path.isfile(checkpoint):
         raise ValueError(f"{checkpoint}: no such checkpoint")
@@ -47,18 +83,23 @@ def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Op
         cfg["task"].data = data
     for key, value in (task_overrides or {}).items():
         setattr(cfg["task"], key, value)
-    if not os.path.isdir(str(cfg["task"].data)):
+    if not os.path.isdir(str(cfg["task"].data).split(os.pathsep)[0]):
         raise ValueError(f"the checkpoint's data directory {cfg['task'].data!r} (its dictionaries) does not exist "
                          f"here: pass --data DIR (the fairseq-preprocess --destdir)")
     args = cfg["model"]
-    if getattr(args, "frozen_energy_positions", None) is not None:
-        raise NothingToFreeze(f"{checkpoint} is already a search-time checkpoint (--frozen-energy-positions "
-                              f"{args.frozen_energy_positions}); freeze the trained checkpoint instead")
-    mixers = {p: getattr(args, f"{p}_mixer", None) for p in ("encoder_self", "decoder_self", "decoder_cross")}
-    if not any(m in FROZEN_KINDS for m in mixers.values()):
+    frozen = {side.flag(FROZEN_OPTION): side.read(args, FROZEN_OPTION) for side in SIDES
+              if side.read(args, FROZEN_OPTION) is not None}
+    if getattr(args, "frozen_energy_positions", None) is not None:  # stored before the tables were sized per side
+        frozen["--frozen-energy-positions"] = args.frozen_energy_positions
+    if frozen:
+        raise NothingToFreeze(f"{checkpoint} is already a search-time checkpoint "
+                              f"({', '.join(f'{k} {v}' for k, v in frozen.items())}); freeze the trained checkpoint "
+                              "instead")
+    if not frozen_placements(args):
         raise NothingToFreeze(
-            f"{checkpoint}: nothing to freeze: no sublayer uses a position-only energy (aposnet or rposnet); its "
-            f"mixers are " + ", ".join(f"--{p.replace('_', '-')}-mixer {m or 'mha'}" for p, m in mixers.items()))
+            f"{checkpoint}: nothing to freeze: no sublayer uses a position-only energy ("
+            f"{' or '.join(frozen_mixers())}); its mixers are "
+            + ", ".join(f"{p.flag('mixer')} {p.read(args, 'mixer', 'mha')}" for p in PLACEMENTS))
     task = tasks.setup_task(cfg["task"])
     model = task.build_model(args)
     model.load_state_dict(state["model"], strict=True, model_cfg=args)
@@ -66,45 +107,98 @@ def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Op
     return state, task, model
 
 
-def default_max_positions(args) -> int:
-    return int(max(args.max_source_positions, args.max_target_positions))
+# ---- the table sizes ---------------------------------------------------------------------------------
+
+def round_up(n: int, multiple: int = ROUND_TO) -> int:
+    return max(multiple, int(math.ceil(n / multiple)) * multiple)
 
 
-def sublayers(model):
-    """(kind, layer index, module) of every attention sublayer."""
-    for side, attr, kind in SUBLAYER_KINDS:
-        for i, layer in enumerate(getattr(model, side).layers):
-            module = getattr(layer, attr, None)
-            if module is not None:
-                yield kind, i, module
+def parse_max_positions(text) -> Tuple[int, int]:
+    """``N`` (both sides) or ``SOURCE,TARGET`` -> (source, target)."""
+    parts = [text] if isinstance(text, int) else str(text).split(",")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 2) or min(values) < 1:
+        raise ValueError(f"--max-positions: give N or SOURCE,TARGET as integers >= 1 (got {text!r})")
+    return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
 
 
-def frozen_tables(model, num_positions: int) -> Dict[str, torch.Tensor]:
-    """state-dict key -> table for every trained aPosNet / rPosNet energy (energy_table)."""
-    from .mixers.engine.frozen_energy import FrozenTable
-    from .mixers.engine.table_energy import AbsoluteTableEnergy, RelativeTableEnergy
+def choose_table_sizes(args, data: Optional[str], src: Optional[str], tgt: Optional[str],
+                       max_positions=None) -> Tuple[Dict[str, int], List[str]]:
+    """({role: N} for every side a frozen table reads, lines explaining the choice and its trade-off).
 
+    ``max_positions``: None (from the data, see the module docstring), N or (SOURCE, TARGET)."""
+    from .binarized_data import longest_sentences
+
+    sides = table_sides(args)
+    limits = {side: getattr(args, side.max_positions_attr) for side in sides}
+    sizes, lines = {}, ["Energy table sizes (positions covered per side; GPA Sections 4.1-4.2):"]
+    if max_positions is not None:
+        per_side = isinstance(max_positions, (tuple, list)) or "," in str(max_positions)
+        requested = dict(zip(("source", "target"), parse_max_positions(
+            ",".join(map(str, max_positions)) if isinstance(max_positions, (tuple, list)) else max_positions)))
+        for side in sorted(sides, key=lambda s: s.role):
+            n, limit = requested[side.role], limits[side]
+            if n > limit and per_side:
+                raise ValueError(f"--max-positions: {n} {side.role} positions exceed the model's "
+                                 f"{side.max_positions_option} {limit} (fairseq accepts no longer {side.role} "
+                                 f"sentence, and a learned position table stops there); give at most {limit} "
+                                 f"for the {side.role} side")
+            sizes[side.role] = min(n, limit)  # N for both sides: at most each side's limit
+            capped = f", capped at {side.max_positions_option} {limit}" if n > limit else \
+                f"; {side.max_positions_option} {limit}"
+            lines.append(f"  {side.role}: N = {sizes[side.role]} (--max-positions {max_positions}{capped})")
+    else:
+        longest = longest_sentences(data, src, tgt) if data else None
+        for side in sorted(sides, key=lambda s: s.role):
+            limit = limits[side]
+            if longest is not None:
+                wanted = round_up(longest[side.role])
+                why = (f"the longest {side.role} sentence of {', '.join(longest['splits'])} has "
+                       f"{longest[side.role]} tokens with EOS, rounded up to a multiple of {ROUND_TO}")
+            else:
+                wanted, why = FALLBACK_POSITIONS, f"no binarized data at hand: GPA Section 4.2's N = {FALLBACK_POSITIONS}"
+            sizes[side.role] = min(wanted, limit)
+            capped = f", capped at {side.max_positions_option} {limit}" if wanted > limit else \
+                f"; {side.max_positions_option} {limit}"
+            lines.append(f"  {side.role}: N = {sizes[side.role]} ({why}{capped})")
+        if longest is None:
+            lines.append(f"  (the checkpoint's data directory {data!r} has no binarized train/valid/test split: "
+                         "pass --data DIR to size the tables from the data, or --max-positions)")
+    lines.append("Trade-off: each rPosNet layer keeps H (2K+1) N_q parameters and each aPosNet layer H N_q N_k "
+                 "(N_q, N_k: the table sizes of the query's and the key's side), so smaller tables make a smaller "
+                 "model; fairseq-generate refuses sentences longer than N tokens on that side "
+                 "(--skip-invalid-size-inputs-valid-test skips them) and stops outputs at N target tokens. "
+                 "Other sizes: --max-positions N or SOURCE,TARGET.")
+    return sizes, lines
+
+
+# ---- freezing ------------------------------------------------------------------------------------------
+
+def freeze_model(task, model, args, num_positions: Union[int, Dict[str, int]]):
+    """(frozen model, its args): the model rebuilt with its frozen energy tables (``num_positions``:
+    N for every side a table reads, or {"source": N_s, "target": N_t}) and filled with the trained
+    weights and the tables."""
+    from .core.placement import SIDES
+    from .models.sublayers import sublayers
+
+    needed = table_sides(args)
+    if not needed:
+        raise NothingToFreeze("nothing to freeze: the model has no aPosNet / rPosNet energy")
+    sizes = {side.role: num_positions for side in needed} if isinstance(num_positions, int) else dict(num_positions)
+    frozen_args = copy.deepcopy(args)
+    for side in SIDES:
+        side.write(frozen_args, FROZEN_OPTION, sizes.get(side.role) if side in needed else None)
+    frozen = task.build_model(frozen_args)
+    freezable = {placement for placement, _ in frozen_placements(args)}
     tables = {}
     with torch.no_grad():
-        for name, module in model.named_modules():
-            if isinstance(module, FrozenTable):
-                continue
-            if isinstance(module, RelativeTableEnergy):
-                tables[f"{name}.table"] = module.energy_table(num_positions).float().contiguous()
-            elif isinstance(module, AbsoluteTableEnergy):
-                tables[f"{name}.table"] = module.energy_table(num_positions, num_positions).float().contiguous()
-    return tables
-
-
-def freeze_model(task, model, args, num_positions: int):
-    """(frozen model, its args): the model rebuilt with ``--frozen-energy-positions N`` and filled
-    with the trained weights and the energy tables."""
-    tables = frozen_tables(model, num_positions)
-    if not tables:
-        raise NothingToFreeze("nothing to freeze: the model has no aPosNet / rPosNet energy")
-    frozen_args = copy.deepcopy(args)
-    frozen_args.frozen_energy_positions = num_positions
-    frozen = task.build_model(frozen_args)
+        for trained_sublayer, frozen_sublayer in zip(sublayers(model), sublayers(frozen)):
+            if frozen_sublayer.placement in freezable:
+                table = frozen_sublayer.module.energy.table_from(trained_sublayer.module.energy)
+                tables[f"{frozen_sublayer.path}.energy.table"] = table.float().contiguous()
     trained = model.state_dict()
     state = {}
     for key in frozen.state_dict():
@@ -127,30 +221,31 @@ def count(module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def table8_formula(mixer: str, gated: bool, d: int, h: int, k: Optional[int], n: int):
+def table8_formula(mixer: str, gated: bool, d: int, h: int, k: Optional[int], n_query: int, n_key: int):
     """(training, search) parameters of one attention layer per the paper's Table 8 (no biases,
     no LayerNorm); D^2 terms: W^Q, W^K (aPosNet), W^V, W^O, W^G (gated)."""
     g = int(gated)
     if mixer == "aposnet":
-        return (4 + g) * d * d, h * n * n + (2 + g) * d * d
+        return (4 + g) * d * d, h * n_query * n_key + (2 + g) * d * d
     if mixer == "rposnet":
         kh = 2 * k + 1
-        return kh * d + (3 + g) * d * d, h * kh * n + (2 + g) * d * d
+        return kh * d + (3 + g) * d * d, h * kh * n_query + (2 + g) * d * d
     return None
 
 
-def sublayer_rows(model, args, num_positions: Optional[int]):
-    """Per sublayer kind: kind, mixer, layers, parameters per layer (first layer), total."""
-    rows = []
-    for side, attr, kind in SUBLAYER_KINDS:
-        modules = [m for k, _, m in sublayers(model) if k == kind]
-        if not modules:
-            continue
-        placement = kind.replace(" ", "_")
-        mixer = getattr(args, f"{placement}_mixer", "mha") or "mha"
-        rows.append(dict(kind=kind, mixer=mixer, layers=len(modules), per_layer=count(modules[0]),
-                         total=sum(count(m) for m in modules), module=modules[0], placement=placement))
-    return rows
+def sublayer_rows(model, args):
+    """Per placement: its name, mixer, layers, parameters per layer (first layer), total."""
+    from .models.sublayers import sublayers
+
+    rows = {}
+    for sublayer in sublayers(model):
+        row = rows.setdefault(sublayer.placement, dict(placement=sublayer.placement, modules=[],
+                                                       mixer=sublayer.placement.read(args, "mixer", "mha")))
+        row["modules"].append(sublayer.module)
+    for row in rows.values():
+        row.update(layers=len(row["modules"]), per_layer=count(row["modules"][0]),
+                   total=sum(count(m) for m in row["modules"]), module=row["modules"][0])
+    return list(rows.values())
 
 
 def weight_count(module) -> int:
@@ -162,24 +257,28 @@ def shared_table_params(model) -> int:
     return sum(count(getattr(model, side).mixer_position_tables) for side in ("encoder", "decoder"))
 
 
-def parameter_report(trained, frozen, args, num_positions: int) -> str:
+def parameter_report(trained, frozen, args, sizes: Dict[str, int]) -> str:
     """The Table 8 style comparison of the trained and the frozen model."""
-    before, after = sublayer_rows(trained, args, None), sublayer_rows(frozen, args, num_positions)
-    lines = [f"Parameters per attention layer and in total, training -> search (N = {num_positions}; "
-             "GPA Table 8; its formulas count weights only, no biases or LayerNorm)", "",
+    from .mixers import frozen_mixers
+
+    before, after = sublayer_rows(trained, args), sublayer_rows(frozen, args)
+    shown = ", ".join(f"{role} N = {n}" for role, n in sorted(sizes.items()))
+    lines = [f"Parameters per attention layer and in total, training -> search ({shown}; GPA Table 8; its "
+             "formulas count weights only, no biases or LayerNorm)", "",
              "| sublayer | mixer | layers | train / layer | search / layer | Table 8 train | Table 8 search | "
              "train total | search total |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     attention_before = attention_after = weights_before = weights_after = 0
     for b, a in zip(before, after):
-        spec = a["module"]
-        gated = getattr(spec, "gating", None) is not None
-        d, h = spec.embed_dim, spec.num_heads
-        energy = getattr(spec, "energy", None)
-        formula = table8_formula(b["mixer"], gated, d, h, getattr(energy, "k", None), num_positions)
+        module, placement = a["module"], a["placement"]
+        gated = getattr(module, "gating", None) is not None
+        d, h = module.embed_dim, module.num_heads
+        energy = getattr(module, "energy", None)
+        formula = table8_formula(b["mixer"], gated, d, h, getattr(energy, "k", None),
+                                 sizes.get(placement.query_side.role, 0), sizes.get(placement.key_side.role, 0))
         f_train, f_search = (f"{formula[0]:,}", f"{formula[1]:,}") if formula else ("", "")
-        lines.append(f"| {b['kind']} | {b['mixer']}{' (gated)' if gated and b['mixer'] in FROZEN_KINDS else ''} | "
-                     f"{b['layers']} | {b['per_layer']:,} | {a['per_layer']:,} | {f_train} | {f_search} | "
-                     f"{b['total']:,} | {a['total']:,} |")
+        gate = " (gated)" if gated and b["mixer"] in frozen_mixers() else ""
+        lines.append(f"| {placement.name.replace('_', ' ')} | {b['mixer']}{gate} | {b['layers']} | {b['per_layer']:,} | "
+                     f"{a['per_layer']:,} | {f_train} | {f_search} | {b['total']:,} | {a['total']:,} |")
         attention_before += b["total"]
         attention_after += a["total"]
         weights_before += b["layers"] * weight_count(b["module"])
@@ -200,16 +299,36 @@ def parameter_report(trained, frozen, args, num_positions: int) -> str:
     return "\n".join(lines)
 
 
-def freeze_checkpoint(src: str, dst: str, max_positions: Optional[int] = None, data: Optional[str] = None,
-                      task_overrides: Optional[Dict] = None):
-    """Writes the search-time checkpoint ``dst``; returns (parameter report, N)."""
+def larger_model_warning(trained, frozen, sizes: Dict[str, int]) -> Optional[str]:
+    """A warning when the search-time model has more parameters than the trained one."""
+    before, after = count(trained), count(frozen)
+    if after <= before:
+        return None
+    shown = ", ".join(f"{role} N = {n}" for role, n in sorted(sizes.items()))
+    return (f"warning: the search-time model has {after:,} parameters, {after - before:,} more than the trained "
+            f"model's {before:,}: its energy tables ({shown}) outweigh the W^Q, W^K, n~/m~ and Emb_rel they "
+            f"replace. Freeze with smaller tables (--max-positions N or SOURCE,TARGET; the data's longest sentences "
+            f"are the default when the binarized data is at hand: --data DIR)")
+
+
+class FreezeResult(NamedTuple):
+    choice: str  # the table sizes chosen and the trade-off
+    report: str  # parameters before and after (Table 8 form)
+    warning: Optional[str]  # set when the search-time model is larger than the trained one
+    sizes: Dict[str, int]  # {"source": N_s, "target": N_t}, the sides the tables read
+
+
+def freeze_checkpoint(src: str, dst: str, max_positions=None, data: Optional[str] = None,
+                      task_overrides: Optional[Dict] = None) -> FreezeResult:
+    """Writes the search-time checkpoint ``dst``."""
     state, task, model = load_trained(src, data, task_overrides)
     args = state["cfg"]["model"]
-    n = default_max_positions(args) if max_positions is None else max_positions
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"--max-positions must be an integer >= 1 (got {n!r})")
-    frozen, frozen_args = freeze_model(task, model, args, n)
-    report = parameter_report(model, frozen, args, n)
+    task_cfg = state["cfg"]["task"]
+    sizes, choice = choose_table_sizes(args, str(task_cfg.data), getattr(task_cfg, "source_lang", None),
+                                       getattr(task_cfg, "target_lang", None), max_positions)
+    frozen, frozen_args = freeze_model(task, model, args, sizes)
+    report = parameter_report(model, frozen, args, sizes)
+    warning = larger_model_warning(model, frozen, sizes)
     # fairseq's own format: the stored (plain) cfg where the checkpoint has one, else the upgraded one
     raw = torch.load(src, map_location="cpu", weights_only=False)
     out = raw if isinstance(raw.get("cfg"), dict) else dict(state)
@@ -220,33 +339,42 @@ def freeze_checkpoint(src: str, dst: str, max_positions: Optional[int] = None, d
     out["extra_state"] = dict(state.get("extra_state") or {}, posmix_frozen_from=os.path.abspath(src))
     os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
     torch.save(out, dst)
-    return report, n
+    return FreezeResult("\n".join(choice), report, warning, sizes)
 
 
 def main(argv: Optional[List[str]] = None):
+    from .core.placement import SIDES
+
     p = argparse.ArgumentParser(prog="posmix-freeze", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("input", metavar="IN.pt", help="trained checkpoint (fairseq-train)")
     p.add_argument("output", metavar="OUT.pt", help="search-time checkpoint to write")
-    p.add_argument("--max-positions", type=int, metavar="N",
-                   help="positions 0..N-1 covered by the energy tables (default: the checkpoint's largest "
-                        "--max-source/target-positions); longer sentences get a clear error at search time")
-    p.add_argument("--data", metavar="DIR", help="fairseq-preprocess --destdir with the dictionaries, when the "
-                                                 "checkpoint's own data directory is not here")
+    p.add_argument("--max-positions", metavar="N|SOURCE,TARGET",
+                   help="positions covered by the energy tables, for both sides (N) or per side; each at most its "
+                        "side's --max-source/target-positions (default: the longest sentence of the checkpoint's "
+                        f"binarized train/valid/test data rounded up to a multiple of {ROUND_TO}, or "
+                        f"{FALLBACK_POSITIONS} without the data)")
+    p.add_argument("--data", metavar="DIR", help="fairseq-preprocess --destdir with the dictionaries (and the "
+                                                 "binarized splits that size the tables), when the checkpoint's own "
+                                                 "data directory is not here")
     a = p.parse_args(argv)
     try:
-        report, n = freeze_checkpoint(a.input, a.output, a.max_positions, a.data)
+        result = freeze_checkpoint(a.input, a.output, a.max_positions, a.data)
     except NothingToFreeze as e:
         print(f"posmix-freeze: {e}", file=sys.stderr)
         raise SystemExit(2)
     except ValueError as e:
         print(f"posmix-freeze: {e}", file=sys.stderr)
         raise SystemExit(1)
-    print(report)
-    print(f"\nwrote {a.output} (--frozen-energy-positions {n}); decode it with "
-          f"fairseq-generate --user-dir ... --path {a.output}")
-    return report
+    print(result.choice + "\n")
+    print(result.report)
+    if result.warning:
+        print(f"\nposmix-freeze: {result.warning}", file=sys.stderr)
+    flags = " ".join(f"{side.flag(FROZEN_OPTION)} {result.sizes[side.role]}" for side in SIDES
+                     if side.role in result.sizes)
+    print(f"\nwrote {a.output} ({flags}); decode it with fairseq-generate --user-dir ... --path {a.output}")
+    return result
 
 
 def cli():

@@ -1,8 +1,17 @@
-"""The every-arch configurations and their fixture; the helpers live in :mod:`helpers`."""
+"""The every-arch configurations and their fixture; the helpers live in :mod:`helpers`.
+
+``POSMIX_TEST_DEVICE=cuda`` builds the models and batches of the tests on that device (torch's
+default device): posmix-bench-gpu runs the rPosNet exactness tests on the GPU this way."""
+import os
+
 import pytest
+import torch
 
 from helpers import TINY, build_model, make_dictionary, parse_model_args, random_batch  # noqa: F401  (re-exported)
 from posmix_fairseq.models.architectures import ARCHITECTURES
+
+if os.environ.get("POSMIX_TEST_DEVICE"):
+    torch.set_default_device(os.environ["POSMIX_TEST_DEVICE"])
 
 # every registered arch, plus the sublayer placements/gating switches the archs do not name
 EXTRA_CONFIGS = {
@@ -89,7 +98,7 @@ EXTRA_CONFIGS.update({
 ALL_CONFIGS.update(EXTRA_CONFIGS)
 
 EXTRA_CONFIGS.update({
-    # search-time rPosNet (issue 9): the window impl everywhere, K = 2 so that the 10-step exactness
+    # search-time rPosNet: the window impl everywhere, K = 2 so that the 10-step exactness
     # test runs the constant decoding state's far sum, and rPosNet cross-attention with gamma
     "rposnet_window_small_k": ["--arch", "rposnet_iwslt_de_en", "--encoder-self-rposnet-impl", "window",
                                "--decoder-self-rposnet-impl", "window", "--decoder-cross-mixer", "rposnet",
@@ -101,7 +110,7 @@ ALL_CONFIGS.update(EXTRA_CONFIGS)
 
 
 EXTRA_CONFIGS.update({
-    # issue 11: the layouts the archs do not default to (old checkpoints' readings, Shaw's own sharing)
+    # the layouts the archs do not default to (the readings of checkpoints without the marker, Shaw's own sharing)
     "rpe_sliced_legacy_mprhead": ["--arch", "mprhead_iwslt_de_en", "--encoder-rpe-reading", "sliced-legacy",
                                   "--decoder-rpe-reading", "sliced-legacy", "--encoder-rpe-heads", "1",
                                   "--decoder-rpe-heads", "1"],

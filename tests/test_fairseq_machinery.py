@@ -222,7 +222,7 @@ def test_activation_checkpointing_with_another_forward_before_backward(arch):
     """Forward batch A, forward batch B (same shapes, other padding: the rows reversed), then
     backward A: the recompute of A must still see A's positions (e.g. a criterion that runs the
     model twice, R-Drop style). Same gradients as A alone without checkpointing.
-    Fails when positions are state left by the last forward call (the rPosNet decoder before issue 8)."""
+    Fails when positions are state left by the last forward call."""
     flags = ["--arch", arch]
     reference, d = build_model(flags, seed=5)
     checkpointed, _ = build_model(flags + ["--checkpoint-activations"], seed=5)

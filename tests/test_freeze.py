@@ -15,7 +15,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 import test_decoding_exactness as exactness
 from helpers import (binarized_toy_corpus, build_model_from_args, meta_model, num_parameters, parse_model_args,
                      random_batch, run_generate, run_train)
-from posmix_fairseq.freeze import freeze_model
+from posmix_fairseq.freeze import choose_table_sizes, freeze_model, larger_model_warning
 from posmix_fairseq.mixers.engine import FrozenAbsoluteEnergy, FrozenRelativeEnergy
 
 TOL = 1e-5
@@ -111,15 +111,93 @@ def test_position_beyond_the_frozen_table_is_a_clear_error(flags, original):
     with pytest.raises(ValueError) as raised:
         log_probs(frozen, src, src_len, tgt)
     message = str(raised.value)
-    assert "position 11 is beyond the frozen" in message and "--frozen-energy-positions 8" in message
+    assert "position 11 is beyond the frozen" in message and "-frozen-energy-positions 8" in message
     assert "posmix-freeze --max-positions" in message and original in message, message
+    assert frozen.max_positions() == ((8, 64) if "aposnet" in flags else (64, 8))  # fairseq stops there
+
+
+# ---- table sizes per side -------------------------------------------------------------------------
+
+def learned_tables(mixer):
+    return [flag for p in ("encoder-self", "decoder-self", "decoder-cross")
+            for flag in (f"--{p}-position-table", "learned")] if mixer == "aposnet" else []
+
+
+@pytest.mark.parametrize("source, target", [(20, 30), (30, 20)])
+@pytest.mark.parametrize("mixer", ["rposnet", "aposnet"])
+def test_each_side_gets_a_table_within_its_own_limit(mixer, source, target):
+    """Different source and target limits with learned position tables (rPosNet's default) in all
+    three placements: the default sizes (no data at hand: 128, capped per side) stay within each
+    side's learned table, and the frozen model equals the trained one up to both limits."""
+    flags = placement_flags(mixer, True, True, True) + learned_tables(mixer) + [
+        "--max-source-positions", str(source), "--max-target-positions", str(target)]
+    args = parse_model_args(flags)
+    model, d = build_model_from_args(args)
+    sizes, lines = choose_table_sizes(args, None, None, None)
+    assert sizes == {"source": source, "target": target}, lines
+    assert any("no binarized data at hand" in line for line in lines)
+    task = TranslationTask(TranslationConfig(data="unused-data-dir"), d, d)
+    frozen, _ = freeze_model(task, model.eval(), args, sizes)
+    tables = {name: p.shape for name, p in frozen.named_parameters() if name.endswith("energy.table")}
+    h = 4
+    if mixer == "rposnet":
+        k_hat = 2 * 16 + 1
+        assert tables["encoder.layers.0.self_attn.energy.table"] == (h, source, k_hat)
+        assert tables["decoder.layers.0.self_attn.energy.table"] == (h, target, k_hat)
+        assert tables["decoder.layers.0.encoder_attn.energy.table"] == (h, target, k_hat)
+    else:
+        assert tables["encoder.layers.0.self_attn.energy.table"] == (h, source, source)
+        assert tables["decoder.layers.0.encoder_attn.energy.table"] == (h, target, source)
+    assert frozen.max_positions() == (source, target)
+    src, src_len = random_batch(d, [source, 5], seed=1)
+    tgt, _ = random_batch(d, [target, 7], seed=2, left_pad=False)
+    prev = torch.cat([torch.full((2, 1), d.eos()), tgt[:, :-1]], dim=1)
+    diff = (log_probs(model, src, src_len, prev) - log_probs(frozen, src, src_len, prev)).abs().max().item()
+    assert diff <= TOL
+
+
+def test_table_sizes_from_the_data_are_capped_at_each_sides_limit(trained_checkpoint):
+    data, _, root = trained_checkpoint
+    source, target = raw_longest(root)
+    args = parse_model_args(placement_flags("rposnet", True, True, False) + ["--max-target-positions", "5"])
+    sizes, lines = choose_table_sizes(args, data, "src", "tgt")
+    assert sizes == {"source": -(-source // 16) * 16, "target": 5} and target + 1 > 5
+    assert any("target: N = 5" in line and "capped at --max-target-positions 5" in line for line in lines), lines
+    # N for both sides is at most each side's limit; SOURCE,TARGET above a limit is an error
+    assert choose_table_sizes(args, data, "src", "tgt", "12")[0] == {"source": 12, "target": 5}
+    with pytest.raises(ValueError, match=r"--max-positions: 12 target positions exceed the model's "
+                                         r"--max-target-positions 5"):
+        choose_table_sizes(args, data, "src", "tgt", "12,12")
+    with pytest.raises(ValueError, match=r"--max-positions: give N or SOURCE,TARGET"):
+        choose_table_sizes(args, data, "src", "tgt", "12,x")
+
+
+def test_a_search_model_larger_than_the_trained_one_gets_a_warning():
+    """Tiny aPosNet (D = 32, H = 4): a 64 x 64 table per head outweighs W^Q, W^K; 8 positions do not."""
+    flags = placement_flags("aposnet", True, True, False)
+    model, large, d = trained_and_frozen(flags, num_positions=64)
+    warning = larger_model_warning(model, large, {"source": 64, "target": 64})
+    assert warning and "more than the trained model's" in warning and "--max-positions" in warning
+    model, small, d = trained_and_frozen(flags, num_positions=8)
+    assert larger_model_warning(model, small, {"source": 8, "target": 8}) is None
+
+
+def test_search_checkpoints_with_one_table_size_load_with_it_on_both_sides():
+    """Stored arguments with --frozen-energy-positions N (one size for both sides) are upgraded."""
+    args = parse_model_args(placement_flags("aposnet", False, False, True))
+    for side in ("encoder", "decoder"):
+        delattr(args, f"{side}_frozen_energy_positions")
+    args.frozen_energy_positions = 12
+    model, _ = build_model_from_args(args)
+    assert model.decoder.layers[0].encoder_attn.energy.table.shape == (4, 12, 12)
+    assert not hasattr(args, "frozen_energy_positions") and args.encoder_frozen_energy_positions == 12
 
 
 # ---- parameter counts against the paper ----------------------------------------------------------
 
 def paper_size_model(arch, frozen=None, vocab=1000):
-    return meta_model(["--arch", arch, "--share-all-embeddings"]
-                      + (["--frozen-energy-positions", str(frozen)] if frozen else []), vocab)
+    sides = ["--encoder-frozen-energy-positions", str(frozen), "--decoder-frozen-energy-positions", str(frozen)]
+    return meta_model(["--arch", arch, "--share-all-embeddings"] + (sides if frozen else []), vocab)
 
 
 def weights(module):
@@ -214,10 +292,20 @@ def assert_same_translations(searched, original):
         assert searched[key][1] == pytest.approx(scores, abs=2e-4), key
 
 
+def raw_longest(root):
+    """(source, target): the longest sentence of the raw toy corpus (train, valid, test) in tokens with
+    the EOS that fairseq-preprocess appends."""
+    return tuple(max(len(line.split()) + 1 for split in ("train", "valid", "test")
+                     for line in open(os.path.join(root, "raw", f"{split}.{lang}")))
+                 for lang in ("src", "tgt"))
+
+
 def test_freeze_then_fairseq_generate_gives_the_same_translations(trained_checkpoint):
+    """Tables as large as generation can reach (fairseq-generate's default --max-len-b 200): the same
+    hypotheses and scores as the trained checkpoint (a 2-update model emits long outputs)."""
     data, checkpoint, root = trained_checkpoint
     frozen = str(root / "search.pt")
-    result = freeze_cli(checkpoint, frozen)
+    result = freeze_cli(checkpoint, frozen, "--max-positions", "256")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| decoder cross | rposnet (gated) | 2 |" in result.stdout and "**total**" in result.stdout
     original, searched = run_generate(data, checkpoint), run_generate(data, frozen)
@@ -225,15 +313,34 @@ def test_freeze_then_fairseq_generate_gives_the_same_translations(trained_checkp
     assert len(hypotheses(original.stdout)) == 12
     assert_same_translations(hypotheses(searched.stdout), hypotheses(original.stdout))
     state = torch.load(frozen, map_location="cpu", weights_only=False)
-    assert state["cfg"]["model"].frozen_energy_positions == 1024  # default: the checkpoint's max positions
     assert not any("q_proj" in k or "relative_embeddings" in k or "mixer_position_tables" in k for k in state["model"])
 
     short = str(root / "short.pt")
     assert freeze_cli(checkpoint, short, "--max-positions", "3").returncode == 0
-    too_long = run_generate(data, short)
+    too_long = run_generate(data, short)  # fairseq's size check: the frozen model's max positions are 3
     assert too_long.returncode != 0
-    assert "is beyond the frozen rPosNet energy table" in too_long.stderr, too_long.stderr[-3000:]
-    assert "posmix-freeze --max-positions" in too_long.stderr
+    assert "max_positions=(3, 3)" in too_long.stderr, too_long.stderr[-3000:]
+
+
+def test_default_tables_cover_the_longest_sentence_of_the_data(trained_checkpoint):
+    """Default: per side, the longest sentence of train/valid/test (tokens with EOS) rounded up to a
+    multiple of 16, printed with the trade-off; the frozen model translates and stops its outputs
+    within the target table."""
+    data, checkpoint, root = trained_checkpoint
+    frozen = str(root / "search_default.pt")
+    result = freeze_cli(checkpoint, frozen)
+    assert result.returncode == 0, result.stderr[-3000:]
+    source, target = raw_longest(root)
+    args = torch.load(frozen, map_location="cpu", weights_only=False)["cfg"]["model"]
+    sizes = (args.encoder_frozen_energy_positions, args.decoder_frozen_energy_positions)
+    assert sizes == (-(-source // 16) * 16, -(-target // 16) * 16), (sizes, source, target)
+    assert f"source: N = {sizes[0]} (the longest source sentence of train, valid, test has {source} tokens with " \
+           "EOS, rounded up to a multiple of 16" in result.stdout, result.stdout
+    assert "Trade-off" in result.stdout and "warning" not in result.stderr, result.stderr
+    searched = run_generate(data, frozen)
+    assert searched.returncode == 0, searched.stderr[-3000:]
+    found = hypotheses(searched.stdout)
+    assert len(found) == 12 and all(len(tokens.split()) < sizes[1] for tokens, _ in found.values())
 
 
 def test_nothing_to_freeze_is_a_clear_error(trained_checkpoint):

@@ -1,7 +1,9 @@
-"""The package's structure (issue 8): one route for positions, the core floor, the Energy contract,
-clear errors for bad combinations, and checkpoints made before the reshaping."""
+"""The package's structure: one route for positions, the core floor, the mixers' machinery and
+variants found by file, the Energy contract, clear errors for bad combinations, and the upgrades that
+let older checkpoints load and translate as they did (models/upgrades.py)."""
 import ast
 import os
+import re
 
 import pytest
 import torch
@@ -17,7 +19,7 @@ from posmix_fairseq.mixers.engine import DirectWeights, Energy, SoftmaxEnergy
 LEGACY = os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints")
 
 
-# ---- checkpoints made by the code before the reshaping (tests/data/legacy_checkpoints) -----------
+# ---- checkpoints stored with older option and parameter names (tests/data/legacy_checkpoints) ------
 @pytest.mark.parametrize("name", ["rposnet_cross_sinusoidal", "hc_no_value_projection_shaw_sin_decoder", "posnet_attn"])
 def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name):
     """Made with --encoder-self-position-embedding / --encoder-self-value-projection (now
@@ -42,8 +44,8 @@ def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name)
     ("posnet_embed_gelu", {"encoder_posnet_embed_activation": "gelu", "decoder_posnet_embed_activation": "gelu"}),
     ("at5_cumulative", {"encoder_self_t5_adaptive": "cumulative", "decoder_self_t5_adaptive": "cumulative"}),
 ])
-def test_checkpoint_made_before_issue_11_keeps_its_defaults_and_translates_as_it_did(name, pinned):
-    """Made by the code before issue 11 (gLinearNet with P = 256 and no token positions, PosNet-Embed
+def test_checkpoint_without_the_readings_marker_keeps_its_defaults_and_translates_as_it_did(name, pinned):
+    """Made by the code that stored no readings marker (gLinearNet with P = 256 and no token positions, PosNet-Embed
     with GeLU, the cumulative AT5 under --S-t5-adaptive on): stored without posmix_paper_readings,
     its arguments get the defaults it was trained with, and the log-probs recorded then come back."""
     expected = torch.load(os.path.join(LEGACY, "expected_log_probs.pt"), weights_only=False)[name]
@@ -231,6 +233,22 @@ def test_a_new_mixer_is_one_file(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "OK PreviousToken torch.Size([2, 5, 44])" in result.stdout, result.stdout
+
+
+def test_package_and_scripts_do_not_reach_into_tests():
+    """Code shared by tests and benchmarks lives in posmix_fairseq.testing: nothing in the package or
+    scripts/ imports the tests' helpers or puts tests/ on sys.path."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    offenders = []
+    for top in ("posmix_fairseq", "scripts"):
+        for folder, _, files in os.walk(os.path.join(repo, top)):
+            for name in files:
+                if name.endswith((".py", ".sh")):
+                    path = os.path.join(folder, name)
+                    text = open(path).read()
+                    if re.search(r"^\s*(from helpers import|import helpers)|sys\.path\.insert\(.*tests", text, re.M):
+                        offenders.append(os.path.relpath(path, repo))
+    assert not offenders, offenders
 
 
 def test_energy_contract_has_one_abstract_method_and_two_kinds():

@@ -1,4 +1,4 @@
-"""Parameter counts against the numbers the papers report (issue 11), not against our own formulas.
+"""Parameter counts against the numbers the papers report, not against our own formulas.
 
 Models are built on torch's meta device (no memory, about 0.05 s each after the first).
 

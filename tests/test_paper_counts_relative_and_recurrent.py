@@ -1,4 +1,4 @@
-"""Parameter counts against the numbers the papers report (issue 11, items 1, 6, 7, 8), for the
+"""Parameter counts against the numbers the papers report, for the
 configurations the papers describe. Each case names its paper, table and row. Totals are compared
 within 1% where the paper gives the vocabulary; differences to the paper's Transformer row are
 compared within the rounding of the printed totals. Models are built on the meta device (shapes
@@ -142,7 +142,7 @@ def test_ape_lstm_positional_encoding_adds_about_20_percent(pair, vocab):
 # Transformer(Base) 97.35M, +RPEHead 97.84M, +MPRHead 97.72M. The vocabulary is not given: differences
 # (+0.49M, +0.37M; printed to 0.01M). d_r = t D / H is tuned per model in the paper (its "Dimension"
 # figure), not stated for these rows: t = 3 (RPEHead) and 2 (MPRHead) with the default GRU cell are the
-# closest integers: +0.519M and +0.231M (README, Choices, issue 11).
+# closest integers: +0.519M and +0.231M (docs/choices.md).
 def test_rpe_first_layer_is_multi_head_attention_and_adds_only_the_recurrent_part():
     vocab = 32000
     transformer = count(["--arch", "posmix_transformer_wmt_en_de"], vocab)
@@ -176,8 +176,8 @@ def test_rpe_sinusoids_interleave_sine_and_cosine_so_every_head_slice_has_both()
             assert math.isclose(float(pe[j, c]), math.sin(angle) if c % 2 == 0 else math.cos(angle), abs_tol=1e-5)
 
 
-# ---- checkpoints made before issue 11 ---------------------------------------------------------------
-def test_arguments_stored_before_issue_11_rebuild_the_old_shapes():
+# ---- checkpoints stored without the readings marker -----------------------------------------------
+def test_arguments_stored_without_the_readings_marker_rebuild_their_shapes():
     """Stored arguments lack the posmix_paper_readings marker: the upgrade restores the old
     layouts (shared relative tables with a^V, RPE's head-sliced first layer with t = 1, the LSTM at
     D/2 | D units without projection), so their weights load unchanged."""
@@ -207,12 +207,13 @@ def test_arguments_stored_before_issue_11_rebuild_the_old_shapes():
 
 
 @pytest.mark.parametrize("name", ["shaw", "shaw_sin", "relattn", "rposnet", "rpehead", "mprhead", "lstmpe"])
-def test_models_made_before_issue_11_rebuild_and_give_the_same_log_probs(name):
-    """tests/data/legacy_checkpoints/issue11_archs_before.pt was written by the code before issue 11
-    (make_issue11_archs_before.py): its stored arguments, run through the arch function as fairseq's
+def test_models_stored_without_the_readings_marker_rebuild_and_give_the_same_log_probs(name):
+    """tests/data/legacy_checkpoints/archs_without_readings_marker.pt was written by the code that
+    stored no readings marker (make_archs_without_readings_marker.py): its stored arguments, run through
+    the arch function as fairseq's
     loading does, rebuild a model that takes the old weights (strict) and gives the same log-probs."""
     record = torch.load(os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints",
-                                     "issue11_archs_before.pt"), weights_only=False)[name]
+                                     "archs_without_readings_marker.pt"), weights_only=False)[name]
     args = argparse.Namespace(**record["args"])
     ARCH_CONFIG_REGISTRY[args.arch](args)
     model, _ = build_model_from_args(args)

@@ -29,10 +29,12 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from ..core.placement import PLACEMENTS
+from ..models.sublayers import sublayers
 from .fairseq_loading import batches, load_for_inference
 from .sentence_attention import SentenceAttention
 
-KINDS = ("encoder_self", "decoder_self", "decoder_cross")
+KINDS = tuple(placement.name for placement in PLACEMENTS)
 
 
 class AttentionRecorder:
@@ -42,16 +44,10 @@ class AttentionRecorder:
         self.weights: Dict[Tuple[str, int], Optional[torch.Tensor]] = {}
         self.handles = []
         self.saved_flags = []
-        for kind, layers, attr in (("encoder_self", model.encoder.layers, "self_attn"),
-                                   ("decoder_self", model.decoder.layers, "self_attn"),
-                                   ("decoder_cross", model.decoder.layers, "encoder_attn")):
-            for i, layer in enumerate(layers):
-                module = getattr(layer, attr, None)
-                if module is None:
-                    continue
-                self.saved_flags.append((module, getattr(module, "skip_embed_dim_check", None)))
-                self.handles.append(module.register_forward_pre_hook(self._want_weights, with_kwargs=True))
-                self.handles.append(module.register_forward_hook(self._keep(kind, i)))
+        for placement, i, module, _ in sublayers(model):
+            self.saved_flags.append((module, getattr(module, "skip_embed_dim_check", None)))
+            self.handles.append(module.register_forward_pre_hook(self._want_weights, with_kwargs=True))
+            self.handles.append(module.register_forward_hook(self._keep(placement.name, i)))
 
     @staticmethod
     def _want_weights(module, args, kwargs):

@@ -71,6 +71,7 @@ def bin_labels(edges: List[float], integer: bool) -> List[str]:
 
 
 def lengths(args, systems, refs, srcs) -> Tuple[List[float], bool]:
+    untranslated = score_mod.read_untranslated(args.untranslated)[0] if args.untranslated else []
     if args.key_file:
         vals = [float(x) for x in score_mod.read_lines(args.key_file)]
         if len(vals) != len(refs):
@@ -80,7 +81,7 @@ def lengths(args, systems, refs, srcs) -> Tuple[List[float], bool]:
         gen_paths = list(args.gen_out) + list(args.baseline)
         if not gen_paths:
             raise ValueError("--count pieces needs a fairseq-generate output (its S-/T- lines)")
-        gen = read_generate_output(gen_paths[0])
+        gen = read_generate_output(gen_paths[0], untranslated)
         kind = "S-" if args.by == "src" else "T-"
         side = gen.sources if args.by == "src" else gen.references
         if not side:

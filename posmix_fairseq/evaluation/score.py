@@ -88,11 +88,11 @@ def read_lines(path: str) -> List[str]:
 
 
 def load_system(path: str, name: str, detok: Detokenizer, is_baseline: bool, use_d_lines: bool,
-                from_text: bool) -> System:
+                from_text: bool, untranslated=()) -> System:
     if from_text:
         hyps, how = detok.decode(read_lines(path), f"lines of {path}")
         return System(name, path, hyps, is_baseline, decoding=f"{path}: {how}")
-    gen = read_generate_output(path)
+    gen = read_generate_output(path, untranslated)
     if use_d_lines:
         if not gen.detok_hypotheses:
             raise ValueError(f"{path}: --use-detok-lines, but the file has no D- line for every sentence")
@@ -122,6 +122,16 @@ def side_text(systems: List[System], path: Optional[str], kind: str, detok: Deto
                     note += " (they hold <<unk>> for words outside the dictionary: pass --ref with the raw references)"
                 return lines, note
     return None, ""
+
+
+def read_untranslated(path: str) -> Tuple[List[int], str]:
+    """(ids, reason) from a recipe's generate stage (JSON with "ids" and "reason") or one id per line."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if text.lstrip().startswith("{"):
+        data = json.loads(text)
+        return sorted(int(i) for i in data["ids"]), data.get("reason") or "not translated"
+    return sorted(int(x) for x in text.split()), "not translated"
 
 
 def unique_names(paths: List[str], given: Optional[List[str]]) -> List[str]:
@@ -362,6 +372,9 @@ def build_parser():
                    help="paired approximate randomization trials (sacreBLEU's default 10000; 0: off)")
     p.add_argument("--csv", help="write one row per system x metric (x baseline) here")
     p.add_argument("--json", help="write the full result here")
+    p.add_argument("--untranslated", metavar="FILE",
+                   help="sentence ids not translated (a recipe's untranslated.<name>.json, or one id per line): "
+                        "absent from the outputs, left out of --ref/--src, and counted beside the scores")
     return p
 
 
@@ -395,11 +408,13 @@ def check_common_args(args, prog: str):
 
 def load_inputs(args, entries, prog: str, need_sources: bool = True):
     """(systems, refs, srcs, notes on what was decoded how); without ``need_sources`` (no metric
-    reads them) the S- lines are not read."""
+    reads them) the S- lines are not read. With ``--untranslated`` the named ids are left out of the
+    --ref/--src files and the first note counts them."""
+    untranslated, reason = read_untranslated(args.untranslated) if getattr(args, "untranslated", None) else ([], "")
     try:
         detok = Detokenizer(args.spm_model, args.remove_bpe, args.moses_detok)
         names = unique_names([e[0] for e in entries], args.names)
-        systems = [load_system(path, name, detok, is_b, args.use_detok_lines, from_text)
+        systems = [load_system(path, name, detok, is_b, args.use_detok_lines, from_text, untranslated)
                    for (path, is_b, from_text), name in zip(entries, names)]
         refs, ref_note = side_text(systems, args.ref, "T", detok)
         srcs, src_note = side_text(systems, args.src, "S", detok) if (need_sources or args.src) else (None, "")
@@ -407,11 +422,23 @@ def load_inputs(args, entries, prog: str, need_sources: bool = True):
         raise SystemExit(f"{prog}: {e}")
     if refs is None:
         raise SystemExit(f"{prog}: no references: pass --ref FILE (text files have no T- lines)")
+    untranslated_note = []
+    if untranslated:
+        skip = set(untranslated)
+        total = len(refs) if args.ref else len(refs) + len(skip)
+        if untranslated[-1] >= total:
+            raise SystemExit(f"{prog}: --untranslated names id {untranslated[-1]}, but the test set has {total}")
+        if args.ref:
+            refs = [x for i, x in enumerate(refs) if i not in skip]
+        if args.src and srcs is not None:
+            srcs = [x for i, x in enumerate(srcs) if i not in skip]
+        untranslated_note = [f"**{len(skip)} of {total} test sentences {reason}: not translated; scores over the "
+                             "rest**"]
     if srcs is not None and len(srcs) != len(refs):
         raise SystemExit(f"{prog}: {len(srcs)} sources but {len(refs)} references")
     hyp_notes = list(dict.fromkeys(s.decoding for s in systems))
-    notes = [f"Detokenisation asked for: {detok.description}. Hypotheses: " + "; ".join(hyp_notes)
-             + f". References: {ref_note}." + (f" Sources: {src_note}." if src_note else "")]
+    notes = untranslated_note + [f"Detokenisation asked for: {detok.description}. Hypotheses: " + "; ".join(hyp_notes)
+                                 + f". References: {ref_note}." + (f" Sources: {src_note}." if src_note else "")]
     return systems, refs, srcs, notes
 
 
@@ -434,7 +461,10 @@ def main(argv=None):
             w.writerows(records)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
+            untranslated = read_untranslated(args.untranslated)[0] if args.untranslated else []
             json.dump({"decoding": notes, "signatures": scores.signatures, "skipped": scores.skipped,
+                       "untranslated": {"count": len(untranslated), "ids": untranslated, "note": notes[0]}
+                       if untranslated else None,
                        "n_segments": len(refs), "bootstrap_samples": opts.bootstrap_samples,
                        "ar_trials": opts.ar_trials, "rows": records, "details": scores.details}, f, indent=1)
     return scores

@@ -30,12 +30,12 @@ class LinearSpatialWeights(DirectWeights):
         self.option = spec.flag("linear-max-positions")
         if self.max_positions < 1:
             raise ValueError(f"{self.option} must be >= 1 (got {self.max_positions})")
-        for role in {spec.placement.query_side.role, spec.placement.key_side.role}:
-            limit = spec.max_query_positions if role == spec.placement.query_side.role else spec.max_key_positions
+        for side in spec.placement.sides:
+            limit = spec.max_query_positions if side == spec.placement.query_side else spec.max_key_positions
             if limit is not None and limit > self.max_positions:
                 raise ValueError(
-                    f"--max-{role}-positions {limit} exceeds the LinearNet mixing matrix of {self.max_positions} "
-                    f"positions ({self.option}): set --max-{role}-positions {self.max_positions} (fairseq then "
+                    f"{side.max_positions_option} {limit} exceeds the LinearNet mixing matrix of {self.max_positions} "
+                    f"positions ({self.option}): set {side.max_positions_option} {self.max_positions} (fairseq then "
                     f"drops longer training sentences and rejects longer test sentences before generation; "
                     f"--skip-invalid-size-inputs-valid-test skips them) or raise {self.option}")
         self.weight = nn.Parameter(torch.empty(spec.num_heads, self.max_positions, self.max_positions))

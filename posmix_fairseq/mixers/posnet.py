@@ -104,12 +104,12 @@ def build_posnet(spec: MixerSpec):
     max_positions = int(opts["posnet-max-positions"])
     if max_positions < 1:
         raise ValueError(f"{option} must be >= 1 (got {max_positions})")
-    for role, limit in ((spec.placement.query_side.role, spec.max_query_positions),
-                        (spec.placement.key_side.role, spec.max_key_positions)):
+    for side, limit in ((spec.placement.query_side, spec.max_query_positions),
+                        (spec.placement.key_side, spec.max_key_positions)):
         if limit is not None and limit > max_positions:
             raise ValueError(
-                f"--max-{role}-positions {limit} exceeds the PosNet-Attn kernel table of {max_positions} positions "
-                f"({option}): set --max-{role}-positions {max_positions} (fairseq then drops longer training "
+                f"{side.max_positions_option} {limit} exceeds the PosNet-Attn kernel table of {max_positions} "
+                f"positions ({option}): set {side.max_positions_option} {max_positions} (fairseq then drops longer training "
                 f"sentences, rejects longer test sentences and stops decoding there; "
                 f"--skip-invalid-size-inputs-valid-test skips them) or raise {option}")
     energy = ContentEnergy(spec)

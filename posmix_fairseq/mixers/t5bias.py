@@ -14,8 +14,8 @@ initialisation) the content term keeps fairseq's 1/sqrt(D_h) scaling.
 AT5 (``--S-t5-adaptive on``) is Wu et al. (2021)'s soft bucketing, in :mod:`.t5bias_soft_buckets` (a
 per-head MLP of the soft bucket 1 - exp(-alpha |d|); ``--S-at5-hidden l1,l2``).
 
-``--S-t5-adaptive cumulative`` is our former AT5, kept as a named variant (and for the
-checkpoints made with it): a learnable, monotone bucketisation that equals T5's at
+``--S-t5-adaptive cumulative`` is our own variant (what checkpoints stored without the readings
+marker built for ``--S-t5-adaptive on``): a learnable, monotone bucketisation that equals T5's at
 initialisation. The bucket coordinate of a distance a = |d| (per direction) is a running sum of
 non-negative increments,
 

@@ -115,6 +115,39 @@ VARIANTS = {
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
 }
 
+# The released code of Gated position-based attention (github.com/apptek/posnet-position_based_attention, its
+# models/posnet/models/posnet.py, pytorchmt/ and configs models/posnet/configs/posnet*.yaml) builds its models
+# differently from the paper's reading above; the *_released archs build them as it does (docs/choices.md,
+# "The released GPA code").
+GPA_RELEASED = "Gated position-based attention, released code"
+
+
+def _dropout_where_read(option: str):
+    """``--S-<option>`` = --dropout for each self-attention sublayer whose mixer reads it."""
+    def per(placement):
+        return lambda args: args.dropout if _reads(args, placement, option) else None
+    return {SELF_ATTENTION[side].attr(option): per(SELF_ATTENTION[side]) for side in SIDES}
+
+
+RELEASED = dict(
+    both_sides(position_encoding="mixer-table"),  # use_pos_embed: n~ added to the word embeddings too
+    **_dropout_where_read("position-table-dropout"),  # PosNetEncoder/Decoder._embed: dropout on n~
+    encoder_normalize_before=True, decoder_normalize_before=True,  # pre-LayerNorm layers, final LayerNorm
+    attention_dropout=lambda args: args.dropout,  # PositionBasedAttention and MultiHeadAttention: the model's
+    max_relative_position=16,  # K: 16 in every config, the Big one too
+    max_source_positions=128, max_target_positions=128,  # max_sentence_length: 128
+    source_prefix="eos",  # TranslationDataset: sources [EOS] x [EOS] (task posmix_translation)
+)
+VARIANTS.update({
+    "rposnet_released": (GPA_RELEASED, "rPosNet as the released code builds it: learned n~ added to the embeddings, "
+                                       "LayerNorm + dropout on n~, pre-LN, sources start with EOS",
+                         dict(both_sides(self_mixer="rposnet", self_position_table_layernorm="on"), **RELEASED)),
+    "aposnet_released": (GPA_RELEASED, "aPosNet as the released code builds it: interleaved sinusoids n~, m~ added "
+                                       "to the embeddings, dropout on them, pre-LN, sources start with EOS",
+                         dict(both_sides(self_mixer="aposnet", self_absolute_sinusoids="interleaved"), **RELEASED)),
+})
+
+
 def rpe_heads(t):
     """--S-rpe-heads t for each side whose position encoding reads it (the other side may use another)."""
     def per_side(side):
@@ -141,7 +174,7 @@ for _variant, _extra in PAPER_LAYOUTS.items():
     VARIANTS[_variant][2].update(_extra)
 
 # The Gaussian paper's own small IWSLT16 configuration (its Section 4): embedding 288, hidden 507,
-# 4 heads, 5 layers. Registered for its three variants as <variant>_iwslt_small.
+# 4 heads, 5 layers. Registered for its three variants and its BASE Transformer as <variant>_iwslt_small.
 HC_IWSLT_SMALL = dict(encoder_embed_dim=288, encoder_ffn_embed_dim=507, encoder_attention_heads=4,
                       encoder_layers=5, decoder_embed_dim=288, decoder_ffn_embed_dim=507,
                       decoder_attention_heads=4, decoder_layers=5, dropout=0.1, max_relative_position=16)
@@ -178,7 +211,7 @@ def make_architecture(variant_defaults, size_defaults):
         default_mixers(args)  # the mixers are chosen before their own options
         _apply(args, variant_defaults)
         _apply(args, size_defaults)
-        for key in ("max_source_positions", "max_target_positions"):  # before fairseq's 1024 default
+        for key in ("max_source_positions", "max_target_positions", "attention_dropout"):  # before fairseq's defaults
             if callable(variant_defaults.get(key)) and getattr(args, key, None) is None:
                 setattr(args, key, variant_defaults[key](args))
         posmix_base_architecture(args)
@@ -193,7 +226,7 @@ ARCHITECTURES = {}
 for _variant, (_paper, _what, _defaults) in VARIANTS.items():
     for _size, _size_defaults in SIZES.items():
         ARCHITECTURES[f"{_variant}_{_size}"] = (_paper, _what, make_architecture(_defaults, _size_defaults))
-    if _variant in ("hc_sa", "hc_all", "sh_x"):
+    if _variant in ("hc_sa", "hc_all", "sh_x", "posmix_transformer"):
         ARCHITECTURES[f"{_variant}_iwslt_small"] = (_paper, _what + " (the paper's small IWSLT model)",
                                                     make_architecture(_defaults, HC_IWSLT_SMALL))
 

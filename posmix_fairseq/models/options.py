@@ -10,6 +10,7 @@ import logging
 
 from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
 from ..mixers import MIXER_REGISTRY, frozen_mixers
+from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 
 logger = logging.getLogger(__name__)
@@ -61,10 +62,11 @@ def add_posmix_args(parser):
                        help="gamma of cross-attention positions floor(gamma*n); default: mean source "
                             "length / mean target length of the binarized training set (stored in the "
                             "checkpoint)")
-    group.add_argument("--frozen-energy-positions", type=int, metavar="N",
-                       help="search-time model: every aposnet/rposnet sublayer keeps its energies as a frozen table "
-                            "over positions 0..N-1 (GPA Sections 4.1-4.2) instead of W^Q, W^K, n~/m~ and Emb_rel; "
-                            "set by posmix-freeze --max-positions N (not a training option)")
+    for side in SIDES:
+        group.add_argument(side.flag(FROZEN_OPTION), type=int, metavar="N",
+                           help=f"search-time model: every aposnet/rposnet sublayer keeps its energies as a frozen "
+                                f"table (GPA Sections 4.1-4.2) instead of W^Q, W^K, n~/m~ and Emb_rel, covering "
+                                f"{side.role} positions 0..N-1; set by posmix-freeze (not a training option)")
 
 
 def default_mixers(args):
@@ -86,8 +88,10 @@ def posmix_base_architecture(args):
             kind = ("none" if getattr(args, "no_token_positional_embeddings", False)
                     else "learned" if side.read(args, "learned-pos", False) else "sinusoidal")
             side.write(args, "position-encoding", kind)
-    for name in ("length_ratio", "decoder_cross_heads", "position_blind", "frozen_energy_positions"):
+    for name in ("length_ratio", "decoder_cross_heads", "position_blind"):
         setattr(args, name, getattr(args, name, None))
+    for side in SIDES:
+        side.write(args, FROZEN_OPTION, side.read(args, FROZEN_OPTION))
     args.no_encoder_ffn = getattr(args, "no_encoder_ffn", False)
     args.no_decoder_ffn = getattr(args, "no_decoder_ffn", False)
     base_architecture(args)
@@ -146,15 +150,24 @@ def validate_posmix_args(args):
 
 
 def validate_frozen_energy_positions(args):
-    frozen = getattr(args, "frozen_energy_positions", None)
-    if frozen is None:
+    """A search-time model: a table size >= 1 for each side a frozen table reads, and something to freeze."""
+    given = {side: side.read(args, FROZEN_OPTION) for side in SIDES if side.read(args, FROZEN_OPTION) is not None}
+    if not given:
         return
-    if not isinstance(frozen, int) or frozen < 1:
-        raise ValueError(f"--frozen-energy-positions must be an integer >= 1 (got {frozen!r})")
-    freezable = frozen_mixers()
-    if not any(p.read(args, "mixer") in freezable for p in PLACEMENTS):
-        raise ValueError(f"--frozen-energy-positions {frozen}: no sublayer has a position-only energy to freeze "
-                         f"(--*-mixer {' or '.join(freezable)}); drop the flag")
+    for side, n in given.items():
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"{side.flag(FROZEN_OPTION)} must be an integer >= 1 (got {n!r})")
+    frozen = [(p, MIXER_REGISTRY.get(p.read(args, "mixer"), p.flag("mixer"))) for p in PLACEMENTS]
+    frozen = [(p, entry) for p, entry in frozen if entry.frozen_energy is not None]
+    if not frozen:
+        flags = " / ".join(f"{side.flag(FROZEN_OPTION)} {n}" for side, n in given.items())
+        raise ValueError(f"{flags}: no sublayer has a position-only energy to freeze (--*-mixer "
+                         f"{' or '.join(frozen_mixers())}); drop the flag")
+    for placement, entry in frozen:
+        for side in entry.frozen_energy.table_sides(placement):
+            if side not in given:
+                raise ValueError(f"{side.flag(FROZEN_OPTION)} is needed: the frozen {placement.read(args, 'mixer')} "
+                                 f"table of the {placement} sublayer covers {side.role} positions")
 
 
 def position_blind_sides(args):

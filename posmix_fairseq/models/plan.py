@@ -1,9 +1,13 @@
 """The build plan of one encoder or decoder: which mixer fills each (sublayer, layer index), with
 which options, and the embedding-level position module of the side."""
-from ..core.placement import DECODER_CROSS, ENCODER_SELF, Side
+import math
+
+from ..core.placement import DECODER_CROSS, ENCODER_SELF, SELF_ATTENTION, SIDES, Side
 from ..core.position_tables import SharedPositionTables
 from ..core.positions import PositionRoute
 from ..mixers import MIXER_REGISTRY, MixerSpec, build_mixer
+from ..mixers.engine import reads_absolute_table, shared_table
+from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY, EmbeddingStage, PositionEncodingSpec
 from .options import cross_heads
 
@@ -51,7 +55,9 @@ class MixerPlan:
                                  f"{name!r} (build the model through fairseq to compute it from the data)")
             length_ratio = float(cfg.length_ratio)
         # search-time checkpoints (posmix-freeze): the sublayers whose mixer declares a frozen energy
-        frozen = getattr(cfg, "frozen_energy_positions", None) if entry.frozen_energy is not None else None
+        frozen = {side.role: side.read(cfg, FROZEN_OPTION) for side in SIDES
+                  if side.read(cfg, FROZEN_OPTION) is not None}
+        frozen = frozen if frozen and entry.frozen_energy is not None else None
         return MixerSpec(
             name=name,
             placement=placement,
@@ -76,6 +82,17 @@ class MixerPlan:
     def build(self, placement, layer_idx: int):
         return build_mixer(self.spec(placement, layer_idx))
 
+    def self_mixer_table(self):
+        """The absolute position table n~ of the side's self-attention mixer (the one its layers
+        read; built here if they did not build it, as in a search-time model)."""
+        placement = SELF_ATTENTION[self.side]
+        spec = self.spec(placement, 0)
+        if not reads_absolute_table(spec):
+            raise ValueError(f"{self.side.flag('position-encoding')} mixer-table adds the self-attention mixer's "
+                             f"absolute position table n~ to the embeddings, but {placement.flag('mixer')} "
+                             f"{spec.name} has none: use aposnet or rposnet, or another position encoding")
+        return shared_table(spec, self.side)
+
     def position_encoding(self, layer_norm_embedding):
         """The module for fairseq's ``layernorm_embedding`` slot: the side's position encoding run
         before the original LayerNorm, or that LayerNorm unchanged for fairseq's additive encodings."""
@@ -85,6 +102,8 @@ class MixerPlan:
         side_cfg = getattr(cfg, side.name)
         spec = PositionEncodingSpec(
             name=name, side=side, embed_dim=side_cfg.embed_dim, num_heads=side_cfg.attention_heads,
-            dropout=cfg.dropout, options=side.read_declared(cfg, entry.options))
+            dropout=cfg.dropout, options=side.read_declared(cfg, entry.options),
+            embed_scale=1.0 if cfg.no_scale_embedding else math.sqrt(side_cfg.embed_dim),
+            mixer_table=self.self_mixer_table)
         module = entry.builder(spec)
         return layer_norm_embedding if module is None else EmbeddingStage(module, self.route, layer_norm_embedding)

@@ -25,7 +25,9 @@ from ..core.placement import DECODER, ENCODER
 from ..core.positions import PositionFrame
 from ..length_ratio import training_length_ratio
 from ..mixers import MIXER_REGISTRY
+from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
+from ..tasks.translation import check_source_prefix
 from .layers import PosMixDecoderLayer, PosMixEncoderLayer, wrap_layer
 from .options import add_posmix_args, cross_heads, posmix_base_architecture, validate_posmix_args
 from .plan import MixerPlan
@@ -58,6 +60,14 @@ class PositionAwareSide:
         if entry.token_positions == "learned":  # fairseq's table has one row per position up to the limit
             limit = (getattr(cfg, side.max_positions_attr), side.max_positions_option)
         self.__dict__["_learned_positions_limit"] = limit
+        self.__dict__["_frozen_positions"] = side.read(cfg, FROZEN_OPTION)  # search-time tables (posmix-freeze)
+
+    def max_positions(self):
+        """fairseq's limit; in a search-time model at most the side's frozen energy tables, so that
+        fairseq's size filter refuses longer sentences and generation stops within the tables."""
+        limit = super().max_positions()
+        frozen = self.__dict__.get("_frozen_positions")
+        return limit if frozen is None else min(limit, frozen)
 
     @property
     def position_route(self):
@@ -141,6 +151,7 @@ class PosMixTransformerModel(TransformerModel):
         # the arch's defaults (idempotent: they fill only what is unset; new options of old checkpoints)
         ARCH_CONFIG_REGISTRY.get(getattr(args, "arch", None), posmix_base_architecture)(args)
         validate_posmix_args(args)
+        check_source_prefix(task, args)  # the task makes the sources the model was trained on
         if args.length_ratio is None and MIXER_REGISTRY.get(args.decoder_cross_mixer,
                                                              "--decoder-cross-mixer").uses_positions:
             args.length_ratio = training_length_ratio(task.cfg.data, task.cfg.source_lang, task.cfg.target_lang)

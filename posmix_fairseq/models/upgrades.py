@@ -29,6 +29,7 @@ from typing import Callable, List, Optional
 
 from ..core.placement import PLACEMENTS, SIDES
 from ..mixers.engine import MIXER_REGISTRY, EnergyMixingAttention
+from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .sublayers import sublayers
 
@@ -57,14 +58,13 @@ def encoding_options(args, side):
         if name in POSITION_ENCODING_REGISTRY else {}
 
 
-def pin_mixer_option(option: str, former: Callable, mixers: Optional[tuple] = None):
-    """Writes ``former(args, placement)`` where the sublayer's mixer reads ``option`` (and is one of
-    ``mixers`` if given) and the stored arguments leave it unset."""
+def pin_mixer_option(option: str, former: Callable):
+    """Writes ``former(args, placement)`` where the sublayer's mixer reads ``option`` and the stored
+    arguments leave it unset."""
     def apply(args) -> bool:
         changed = False
         for placement in PLACEMENTS:
-            if option in mixer_options(args, placement) and placement.read(args, option) is None and \
-                    (mixers is None or placement.read(args, "mixer") in mixers):
+            if option in mixer_options(args, placement) and placement.read(args, option) is None:
                 placement.write(args, option, former(args, placement))
                 changed = True
         return changed
@@ -103,7 +103,8 @@ def rename(scopes, renames):
 
 def keep_positions_within(option: str, mixer: str):
     """Stored max source/target positions above the table of ``option`` of ``mixer`` sublayers are
-    lowered to it: beyond the table such a model crashed; fairseq's own size filter now applies."""
+    lowered to it (the model cannot run beyond its table; within the limit, fairseq's size filter
+    refuses longer sentences and generation stops there)."""
     def apply(args) -> bool:
         for placement in PLACEMENTS:
             if placement.read(args, "mixer") != mixer:
@@ -170,6 +171,9 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                 "--S-gaussian-value-projection", _rename_mixer_options_and_drop_unread, applies=_mixer_renames_stored),
     ArgsUpgrade("PosNet-Embed's --<side>-posnet-* options renamed --<side>-posnet-embed-*",
                 _rename_posnet_embed_options, applies=_posnet_embed_renames_stored),
+    ArgsUpgrade("frozen energy tables sized per side: --frozen-energy-positions N is "
+                "--encoder-frozen-energy-positions N --decoder-frozen-energy-positions N",
+                lambda args: _frozen_positions_per_side(args), applies=lambda args: hasattr(args, "frozen_energy_positions")),
     # defaults that changed with the paper readings (docs/choices.md)
     ArgsUpgrade("relative-distance embeddings laid out as each arch's paper does (were shared by the heads)",
                 pin_mixer_option("relative-embedding-heads", lambda args, p: "shared"), readings_below=11),
@@ -196,13 +200,23 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                        pin_mixer_option("posnet-max-positions", lambda args, p: 256),
                        pin_mixer_option("posnet-dropout", lambda args, p: 0.0),
                        keep_positions_within("posnet-max-positions", "posnet")), readings_below=11),
-    ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (the former cumulative increments are "
+    ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (the cumulative increments are "
                 "--S-t5-adaptive cumulative)", lambda args: _t5_adaptive_cumulative(args), readings_below=11),
     ArgsUpgrade("PosNet-Embed's activation is ReLU (was GeLU)",
                 pin_encoding_option("posnet-embed-activation", lambda args, side: "gelu"), readings_below=11),
     ArgsUpgrade("PosNet-Attn's activation is ReLU, as PosNet-Embed's (was GeLU)",
                 pin_mixer_option("posnet-activation", lambda args, p: "gelu"), readings_below=12),
 ]
+
+
+def _frozen_positions_per_side(args) -> bool:
+    n = args.frozen_energy_positions
+    delattr(args, "frozen_energy_positions")
+    if n is not None:
+        for side in SIDES:
+            if side.read(args, FROZEN_OPTION) is None:
+                side.write(args, FROZEN_OPTION, n)
+    return True
 
 
 def _t5_adaptive_cumulative(args) -> bool:

@@ -11,9 +11,9 @@ and x' replaces x as the input of the first layer (no residual connection, no ot
 position embedding). The paper gives no width, only that the LSTMs add "20% in our case" to a
 Base model (D = 512): U = ``--S-position-lstm-units``, by default 2D (1024 at Base), which adds
 +21.9% to its Zh-En Base model (32k vocabularies, nothing shared; D/2 and D units, the widths
-before issue 11, add +3.9%). W, b (``proj``) map the LSTM output to D; there is none when the
-output is D wide already (U = D/2 in the encoder, U = D in the decoder: checkpoints made before
-issue 11 store these). Padding is excluded (each sentence runs over its own tokens, left- or
+of checkpoints stored without the readings marker, add +3.9%). W, b (``proj``) map the LSTM
+output to D; there is none when the output is D wide already (U = D/2 in the encoder, U = D in
+the decoder). Padding is excluded (each sentence runs over its own tokens, left- or
 right-padded alike); in incremental decoding the decoder LSTM's (h, c) lives in fairseq's
 incremental state, reordered with the beams, so a step costs O(1) in the prefix length.
 Parameters per direction and layer: 4 (h (d_in + h) + 2 h) for h units, plus the projection.
@@ -77,6 +77,6 @@ class LstmPositionEncoding(BatchFirstIncrementalState):
              "position-lstm-units": dict(type=int, default=None, metavar="U",
                                          help="units of the positional LSTM per direction, its output projected "
                                               "to the model dim when wider (default 2 x model dim: 1024 at Base, "
-                                              "the paper's +20%% parameters; README, Choices, issue 11)")})
+                                              "the paper's +20%% parameters; docs/choices.md)")})
 def build_lstm_positions(spec: PositionEncodingSpec):
     return LstmPositionEncoding(spec)

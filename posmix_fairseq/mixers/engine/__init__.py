@@ -27,6 +27,7 @@ from .values import Values  # noqa: F401
 from .gating import ContextGate  # noqa: F401
 from .relative_scores import bucket_probabilities, gather_relative  # noqa: F401
 from .table_energy import AbsoluteTableEnergy, RelativeTableEnergy  # noqa: F401
-from .position_queries import PositionQueries, shared_table  # noqa: F401
+from .position_queries import (PositionQueries, absolute_table_options, reads_absolute_table, shared_table,  # noqa: F401
+                               table_norm)
 from .frozen_energy import FrozenAbsoluteEnergy, FrozenRelativeEnergy  # noqa: F401
 from .attention import EnergyMixingAttention  # noqa: F401

@@ -36,8 +36,9 @@ class MixerSpec:
     route: PositionRoute = None  # the owning side's positions route
     options: Dict = field(default_factory=dict)  # the mixer's own options (declared in register_mixer)
     dropout: float = 0.0  # the model's --dropout (PosNet-Attn's default rate)
-    # search-time model (--frozen-energy-positions N): N for a mixer whose entry declares a frozen energy
-    frozen_positions: Optional[int] = None
+    # search-time model (posmix-freeze): the table size of each side, {"source": N_s, "target": N_t} (from
+    # --<side>-frozen-energy-positions), for a mixer whose entry declares a frozen energy; None: trained
+    frozen_positions: Optional[Dict[str, int]] = None
 
     def flag(self, option: str) -> str:
         return self.placement.flag(option)
@@ -47,14 +48,14 @@ class MixerSpec:
         the mixer's registry entry declares (its trained parameters are then never built)."""
         if self.frozen_positions is None:
             return trained(self)
-        return MIXER_REGISTRY.get(self.name, self.flag("mixer")).frozen_energy(self, self.frozen_positions)
+        return MIXER_REGISTRY.get(self.name, self.flag("mixer")).frozen_energy(self)
 
 
 @dataclass
 class MixerEntry(Entry):
     gated_by_default: bool = False
     uses_positions: bool = False  # the mixer gives its sublayer a position signal
-    # frozen_energy(spec, N): the search-time energy of a position-only energy (GPA Sections 4.1-4.2)
+    # frozen_energy(spec): the search-time table of a position-only energy (GPA Sections 4.1-4.2)
     frozen_energy: Optional[Callable] = None
 
 
@@ -69,8 +70,9 @@ def register_mixer(name: str, *, gated_by_default: bool, uses_positions: bool, d
     ``{"gaussian-sigma": dict(type=float, default=1.0, help=...)}`` becomes
     ``--encoder-self-gaussian-sigma`` etc.; the builder reads ``spec.options["gaussian-sigma"]``.
     A flag given for a sublayer whose mixer does not declare it is an error. ``frozen_energy``
-    (a class taking ``(spec, N)``) makes the mixer freezable by ``posmix-freeze``; its builder then
-    gets its energy from :meth:`MixerSpec.energy`.
+    (a class taking the spec, with ``table_sides(placement)`` and ``table_from(trained_energy)``) makes
+    the mixer freezable by ``posmix-freeze``; its builder then gets its energy from
+    :meth:`MixerSpec.energy`.
     """
 
     def wrap(builder):

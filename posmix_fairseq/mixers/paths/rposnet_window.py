@@ -3,7 +3,7 @@
 Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt), Eqs. 9-10: the
 energy of query n and key m is E[n, clip(floor(gamma n) - m, K) + K], a function of the query
 position and the clipped distance only (Section 4.2: a table after training). Both paths below
-read the energies only through the :class:`~.position_energy.RelativeTableEnergy` contract
+read the energies only through the :class:`~..engine.table_energy.RelativeTableEnergy` contract
 (``energy_table`` / ``energy_rows``), so they serve trained and frozen energies alike, and mix with
 the primitives of :mod:`posmix_fairseq.kernels` (PyTorch or Triton, see its dispatch).
 

@@ -1,6 +1,6 @@
-"""Writes issue11_archs_before.pt: small models of the archs whose readings issue 11 changed, as the
-code before it built them (run at commit bf005a5: `git archive bf005a5 | tar -x -C OLD`, then
-`PYTHONPATH=OLD python make_issue11_archs_before.py OLD out.pt`). Per arch: the model arguments as a
+"""Writes archs_without_readings_marker.pt: small models of the archs whose defaults readings version 11
+set, as the code that stored no readings marker built them (commit bf005a5: `git archive bf005a5 | tar -x
+-C OLD`, then `PYTHONPATH=OLD python make_archs_without_readings_marker.py OLD out.pt`). Per arch: the model arguments as a
 checkpoint stores them, the weights, a batch and its log-probs. Read by
 tests/test_paper_counts_relative_and_recurrent.py."""
 import sys

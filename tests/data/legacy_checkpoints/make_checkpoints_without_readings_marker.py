@@ -1,9 +1,10 @@
 """How linearnet_p256.pt, posnet_embed_gelu.pt and at5_cumulative.pt were made: tiny checkpoints
-of the code before issue 11 (commit bf005a5), their arguments stored as that code stored them,
+of the code that stored no readings marker (commit bf005a5), their arguments stored as it stored them,
 and the log-probs they gave, added to expected_log_probs.pt. Not a test; rerun only to remake them:
 
     mkdir -p /tmp/oldcode && git archive bf005a5 posmix_fairseq tests/helpers.py | tar -x -C /tmp/oldcode
-    PYTHONPATH=/tmp/oldcode python tests/data/legacy_checkpoints/make_issue11_fixtures.py tests/data/legacy_checkpoints
+    PYTHONPATH=/tmp/oldcode python tests/data/legacy_checkpoints/make_checkpoints_without_readings_marker.py \
+        tests/data/legacy_checkpoints
 """
 import os, sys, copy
 sys.path.insert(0, "/tmp/oldcode/tests")
