@@ -11,7 +11,6 @@ import re
 import numpy as np
 import pytest
 import torch
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from helpers import build_model_from_args, parse_model_args, random_batch
 from test_cli_end_to_end import run_generate
 from test_evaluation_reproduce import _value_in
@@ -22,6 +21,7 @@ from posmix_fairseq.evaluation.attention import AttentionRecorder
 from posmix_fairseq.evaluation.fairseq_loading import load_for_inference
 from posmix_fairseq.evaluation.paper_tables import TABLES
 from posmix_fairseq.figures import attention_maps, learned_positions, paper_numbers, plot, style
+from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -370,7 +370,7 @@ def test_rposnet_pictures_equal_the_models_attention_trained_and_frozen(tmp_path
                 np.testing.assert_allclose(seen[(kind, layer)][head, n, :len(m)].numpy(), expected, atol=1e-6)
                 np.testing.assert_allclose(lines_of(pa)[f"n = {n}"][1][:len(m)], expected, atol=1e-6)
     # the frozen model (posmix-freeze's tables) draws the same pictures
-    task = TranslationTask(TranslationConfig(data="unused-data-dir"), d, d)
+    task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, d)
     frozen, _ = freeze.freeze_model(task, model, args, 16)
     frozen_data = learned_positions.extract(frozen, P, [0, 4, 9])
     assert all(block["frozen"] for block in frozen_data["rposnet"].values())

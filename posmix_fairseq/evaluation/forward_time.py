@@ -49,22 +49,22 @@ def build_from_arch(arch: str, flags: Sequence[str], vocab: int):
     from fairseq import options
     from fairseq.data import Dictionary
     from fairseq.models import ARCH_MODEL_REGISTRY
-    from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
     import posmix_fairseq
+    from ..tasks.translation import PosMixTranslationConfig, PosMixTranslationTask
 
     if arch not in ARCH_MODEL_REGISTRY:
         raise ValueError(f"arch {arch!r} is not registered "
                          "(posmix archs: python -m posmix_fairseq.models.architectures)")
     parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, ["unused-data-dir", "--task", "translation", "--user-dir",
+    args = options.parse_args_and_arch(parser, ["unused-data-dir", "--task", "posmix_translation", "--user-dir",
                                                 posmix_fairseq.USER_DIR, "--arch", arch, *flags])
     if getattr(args, "length_ratio", None) is None:
         args.length_ratio = 1.0  # no training data: gamma = 1 for position-aware cross-attention
     d = Dictionary()
     for i in range(vocab - d.nspecial):
         d.add_symbol(f"w{i}")
-    task = TranslationTask(TranslationConfig(data="unused-data-dir"), d, d)
+    task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, d)
     return ARCH_MODEL_REGISTRY[arch].build_model(args, task), d, d
 
 
