@@ -108,6 +108,9 @@ def test_upgrade_steps_are_named_by_what_changed_and_arguments_of_this_code_need
     assert upgrade_stored_args(parse_model_args(["--arch", "posnet_attn_wmt_en_de"])) == []
     ran = upgrade_stored_args(stored_args(["--arch", "posnet_attn_wmt_en_de"], None))
     assert any("PosNet-Attn's activation" in name for name in ran) and any("kernel" in name for name in ran)
+    # a model whose sublayers read none of the changed options reports no upgrade of them
+    ran = upgrade_stored_args(stored_args(["--arch", "posmix_transformer_wmt_en_de"], None))
+    assert not any("PosNet" in name or "LinearNet" in name for name in ran), ran
 
 
 # ---- positions take one route ----------------------------------------------------------------------

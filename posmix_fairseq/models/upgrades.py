@@ -106,6 +106,7 @@ def keep_positions_within(option: str, mixer: str):
     lowered to it (the model cannot run beyond its table; within the limit, fairseq's size filter
     refuses longer sentences and generation stops there)."""
     def apply(args) -> bool:
+        changed = False
         for placement in PLACEMENTS:
             if placement.read(args, "mixer") != mixer:
                 continue
@@ -114,7 +115,8 @@ def keep_positions_within(option: str, mixer: str):
                 limit = getattr(args, side.max_positions_attr, None)
                 if limit is None or limit > table:
                     setattr(args, side.max_positions_attr, table)
-        return True
+                    changed = True
+        return changed
     return apply
 
 
@@ -230,11 +232,11 @@ def _t5_adaptive_cumulative(args) -> bool:
 
 def upgrade_stored_args(args) -> List[str]:
     """Runs every step that concerns ``args`` (in order) and stamps the current readings version.
-    Returns the names of the steps that ran (empty for arguments of this code)."""
+    Returns the names of the steps that changed something (empty for arguments of this code, and for
+    older arguments whose sublayers read none of the changed options)."""
     ran = []
     for step in ARGS_UPGRADES:
-        if step.concerns(args):
-            step.apply(args)
+        if step.concerns(args) and step.apply(args):
             ran.append(step.name)
     if stored_readings(args) < READINGS_VERSION:
         setattr(args, READINGS_MARKER, READINGS_VERSION)
