@@ -9,10 +9,18 @@ whatever t.
 
     out = [ sum_{i<K, valid} exp(E[K+i]) v_i + exp(E[2K]) far_sum ] / Z,
     Z   = sum_{i<K, valid} exp(E[K+i]) + far_count exp(E[2K])
+
+When the state holds every real token before the current one (what decoding builds: padding
+steps leave it unchanged), which slots are valid and how many keys the far sum holds follow from
+the current position t alone: slot i is valid iff i <= t, far_count = max(0, t + 1 - K). The
+step's weights over (window slots, far sum) are then a function of t and the table row E[t] only
+(:func:`position_decode_weights`), shared by every hypothesis at position t, and precomputable
+once per frozen table; the step itself is :func:`decode_with_weights`, one batched matrix product.
 """
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from .common import compute_dtype
@@ -21,12 +29,19 @@ from .common import compute_dtype
 def check_decode_inputs(energy_rows: Tensor, window_values: Tensor, window_valid: Tensor, far_sum: Tensor,
                         far_count: Tensor) -> int:
     """Validate shapes; returns K."""
-    if window_values.dim() != 4:
-        raise ValueError(f"relative_decode_step: window_values must be (B, H, K, Dh), got {tuple(window_values.shape)}")
-    batch, heads, k, dim = window_values.shape
+    k = check_decode_state(window_values, window_valid, far_sum, far_count)
+    batch, heads = window_values.shape[:2]
     if energy_rows.shape != (batch, heads, 2 * k + 1):
         raise ValueError(f"relative_decode_step: energy_rows must be (B, H, 2K+1) = {(batch, heads, 2 * k + 1)} "
                          f"for a window of K={k}, got {tuple(energy_rows.shape)}")
+    return k
+
+
+def check_decode_state(window_values: Tensor, window_valid: Tensor, far_sum: Tensor, far_count: Tensor) -> int:
+    """Validate the shapes of a decoding state; returns K."""
+    if window_values.dim() != 4:
+        raise ValueError(f"relative_decode_step: window_values must be (B, H, K, Dh), got {tuple(window_values.shape)}")
+    batch, heads, k, dim = window_values.shape
     if window_valid.shape != (batch, k) or window_valid.dtype != torch.bool:
         raise ValueError(f"relative_decode_step: window_valid must be a bool tensor (B, K) = {(batch, k)}, "
                          f"got {tuple(window_valid.shape)} {window_valid.dtype}")
@@ -57,6 +72,38 @@ def relative_decode_reference(energy_rows: Tensor, window_values: Tensor, window
     return out.to(window_values.dtype)
 
 
+def position_decode_weights(energy_rows: Tensor, positions: Tensor) -> Tensor:
+    """(..., K+1) weights of one decoding step at query position t, for a state that holds every
+    real token up to t (slot i valid iff i <= t, far_count = max(0, t + 1 - K)).
+
+    ``energy_rows`` (..., 2K+1) the table rows E[t] (Eq. 10), ``positions`` t, broadcastable to
+    ``energy_rows.shape[:-1]``. Entry i < K is the softmax weight of window slot i (0 where
+    i > t), entry K the weight of one far key, exp(E[2K]) / Z, applied to the far sum (0 when
+    t < K): the step's context is :func:`decode_with_weights`. Computed in fp32 (fp64 for fp64).
+    """
+    k = (energy_rows.size(-1) - 1) // 2
+    rows = energy_rows.to(compute_dtype(energy_rows))
+    t = positions.unsqueeze(-1)
+    near = rows[..., k:2 * k].masked_fill(torch.arange(k, device=rows.device) > t, float("-inf"))
+    count = (t + 1 - k).clamp(min=0).to(rows.dtype)
+    far = (rows[..., 2 * k:] + torch.log(count.clamp(min=1))).masked_fill(count == 0, float("-inf"))
+    probs = torch.softmax(torch.cat([near, far], dim=-1), dim=-1)  # slot 0 (the current token) is always valid
+    return torch.cat([probs[..., :k], probs[..., k:] / count.clamp(min=1)], dim=-1)
+
+
+def decode_with_weights(weights: Tensor, window_values: Tensor, far_sum: Tensor) -> Tensor:
+    """(B, H, Dh) context sum_i w_i window_i + w_K far_sum of one decoding step, from the
+    (B, H, K+1) weights of :func:`position_decode_weights`: one batched matrix product
+    (PyTorch; the far sum's precision, the dtype of ``window_values`` out)."""
+    batch, heads, k, dim = window_values.shape
+    dtype = far_sum.dtype
+    weights = weights.to(dtype)
+    far = (weights[..., k:] * far_sum).view(batch * heads, 1, dim)
+    out = torch.baddbmm(far, weights[..., :k].reshape(batch * heads, 1, k),
+                        window_values.to(dtype).reshape(batch * heads, k, dim))
+    return out.view(batch, heads, dim).to(window_values.dtype)
+
+
 class RelativeDecodeState:
     """The constant-size self-attention state of one rPosNet decoder layer during search.
 
@@ -65,13 +112,12 @@ class RelativeDecodeState:
     for float64 values) sum of the values at distance >= K, ``far_count`` (B,) their number. Its
     size does not depend on t. Usage per step: ``state.push(v_t)`` (the current token is its own
     key at distance 0), then ``relative_decode_step(table[:, t_b].transpose(0, 1), *state.tensors())``
-    with ``t_b`` (B,) the current position of each hypothesis.
+    with ``t_b`` (B,) the current position of each hypothesis. Slots not yet filled hold zeros
+    (``empty`` starts so, ``push`` and ``reorder`` keep it), which :meth:`push_real` relies on.
     """
 
     def __init__(self, window_values: Tensor, window_valid: Tensor, far_sum: Tensor, far_count: Tensor):
-        check_decode_inputs(window_values.new_zeros(window_values.size(0), window_values.size(1),
-                                                    2 * window_values.size(2) + 1),
-                            window_values, window_valid, far_sum, far_count)
+        check_decode_state(window_values, window_valid, far_sum, far_count)
         self.window_values, self.window_valid = window_values, window_valid
         self.far_sum, self.far_count = far_sum, far_count
 
@@ -112,6 +158,18 @@ class RelativeDecodeState:
             far_count = torch.where(keep, self.far_count, far_count)
         self.window_values, self.window_valid, self.far_sum, self.far_count = (
             window_values, window_valid, far_sum, far_count)
+        return self
+
+    def push_real(self, value: Tensor) -> "RelativeDecodeState":
+        """:meth:`push` of a real token in every row, in four operations: the oldest slot goes into the far
+        sum unmasked (a slot not yet filled holds zeros and adds nothing to the sum, False to the count)."""
+        if value.shape != (self.window_values.size(0), self.window_values.size(1), self.window_values.size(3)):
+            raise ValueError(f"RelativeDecodeState.push_real: value must be (B, H, Dh) = "
+                             f"{tuple(self.window_values[:, :, 0].shape)}, got {tuple(value.shape)}")
+        self.far_sum = self.far_sum + self.window_values[:, :, -1]
+        self.far_count = self.far_count + self.window_valid[:, -1]
+        self.window_values = torch.cat([value.to(self.window_values.dtype)[:, :, None], self.window_values[:, :, :-1]], 2)
+        self.window_valid = F.pad(self.window_valid[:, :-1], (1, 0), value=True)
         return self
 
     def reorder(self, new_order: Tensor) -> "RelativeDecodeState":

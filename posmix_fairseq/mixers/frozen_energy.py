@@ -13,7 +13,9 @@ energies depend on nothing but positions, so they can be precomputed.
 The frozen energies implement the table contract of :mod:`.position_energy` (``energy_rows`` /
 ``energy_table``, dense ``logits``), so every mixing path of the trained ones (dense softmax,
 window form, constant-state decoding, kernels) runs on them unchanged. W^Q, W^K, the n~ / m~
-tables and Emb_rel are not built. The table has N positions (``--frozen-energy-positions N``,
+tables and Emb_rel are not built. Frozen rPosNet also keeps the weights of a constant-state
+decoding step for every position of its table (computed once from the table, never saved):
+a step at position t reads its row, shared by every hypothesis at t. The table has N positions (``--frozen-energy-positions N``,
 set by ``posmix-freeze --max-positions N``); a position >= N raises a ValueError that names both
 and says whether the original (unfrozen) model would have extrapolated: sinusoidal n~ / m~ are
 defined for any position, a learned table stops at ``--max-source/target-positions``.
@@ -24,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.position_tables import SharedPositionTables
+from ..kernels.decode_step import position_decode_weights
 from .base import MixerSpec, build_mixer, max_relative_position
 from .position_energy import AbsoluteTableEnergy, RelativeTableEnergy
 
@@ -86,6 +89,26 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
     def energy_table(self, num_query_positions: int) -> Tensor:
         self.check_positions(torch.tensor([num_query_positions - 1]), self.__dict__["_roles"][0])
         return self.table[:, :num_query_positions]
+
+    def decode_weights(self, query_positions: Tensor) -> Tensor:
+        """(B, H, K+1): the rows of :meth:`decode_weight_table` at the positions (B,)."""
+        if self.table.requires_grad and torch.is_grad_enabled():  # a table being trained: differentiable path
+            return super().decode_weights(query_positions)
+        self.check_positions(query_positions, self.__dict__["_roles"][0])
+        return self.decode_weight_table().index_select(0, query_positions)
+
+    def decode_weight_table(self) -> Tensor:
+        """(N, H, K+1) ``position_decode_weights`` of every position of the table, computed on the
+        first call and again only when the table changes (loaded, moved, converted)."""
+        table = self.table
+        key = (table.data_ptr(), table._version, table.dtype, table.device)
+        cached = self.__dict__.get("_decode_weights")
+        if cached is None or cached[0] != key:
+            with torch.inference_mode(False), torch.no_grad():
+                positions = torch.arange(table.size(1), device=table.device)
+                weights = position_decode_weights(table.transpose(0, 1), positions[:, None])
+            self.__dict__["_decode_weights"] = cached = (key, weights)
+        return cached[1]
 
 
 class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):

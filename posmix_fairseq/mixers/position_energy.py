@@ -12,6 +12,7 @@ import abc
 from torch import Tensor
 
 from ..core.positions import clipped_relative_index
+from ..kernels.decode_step import position_decode_weights
 from .energy import SoftmaxEnergy
 from .relative_scores import gather_relative
 
@@ -35,6 +36,12 @@ class RelativeTableEnergy(SoftmaxEnergy):
     @abc.abstractmethod
     def energy_table(self, num_query_positions: int) -> Tensor:
         """(H, Pq, 2K+1) energies for the query positions 0 .. Pq-1."""
+
+    def decode_weights(self, query_positions: Tensor) -> Tensor:
+        """(B, H, K+1) weights of a constant-state decoding step of decoder self-attention at the
+        positions (B,) (window slots, then one far key; ``kernels.decode_step.position_decode_weights``)."""
+        rows = self.energy_rows(query_positions[:, None])[:, :, 0]
+        return position_decode_weights(rows, query_positions[:, None])
 
     def logits(self, query, query_positions, keys, key_positions):
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)

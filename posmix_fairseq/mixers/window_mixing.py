@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from .. import kernels
+from ..kernels.decode_step import decode_with_weights
 from ..core.positions import left_aligned
 from .position_energy import RelativeTableEnergy
 
@@ -88,18 +89,53 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     ``query_positions`` and ``padding_mask`` (B, T) of the new tokens (T = 1 in fairseq's search;
     several tokens are taken one after the other), ``values`` (B, H, T, D_h) their values.
     Returns (B, H, T, D_h). A padding token leaves the state unchanged and gets 0.
+
+    The state holds every real token before the current one (decoding starts at the first target
+    token: checked), so a step's weights depend on its position only (``energy.decode_weights``,
+    precomputed per position for frozen tables): one step of fairseq's search (T = 1) with the
+    PyTorch kernels is the push and one batched matrix product. Otherwise (T > 1, Triton)
+    each token goes through ``kernels.relative_decode_step``.
     """
     batch, heads, steps, head_dim = values.shape
+    if "window_values" not in buffer:
+        check_first_step(query_positions, padding_mask)
     state = constant_state(buffer, batch, heads, energy.k, head_dim, values)
+    if steps == 1 and kernels.dispatch.resolve(None, values.device) == "torch":
+        pad = padding_mask[:, 0]
+        # search never feeds padding; checked on the CPU only, where it costs no device synchronisation
+        any_pad = bool(pad.any()) if pad.device.type == "cpu" else True
+        weights = energy.decode_weights(query_positions[:, 0])  # (B, H, K+1)
+        if any_pad:
+            state.push(values[:, :, 0], valid=~pad)
+        else:
+            state.push_real(values[:, :, 0])
+        out = decode_with_weights(weights, state.window_values, state.far_sum)
+        if any_pad:
+            out = out.masked_fill(pad[:, None, None], 0.0)
+        buffer.update(zip(STATE_KEYS, state.tensors()))
+        return out[:, :, None]
     rows = energy.energy_rows(query_positions)  # (B, H, T, 2K+1)
     outputs = []
     for t in range(steps):
         pad = padding_mask[:, t]
-        # search never feeds padding: skip the masked update then (checked on the CPU only, where
-        # it costs no device synchronisation)
         any_pad = bool(pad.any()) if pad.device.type == "cpu" else True
         state.push(values[:, :, t], valid=~pad if any_pad else None)
         out = kernels.relative_decode_step(rows[:, :, t], *state.tensors())
         outputs.append(out.masked_fill(pad[:, None, None], 0.0) if any_pad else out)
     buffer.update(zip(STATE_KEYS, state.tensors()))
     return torch.stack(outputs, dim=2)
+
+
+def check_first_step(query_positions: Tensor, padding_mask: Tensor) -> None:
+    """Constant-state decoding must see every target token from the first: a fresh state and a
+    real token at position > 0 (a decoder called incrementally on a longer prefix with an empty
+    incremental state) is an error, not a context over the tokens it never saw."""
+    if not query_positions.numel():
+        return
+    none = torch.iinfo(query_positions.dtype).max
+    first = query_positions.masked_fill(padding_mask, none).amin(dim=1)  # first real token of each row
+    late = first.masked_fill(first == none, 0).max()
+    if bool(late > 0):
+        raise ValueError(f"rPosNet constant-state decoding starts at the first target token, but its first "
+                         f"incremental call starts a hypothesis at position {int(late)}: feed the decoder "
+                         f"the target from its first token on (as fairseq's search does), or run a full forward")
