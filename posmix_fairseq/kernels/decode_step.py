@@ -15,12 +15,13 @@ steps leave it unchanged), which slots are valid and how many keys the far sum h
 the current position t alone: slot i is valid iff i <= t, far_count = max(0, t + 1 - K). The
 step's weights over (window slots, far sum) are then a function of t and the table row E[t] only
 (:func:`position_decode_weights`), shared by every hypothesis at position t, and precomputable
-once per frozen table; the step itself is :func:`decode_with_weights`, one batched matrix product.
+once per frozen table; and the state needs no flags or count: search keeps it as one tensor
+(:func:`packed_state`: the K window values and the far sum) and a step is
+:func:`weighted_decode_step`, a concatenation and one batched matrix product.
 """
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .common import compute_dtype
@@ -79,7 +80,7 @@ def position_decode_weights(energy_rows: Tensor, positions: Tensor) -> Tensor:
     ``energy_rows`` (..., 2K+1) the table rows E[t] (Eq. 10), ``positions`` t, broadcastable to
     ``energy_rows.shape[:-1]``. Entry i < K is the softmax weight of window slot i (0 where
     i > t), entry K the weight of one far key, exp(E[2K]) / Z, applied to the far sum (0 when
-    t < K): the step's context is :func:`decode_with_weights`. Computed in fp32 (fp64 for fp64).
+    t < K): the step's context is :func:`weighted_decode_step`. Computed in fp32 (fp64 for fp64).
     """
     k = (energy_rows.size(-1) - 1) // 2
     rows = energy_rows.to(compute_dtype(energy_rows))
@@ -91,17 +92,62 @@ def position_decode_weights(energy_rows: Tensor, positions: Tensor) -> Tensor:
     return torch.cat([probs[..., :k], probs[..., k:] / count.clamp(min=1)], dim=-1)
 
 
-def decode_with_weights(weights: Tensor, window_values: Tensor, far_sum: Tensor) -> Tensor:
-    """(B, H, Dh) context sum_i w_i window_i + w_K far_sum of one decoding step, from the
-    (B, H, K+1) weights of :func:`position_decode_weights`: one batched matrix product
-    (PyTorch; the far sum's precision, the dtype of ``window_values`` out)."""
-    batch, heads, k, dim = window_values.shape
-    dtype = far_sum.dtype
-    weights = weights.to(dtype)
-    far = (weights[..., k:] * far_sum).view(batch * heads, 1, dim)
-    out = torch.baddbmm(far, weights[..., :k].reshape(batch * heads, 1, k),
-                        window_values.to(dtype).reshape(batch * heads, k, dim))
-    return out.view(batch, heads, dim).to(window_values.dtype)
+# ---- the packed state of search: (B, H, K+1, Dh), window slots 0..K-1 and the far sum in slot K ----------
+
+def packed_state(batch: int, heads: int, k: int, head_dim: int, dtype=torch.float32, device=None) -> Tensor:
+    """The empty packed state of a hypothesis batch: (B, H, K+1, Dh) zeros in the accumulation dtype
+    (fp32, fp64 for fp64 values). Slot i < K holds the value at distance i from the newest token
+    pushed, slot K the sum of the values at distance >= K. Which slots hold a token and how many the
+    far sum holds follow from the position of the newest token (module docstring), so nothing else
+    is kept: one tensor per layer, batch-first (beam search reorders it with one index_select). Slots
+    not yet filled hold zeros."""
+    if k < 1:
+        raise ValueError(f"packed_state: K (max relative position) must be >= 1, got {k}")
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    return torch.zeros(batch, heads, k + 1, head_dim, dtype=acc, device=device)
+
+
+def push_packed(state: Tensor, values: Tensor, valid: Optional[Tensor] = None) -> Tensor:
+    """The packed state after the new token's ``values`` (B, H, 1, Dh): the oldest window slot
+    joins the far sum (unmasked: a slot not yet filled holds zeros). Rows where ``valid`` (B,) is
+    False (padding tokens) keep their state."""
+    k = state.size(2) - 1
+    if values.dtype != state.dtype:
+        values = values.to(state.dtype)
+    window, oldest, far = state.split((k - 1, 1, 1), dim=2)
+    pushed = torch.cat([values, window, oldest + far], dim=2)
+    if valid is not None:
+        pushed = torch.where(valid[:, None, None, None], pushed, state)
+    return pushed
+
+
+def unpack_state(state: Tensor, positions: Tensor, dtype: torch.dtype):
+    """(window_values, window_valid, far_sum, far_count), the arguments of ``relative_decode_step``,
+    of a packed state whose newest token has position ``positions`` (B,): slot i holds a token iff
+    i <= t, the far sum max(0, t + 1 - K) of them. ``window_values`` in ``dtype`` (the values')."""
+    k = state.size(2) - 1
+    window_valid = torch.arange(k, device=state.device)[None, :] <= positions[:, None]
+    far_count = (positions.long() + 1 - k).clamp(min=0)
+    return state[:, :, :k].to(dtype), window_valid, state[:, :, k], far_count
+
+
+def weighted_decode_step(weights: Tensor, values: Tensor, state: Tensor, valid: Optional[Tensor] = None):
+    """One step of constant-state decoding from the (B, H, 1, K+1) weights of
+    :func:`position_decode_weights` at the new tokens' positions: push ``values`` (B, H, 1, Dh)
+    into the packed ``state`` and mix, sum_i w_i window_i + w_K far_sum: one batched product.
+    Returns (context (B, H, 1, Dh) in the values' dtype, the new state). Rows where ``valid`` (B,)
+    is False (padding) keep their state and get 0. PyTorch, in few operations: a step of the search
+    is dominated by per-operation overhead.
+    """
+    state = push_packed(state, values, valid)
+    if weights.dtype != state.dtype:
+        weights = weights.to(state.dtype)
+    context = torch.matmul(weights, state)
+    if valid is not None:
+        context = context.masked_fill(~valid[:, None, None, None], 0.0)
+    if context.dtype != values.dtype:
+        context = context.to(values.dtype)
+    return context, state
 
 
 class RelativeDecodeState:
@@ -112,8 +158,8 @@ class RelativeDecodeState:
     for float64 values) sum of the values at distance >= K, ``far_count`` (B,) their number. Its
     size does not depend on t. Usage per step: ``state.push(v_t)`` (the current token is its own
     key at distance 0), then ``relative_decode_step(table[:, t_b].transpose(0, 1), *state.tensors())``
-    with ``t_b`` (B,) the current position of each hypothesis. Slots not yet filled hold zeros
-    (``empty`` starts so, ``push`` and ``reorder`` keep it), which :meth:`push_real` relies on.
+    with ``t_b`` (B,) the current position of each hypothesis. (Search keeps the same content packed
+    into one tensor: :func:`packed_state`.)
     """
 
     def __init__(self, window_values: Tensor, window_valid: Tensor, far_sum: Tensor, far_count: Tensor):
@@ -158,18 +204,6 @@ class RelativeDecodeState:
             far_count = torch.where(keep, self.far_count, far_count)
         self.window_values, self.window_valid, self.far_sum, self.far_count = (
             window_values, window_valid, far_sum, far_count)
-        return self
-
-    def push_real(self, value: Tensor) -> "RelativeDecodeState":
-        """:meth:`push` of a real token in every row, in four operations: the oldest slot goes into the far
-        sum unmasked (a slot not yet filled holds zeros and adds nothing to the sum, False to the count)."""
-        if value.shape != (self.window_values.size(0), self.window_values.size(1), self.window_values.size(3)):
-            raise ValueError(f"RelativeDecodeState.push_real: value must be (B, H, Dh) = "
-                             f"{tuple(self.window_values[:, :, 0].shape)}, got {tuple(value.shape)}")
-        self.far_sum = self.far_sum + self.window_values[:, :, -1]
-        self.far_count = self.far_count + self.window_valid[:, -1]
-        self.window_values = torch.cat([value.to(self.window_values.dtype)[:, :, None], self.window_values[:, :, :-1]], 2)
-        self.window_valid = F.pad(self.window_valid[:, :-1], (1, 0), value=True)
         return self
 
     def reorder(self, new_order: Tensor) -> "RelativeDecodeState":

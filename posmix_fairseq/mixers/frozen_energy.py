@@ -91,22 +91,30 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
         return self.table[:, :num_query_positions]
 
     def decode_weights(self, query_positions: Tensor) -> Tensor:
-        """(B, H, K+1): the rows of :meth:`decode_weight_table` at the positions (B,)."""
+        """(B, H, T, K+1): rows of :meth:`decode_weight_table` (T = 1, a search step: one index_select)."""
         if self.table.requires_grad and torch.is_grad_enabled():  # a table being trained: differentiable path
             return super().decode_weights(query_positions)
-        self.check_positions(query_positions, self.__dict__["_roles"][0])
-        return self.decode_weight_table().index_select(0, query_positions)
+        table = self.decode_weight_table()  # (N, H, 1, K+1)
+        batch, steps = query_positions.shape
+        if query_positions.device.type != "cpu":
+            self.check_positions(query_positions, self.__dict__["_roles"][0])
+        try:  # on the CPU a position >= N makes index_select raise: no bound check on every step
+            rows = table.index_select(0, query_positions.view(-1) if steps == 1 else query_positions.reshape(-1))
+        except IndexError:
+            self.check_positions(query_positions, self.__dict__["_roles"][0])  # raises the clear error
+            raise
+        return rows if steps == 1 else rows.view(batch, steps, *table.shape[1:]).squeeze(3).transpose(1, 2)
 
     def decode_weight_table(self) -> Tensor:
-        """(N, H, K+1) ``position_decode_weights`` of every position of the table, computed on the
+        """(N, H, 1, K+1) ``position_decode_weights`` of every position of the table, computed on the
         first call and again only when the table changes (loaded, moved, converted)."""
         table = self.table
-        key = (table.data_ptr(), table._version, table.dtype, table.device)
+        key = (table.data_ptr(), table._version)  # new storage when moved or converted
         cached = self.__dict__.get("_decode_weights")
         if cached is None or cached[0] != key:
             with torch.inference_mode(False), torch.no_grad():
                 positions = torch.arange(table.size(1), device=table.device)
-                weights = position_decode_weights(table.transpose(0, 1), positions[:, None])
+                weights = position_decode_weights(table.transpose(0, 1), positions[:, None]).unsqueeze(2)
             self.__dict__["_decode_weights"] = cached = (key, weights)
         return cached[1]
 

@@ -38,10 +38,10 @@ class RelativeTableEnergy(SoftmaxEnergy):
         """(H, Pq, 2K+1) energies for the query positions 0 .. Pq-1."""
 
     def decode_weights(self, query_positions: Tensor) -> Tensor:
-        """(B, H, K+1) weights of a constant-state decoding step of decoder self-attention at the
-        positions (B,) (window slots, then one far key; ``kernels.decode_step.position_decode_weights``)."""
-        rows = self.energy_rows(query_positions[:, None])[:, :, 0]
-        return position_decode_weights(rows, query_positions[:, None])
+        """(B, H, T, K+1) weights of constant-state decoding in decoder self-attention for queries at
+        ``query_positions`` (B, T): window slots 0..K-1, then one far key
+        (``kernels.decode_step.position_decode_weights`` of the rows of :meth:`energy_rows`)."""
+        return position_decode_weights(self.energy_rows(query_positions), query_positions[:, None, :])
 
     def logits(self, query, query_positions, keys, key_positions):
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
