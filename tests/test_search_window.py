@@ -213,6 +213,27 @@ def test_constant_state_checks_its_start_and_the_frozen_table():
         assert torch.allclose(after, position_decode_weights(energy.table[:, 3], torch.tensor([3]))[:, None], atol=1e-6)
 
 
+def test_decode_weight_table_equals_the_rows_of_each_step():
+    """Without gradients (search) the decode weights come from a table of every position
+    (mixers/decode_weights.py): equal to the weights from the step's own energy rows (the path with
+    gradients), also beyond its first 64 positions (the table grows) and after the trained weights
+    change in place (it is recomputed)."""
+    torch.manual_seed(0)
+    energy = build_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="sinusoidal", d=16, h=4)).energy
+    for positions in (torch.tensor([[0], [2], [5], [63]]), torch.tensor([[64], [150], [3], [149]])):
+        expected = energy.decode_weights(positions)  # gradients enabled: from energy_rows
+        with torch.no_grad():
+            table = energy.decode_weights(positions)
+        assert table.shape == expected.shape == (4, 4, 1, 4)
+        assert torch.allclose(table, expected, atol=1e-6)
+    assert energy.__dict__["_decode_weight_table"].size >= 151
+    with torch.no_grad():
+        energy.q_proj.weight.mul_(2.0)
+        table = energy.decode_weights(positions)
+    assert torch.allclose(table, energy.decode_weights(positions), atol=1e-6)
+    assert not torch.allclose(table, expected, atol=1e-3)
+
+
 CHILD = r"""
 import json, sys
 sys.path.insert(0, {here!r})

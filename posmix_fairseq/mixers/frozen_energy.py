@@ -13,9 +13,7 @@ energies depend on nothing but positions, so they can be precomputed.
 The frozen energies implement the table contract of :mod:`.position_energy` (``energy_rows`` /
 ``energy_table``, dense ``logits``), so every mixing path of the trained ones (dense softmax,
 window form, constant-state decoding, kernels) runs on them unchanged. W^Q, W^K, the n~ / m~
-tables and Emb_rel are not built. Frozen rPosNet also keeps the weights of a constant-state
-decoding step for every position of its table (computed once from the table, never saved):
-a step at position t reads its row, shared by every hypothesis at t. The table has N positions (``--frozen-energy-positions N``,
+tables and Emb_rel are not built. The table has N positions (``--frozen-energy-positions N``,
 set by ``posmix-freeze --max-positions N``); a position >= N raises a ValueError that names both
 and says whether the original (unfrozen) model would have extrapolated: sinusoidal n~ / m~ are
 defined for any position, a learned table stops at ``--max-source/target-positions``.
@@ -26,7 +24,6 @@ import torch
 from torch import Tensor, nn
 
 from ..core.position_tables import SharedPositionTables
-from ..kernels.decode_step import position_decode_weights
 from .base import MixerSpec, build_mixer, max_relative_position
 from .position_energy import AbsoluteTableEnergy, RelativeTableEnergy
 
@@ -90,33 +87,11 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
         self.check_positions(torch.tensor([num_query_positions - 1]), self.__dict__["_roles"][0])
         return self.table[:, :num_query_positions]
 
-    def decode_weights(self, query_positions: Tensor) -> Tensor:
-        """(B, H, T, K+1): rows of :meth:`decode_weight_table` (T = 1, a search step: one index_select)."""
-        if self.table.requires_grad and torch.is_grad_enabled():  # a table being trained: differentiable path
-            return super().decode_weights(query_positions)
-        table = self.decode_weight_table()  # (N, H, 1, K+1)
-        batch, steps = query_positions.shape
-        if query_positions.device.type != "cpu":
-            self.check_positions(query_positions, self.__dict__["_roles"][0])
-        try:  # on the CPU a position >= N makes index_select raise: no bound check on every step
-            rows = table.index_select(0, query_positions.view(-1) if steps == 1 else query_positions.reshape(-1))
-        except IndexError:
-            self.check_positions(query_positions, self.__dict__["_roles"][0])  # raises the clear error
-            raise
-        return rows if steps == 1 else rows.view(batch, steps, *table.shape[1:]).squeeze(3).transpose(1, 2)
+    def decode_weight_sources(self):
+        return [self.table]
 
-    def decode_weight_table(self) -> Tensor:
-        """(N, H, 1, K+1) ``position_decode_weights`` of every position of the table, computed on the
-        first call and again only when the table changes (loaded, moved, converted)."""
-        table = self.table
-        key = (table.data_ptr(), table._version)  # new storage when moved or converted
-        cached = self.__dict__.get("_decode_weights")
-        if cached is None or cached[0] != key:
-            with torch.inference_mode(False), torch.no_grad():
-                positions = torch.arange(table.size(1), device=table.device)
-                weights = position_decode_weights(table.transpose(0, 1), positions[:, None]).unsqueeze(2)
-            self.__dict__["_decode_weights"] = cached = (key, weights)
-        return cached[1]
+    def decode_weight_limit(self) -> int:
+        return self.num_positions
 
 
 class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):

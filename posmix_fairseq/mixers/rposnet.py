@@ -43,6 +43,12 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
         q = self.position_queries(self.q_proj.weight, query_positions)  # (B, H, T, D_h)
         return q @ self.relative_embeddings().to(q.dtype).transpose(-1, -2)
 
+    def decode_weight_sources(self):
+        return [*self.parameters(), *self.buffers(), *self.query_table.parameters(), *self.query_table.buffers()]
+
+    def decode_weight_limit(self):
+        return getattr(self.query_table, "max_positions", None)  # a learned n~ table's size; sinusoids: any
+
 
 @register_mixer("rposnet", gated_by_default=True, uses_positions=True,
                 description="rPosNet: energies from query positions and clipped relative distances (Eqs. 9-10)",
