@@ -5,14 +5,13 @@ setup(
     version="0.1.0",
     description="Position-based token mixing for fairseq NMT: aPosNet/rPosNet, Shaw, relative attention",
     packages=find_packages(include=["posmix_fairseq", "posmix_fairseq.*"]),
-    package_data={"posmix_fairseq.evaluation": ["data/*"]},
     python_requires=">=3.10",
     # fairseq-fixed provides the `fairseq` import package on Python 3.11; never list plain
     # `fairseq` (pip would fetch 0.12.2, which does not import on 3.11). torch is pinned in
     # constraints.txt: scripts/setup.sh installs the whole stack in a working order.
     # Triton (posmix_fairseq.kernels) has wheels for Linux x86-64 only; >= 3.6 covers torch 2.11 (3.6.0)
     # and torch 2.13 (3.7.1, pinned in constraints.txt).
-    install_requires=["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece", "sacremoses", "matplotlib",
+    install_requires=["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece", "sacremoses", "matplotlib", "tensorboardX",
                       "triton>=3.6,<4; platform_system == 'Linux' and platform_machine == 'x86_64'"],
     entry_points={"console_scripts": [
         "posmix-score=posmix_fairseq.evaluation.score:cli",

@@ -1,7 +1,8 @@
 """posmix_fairseq: position-based token mixing for fairseq NMT (a ``--user-dir`` plugin).
 
-Importing this package registers the ``posmix_transformer`` model, its named architectures
-and the token mixers and position encodings. Registration is idempotent: importing the package under a second module
+Importing this package registers the ``posmix_transformer`` model, its named architectures,
+the token mixers and position encodings, the ``validation_plateau`` learning-rate scheduler and the
+``posmix_translation`` and ``translation_window`` tasks. Registration is idempotent: importing the package under a second module
 name (``--user-dir`` pointing at a copy, a test importing it by path) does not raise fairseq's
 "Cannot register duplicate" errors.
 """
@@ -19,6 +20,8 @@ if importlib.util.find_spec("fairseq") is not None:
     from . import mixers  # noqa: E402,F401  (registers the token mixers)
     from . import position_encodings  # noqa: E402,F401  (registers the embedding-level position modules)
     from . import models  # noqa: E402,F401  (registers the model and the named architectures)
+    from . import schedulers  # noqa: E402,F401  (registers --lr-scheduler validation_plateau)
+    from . import tasks  # noqa: E402,F401  (registers --task posmix_translation and translation_window)
 
 __version__ = "0.1.0"
 USER_DIR = os.path.dirname(os.path.abspath(__file__))

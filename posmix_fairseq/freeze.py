@@ -81,8 +81,8 @@ def sublayers(model):
 
 def frozen_tables(model, num_positions: int) -> Dict[str, torch.Tensor]:
     """state-dict key -> table for every trained aPosNet / rPosNet energy (energy_table)."""
-    from .mixers.frozen_energy import FrozenTable
-    from .mixers.position_energy import AbsoluteTableEnergy, RelativeTableEnergy
+    from .mixers.engine.frozen_energy import FrozenTable
+    from .mixers.engine.table_energy import AbsoluteTableEnergy, RelativeTableEnergy
 
     tables = {}
     with torch.no_grad():

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 from helpers import mix, mixer_spec  # noqa: E402
-from posmix_fairseq.mixers.base import build_mixer  # noqa: E402
+from posmix_fairseq.mixers import build_mixer  # noqa: E402
 
 
 def main(argv=None):

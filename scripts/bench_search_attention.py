@@ -7,7 +7,7 @@
 1. Decoder self-attention, one decoding step of ``--hyps`` hypotheses at step t: fairseq's
    ``MultiheadAttention`` with its key/value cache, rPosNet with a cache of every value (the dense
    form), rPosNet with the constant state (the last K values, the far sum and its count;
-   mixers/window_mixing.py). The caches are filled with t random entries (state as after t steps),
+   mixers/paths/rposnet_window.py). The caches are filled with t random entries (state as after t steps),
    then one step is timed (median of ``--repeats``, each restarting from the t-entry cache); the
    incremental-state bytes are those fairseq keeps for the sublayer after the step.
    Every cell is timed in turn within each repeat (median over the repeats).
@@ -31,7 +31,8 @@ from fairseq.modules import MultiheadAttention  # noqa: E402
 
 from helpers import mixer_spec  # noqa: E402  (tests/helpers.py)
 from posmix_fairseq.core.positions import PositionFrame  # noqa: E402
-from posmix_fairseq.mixers.base import build_mixer  # noqa: E402
+from posmix_fairseq.mixers import build_mixer  # noqa: E402
+from posmix_fairseq.mixers.rposnet import rposnet_paths  # noqa: E402
 
 
 def rposnet(placement, args, impl="dense"):
@@ -99,7 +100,7 @@ def decode_table(args):
         if kind == "mha":
             module(x, x, x, incremental_state=state, need_weights=False)
             return state
-        module.constant_state_decoding = kind == "constant"
+        module.use_paths(rposnet_paths(module.placement, "dense", constant_state=kind == "constant"))
         frame = PositionFrame(torch.full((args.hyps, 1), t), torch.zeros(args.hyps, 1, dtype=torch.bool))
         module(x, x, x, incremental_state=state, need_weights=False, positions=frame)
         return state
@@ -132,7 +133,7 @@ def train_table(args):
             if kind == "mha":
                 out, _ = attention(x, x, x, need_weights=False)
             else:
-                mixer.impl = kind
+                mixer.use_paths(rposnet_paths(mixer.placement, kind))
                 out, _ = mixer(x, x, x, need_weights=False, positions=frame)
             out.sum().backward()
             outs[kind] = out.detach()

@@ -1,6 +1,9 @@
 #!/usr/bin/env python
-"""The main job: data -> fairseq-preprocess -> fairseq-train -> fairseq-generate -> sacreBLEU,
-for a small rPosNet and a small Transformer, with a side-by-side table.
+"""The main job: data -> fairseq-preprocess -> fairseq-train -> posmix-freeze -> fairseq-generate ->
+sacreBLEU, for a small Transformer and a small rPosNet, then the search-time (frozen) rPosNet made
+from the trained one (Gated position-based attention, Sections 4.1-4.2), with a side-by-side table:
+scores, parameters at training and at search, decoding tokens/s (fairseq-generate's own count),
+and how many of the frozen model's translations equal the trained model's.
 
     python scripts/run_pipeline.py                       # embedded synthetic corpus (default)
     python scripts/run_pipeline.py --data-dir ../shared/data/multi30k --src en --tgt de
@@ -37,16 +40,17 @@ def log(msg):
 
 def run(cmd, logfile, max_update=0):
     """Runs cmd with its output in logfile; with max_update, prints training progress (updates done,
-    time left) as fairseq logs it, so a long run is never silent."""
+    time left) as fairseq logs it, so a long run is never silent. fairseq repeats an update count in
+    its epoch summary and validation lines: each count is reported once."""
     env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
-    t0 = time.time()
+    t0, reported = time.time(), 0
     with open(logfile, "w") as f:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
         for line in proc.stdout:
             f.write(line)
             m = re.search(r"num_updates\W+(\d+)", line) if max_update else None
-            if m and "valid" not in line:
-                n = int(m.group(1))
+            if m and int(m.group(1)) > reported:
+                reported = n = int(m.group(1))
                 left = (time.time() - t0) / max(n, 1) * max(max_update - n, 0)
                 log(f"  update {n}/{max_update}, about {int(left) // 60}m{int(left) % 60:02d}s of training left")
         proc.wait()
@@ -72,6 +76,44 @@ def last_valid_losses(train_log):
     return (float(found[-1][0]), float(found[-1][1])) if found else (None, None)
 
 
+def decoding_speed(generate_out):
+    """(tokens/s, sentences/s) from fairseq-generate's own summary line."""
+    m = re.search(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s, "
+                  r"([\d.]+) tokens/s\)", open(generate_out, encoding="utf-8").read())
+    return (float(m.group(5)), float(m.group(4))) if m else (None, None)
+
+
+def model_parameters(checkpoint, data_bin):
+    """Parameters of the model a checkpoint builds (trainable or not: the frozen tables count)."""
+    from fairseq import checkpoint_utils
+
+    models, _ = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={"data": data_bin})
+    return sum(p.numel() for p in models[0].parameters())
+
+
+def token_hypotheses(generate_out):
+    """id -> the H line's hypothesis as fairseq printed it (subword tokens)."""
+    hyps = {}
+    for line in open(generate_out, encoding="utf-8"):
+        if line.startswith("H-"):
+            idx, _, text = line.rstrip("\n").split("\t", 2)
+            hyps[int(idx[2:])] = text
+    return hyps
+
+
+def freeze(checkpoint, frozen, logfile):
+    """posmix-freeze; False when the model has no position-only energy (exit status 2)."""
+    cmd = [sys.executable, "-m", "posmix_fairseq.freeze", checkpoint, frozen]
+    with open(logfile, "w") as f:
+        code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT,
+                               env=dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1"))
+    if code == 2:
+        return False
+    if code != 0:
+        raise SystemExit(f"command failed ({code}): {' '.join(cmd)}\n--- {logfile} ---\n{open(logfile).read()[-3000:]}")
+    return True
+
+
 def system_flags(name):
     """A label of SYSTEMS, or any registered posmix architecture name."""
     if name in SYSTEMS:
@@ -85,11 +127,7 @@ def system_flags(name):
 
 
 def hypotheses(generate_out, n, sp):
-    hyps = {}
-    for line in open(generate_out, encoding="utf-8"):
-        if line.startswith("H-"):
-            idx, _, text = line.rstrip("\n").split("\t", 2)
-            hyps[int(idx[2:])] = text
+    hyps = token_hypotheses(generate_out)
     if len(hyps) != n:
         raise SystemExit(f"{generate_out}: {len(hyps)} hypotheses for {n} test sentences")
     out = [hyps[i] for i in range(n)]
@@ -107,6 +145,8 @@ def main():
     p.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary (real data only)")
     p.add_argument("--max-train-sentences", type=int, default=0, help="use only the first N training pairs")
     p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--no-freeze", action="store_true",
+                   help="skip posmix-freeze (by default every system with aPosNet/rPosNet energies is frozen and decoded)")
     p.add_argument("--systems", default=",".join(SYSTEMS),
                    help=f"comma list of {', '.join(SYSTEMS)} or posmix arch names (e.g. hc_sa_iwslt_de_en)")
     args = p.parse_args()
@@ -144,6 +184,24 @@ def main():
 
     import sacrebleu
 
+    def decode(name, checkpoint):
+        log(f"fairseq-generate {name} (beam {args.beam})")
+        gen_out = os.path.join(out, f"generate.{name.replace(' ', '_')}.txt")
+        run(fairseq_cli("fairseq-generate") + [
+            data_bin, "--user-dir", posmix_fairseq.USER_DIR, "--path", checkpoint,
+            "--gen-subset", "test", "--beam", str(args.beam), "--max-tokens", "4000", "--cpu",
+            "--required-batch-size-multiple", "1"], gen_out)  # fairseq drops sentences otherwise (#5351)
+        hyps = hypotheses(gen_out, len(references), sp)
+        with open(os.path.join(out, f"hyp.{name.replace(' ', '_')}.txt"), "w", encoding="utf-8") as f:
+            f.writelines(h + "\n" for h in hyps)
+        tokens_per_second, _ = decoding_speed(gen_out)
+        return gen_out, {
+            "bleu": sacrebleu.corpus_bleu(hyps, [references]).score,
+            "chrf": sacrebleu.corpus_chrf(hyps, [references]).score,
+            "params_search": model_parameters(checkpoint, data_bin),
+            "decode_tokens_per_second": tokens_per_second,
+        }
+
     results = {}
     for name, flags in systems.items():
         save_dir = os.path.join(out, "checkpoints", name)
@@ -158,32 +216,36 @@ def main():
             "--save-dir", save_dir, "--no-epoch-checkpoints", "--no-progress-bar", "--log-interval", "100",
             "--seed", "1", "--num-workers", "0", "--cpu"], train_log, max_update=args.max_update)
         train_time = time.time() - t0
-        log(f"fairseq-generate {name} (beam {args.beam})")
-        gen_out = os.path.join(out, f"generate.{name}.txt")
-        run(fairseq_cli("fairseq-generate") + [
-            data_bin, "--user-dir", posmix_fairseq.USER_DIR, "--path", os.path.join(save_dir, "checkpoint_last.pt"),
-            "--gen-subset", "test", "--beam", str(args.beam), "--max-tokens", "4000", "--cpu",
-            "--required-batch-size-multiple", "1"], gen_out)  # fairseq drops sentences otherwise (#5351)
-        hyps = hypotheses(gen_out, len(references), sp)
+        checkpoint = os.path.join(save_dir, "checkpoint_last.pt")
+        gen_out, scores = decode(name, checkpoint)
         valid_loss, valid_nll = last_valid_losses(train_log)
-        results[name] = {
-            "bleu": sacrebleu.corpus_bleu(hyps, [references]).score,
-            "chrf": sacrebleu.corpus_chrf(hyps, [references]).score,
-            "params": count_params(train_log),
-            "valid_loss": valid_loss,
-            "valid_nll": valid_nll,
-            "train_seconds": train_time,
-            "updates": args.max_update,
-        }
-        with open(os.path.join(out, f"hyp.{name}.txt"), "w", encoding="utf-8") as f:
-            f.writelines(h + "\n" for h in hyps)
+        results[name] = dict(scores, params_train=count_params(train_log), valid_loss=valid_loss,
+                             valid_nll=valid_nll, train_seconds=train_time, updates=args.max_update)
+        if args.no_freeze:
+            continue
+        frozen = os.path.join(save_dir, "checkpoint_search.pt")
+        log(f"posmix-freeze {name}")
+        if not freeze(checkpoint, frozen, os.path.join(out, f"freeze.{name}.log")):
+            log(f"  {name} has no position-only energies (aPosNet / rPosNet): nothing to freeze")
+            continue
+        frozen_out, frozen_scores = decode(f"{name} frozen", frozen)
+        trained_hyps, frozen_hyps = token_hypotheses(gen_out), token_hypotheses(frozen_out)
+        same = sum(trained_hyps[i] == frozen_hyps.get(i) for i in trained_hyps)
+        results[f"{name} frozen"] = dict(frozen_scores, same_translations=f"{same}/{len(trained_hyps)}")
 
-    header = (f"| system | BLEU | chrF | valid loss | valid nll (bits) | params | "
-              f"train time ({args.max_update} updates) |")
-    rows = [header, "|---|---|---|---|---|---|---|"]
+    def cell(value, fmt):
+        return "—" if value is None else format(value, fmt)
+
+    header = (f"| system | BLEU | chrF | valid loss | valid nll (bits) | params (training) | params (search) | "
+              f"train time ({args.max_update} updates) | decoding tokens/s | same translations as trained |")
+    rows = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
-        rows.append(f"| {name} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['valid_loss']:.3f} | {r['valid_nll']:.3f} | "
-                    f"{r['params']:,} | {r['train_seconds']:.0f} s |")
+        train_seconds = r.get("train_seconds")
+        rows.append(f"| {name} | {r['bleu']:.2f} | {r['chrf']:.2f} | {cell(r.get('valid_loss'), '.3f')} | "
+                    f"{cell(r.get('valid_nll'), '.3f')} | {cell(r.get('params_train'), ',')} | "
+                    f"{r['params_search']:,} | {cell(train_seconds and round(train_seconds), ',')}"
+                    f"{'' if train_seconds is None else ' s'} | {cell(r['decode_tokens_per_second'], '.1f')} | "
+                    f"{r.get('same_translations', '—')} |")
     table = "\n".join(rows)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(table + "\n")
@@ -191,8 +253,8 @@ def main():
         json.dump(results, f, indent=2)
     print()
     print(table)
-    print(f"\nsacreBLEU on the test split ({len(references)} sentences); everything in {out}; "
-          f"total {time.time() - t_start:.0f} s")
+    print(f"\nsacreBLEU on the test split ({len(references)} sentences); decoding tokens/s as fairseq-generate "
+          f"reports it (beam {args.beam}, CPU); everything in {out}; total {time.time() - t_start:.0f} s")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ if ! "$VENV/bin/python" -c "import fairseq" 2>/dev/null; then
   pip install $C --no-build-isolation fairseq-fixed==0.12.3.1
 fi
 pip install $C sacrebleu sentencepiece pytest
+# tensorboardX: fairseq's --tensorboard-logdir (without it every fairseq command logs "Please install tensorboardX")
+pip install $C tensorboardX
 # posmix-score --moses-detok (Moses detokenisation) and the attention heatmaps (posmix-attention)
 pip install $C sacremoses matplotlib
 if [ -z "${POSMIX_NO_EVAL:-}" ]; then

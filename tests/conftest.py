@@ -75,7 +75,7 @@ EXTRA_CONFIGS.update({
                                                 "--decoder-position-encoding", "learned"],
     "posnet_attn_per_layer_kernels_cross": ["--arch", "posnet_attn_iwslt_de_en", "--encoder-self-posnet-share-kernels",
                                             "off", "--decoder-cross-mixer", "posnet", "--decoder-self-gating", "on"],
-    "posnet_embed_relu_with_layernorm": ["--arch", "posnet_embed_wmt_en_de", "--encoder-posnet-activation", "relu",
+    "posnet_embed_relu_with_layernorm": ["--arch", "posnet_embed_wmt_en_de", "--encoder-posnet-embed-activation", "relu",
                                          "--layernorm-embedding"],
     "t5_saturating_buckets": ["--arch", "t5bias_iwslt_de_en", "--encoder-self-t5-buckets", "8",
                               "--encoder-self-t5-max-distance", "5", "--decoder-self-t5-buckets", "6",
@@ -114,6 +114,15 @@ EXTRA_CONFIGS.update({
         "--length-ratio", "1.2"],
 })
 ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+@pytest.fixture(scope="session")
+def tiny_learned_metrics(tmp_path_factory):
+    """Tiny random-weight COMET, CometKiwi, XCOMET and BLEURT models (tests/tiny_learned_metrics.py), built
+    once per session (~6 s): {"comet", "cometkiwi", "xcomet", "bleurt": directory}."""
+    from tiny_learned_metrics import build_all
+
+    return build_all(str(tmp_path_factory.mktemp("learned_metrics")))
+
 
 # defined last: the parameters are read when the decorator runs, so every update above counts
 @pytest.fixture(params=sorted(ALL_CONFIGS), ids=sorted(ALL_CONFIGS))

@@ -12,13 +12,13 @@ import torch  # noqa: E402
 from fairseq import options  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import ARCH_MODEL_REGISTRY  # noqa: E402
-from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa: E402
 
 import posmix_fairseq  # noqa: E402
 from posmix_fairseq.core.placement import PLACEMENT_BY_NAME, SIDES  # noqa: E402
 from posmix_fairseq.core.position_tables import SharedPositionTables  # noqa: E402
 from posmix_fairseq.core.positions import PositionFrame, PositionRoute  # noqa: E402
-from posmix_fairseq.mixers.base import MIXER_REGISTRY, MixerSpec  # noqa: E402
+from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask  # noqa: E402
+from posmix_fairseq.mixers import MIXER_REGISTRY, MixerSpec  # noqa: E402
 
 TINY_SIZES = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "32",
               "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
@@ -36,13 +36,13 @@ def make_dictionary(n_words: int = 40) -> Dictionary:
 
 def parse_model_args(flags, tiny=True):
     parser = options.get_training_parser()
-    argv = ["unused-data-dir", "--task", "translation", "--user-dir", posmix_fairseq.USER_DIR]
+    argv = ["unused-data-dir", "--task", "posmix_translation", "--user-dir", posmix_fairseq.USER_DIR]
     argv += (TINY if tiny else []) + list(flags)  # the test's own flags win over the tiny sizes
     args = options.parse_args_and_arch(parser, argv)
     if tiny:
         for side in SIDES:
-            if args.__dict__.get(f"{side}_position_encoding") == "posnet" and getattr(args, f"{side}_posnet_dim", None) is None:
-                setattr(args, f"{side}_posnet_dim", TINY_POSNET_DIM)
+            if side.read(args, "position-encoding") == "posnet" and side.read(args, "posnet-embed-dim") is None:
+                side.write(args, "posnet-embed-dim", TINY_POSNET_DIM)
     return args
 
 
@@ -51,7 +51,8 @@ def build_model_from_args(args, dictionary=None, seed=0, default_length_ratio=1.
     if getattr(args, "length_ratio", None) is None:
         args.length_ratio = default_length_ratio
     d = dictionary or make_dictionary()
-    task = TranslationTask(TranslationConfig(data="unused-data-dir"), d, target_dictionary or d)
+    # posmix_translation: fairseq's translation, and the sources the *_released archs read (--source-prefix)
+    task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, target_dictionary or d)
     torch.manual_seed(seed)
     return ARCH_MODEL_REGISTRY[args.arch].build_model(args, task), d
 

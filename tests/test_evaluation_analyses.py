@@ -8,13 +8,14 @@ import random
 import pytest
 import sacrebleu
 import torch
-from fairseq.data import LanguagePairDataset
-from fairseq.sequence_scorer import SequenceScorer
 from test_cli_end_to_end import binarize, run_generate, run_train  # the shared CLI helpers
 
 from posmix_fairseq.evaluation import attention, average, concat_testset, contrastive, decode_speed, length_bins
 from posmix_fairseq.evaluation.fairseq_loading import encode_lines, load_for_inference
 from posmix_fairseq.toy_corpus import write_corpus
+
+#: a hand-written 4-reference, 5-variant example in lingeval97.json's format (tests/data/lingeval97_tiny.md)
+LINGEVAL97_EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "lingeval97_tiny.json")
 
 
 @pytest.fixture(scope="module")
@@ -92,24 +93,44 @@ def test_decode_speed_counts_the_generated_tokens(trained):
     assert len(r.tokens_per_s) == 2 and r.mean_tokens_per_s > 0 and r.var_tokens_per_s >= 0
 
 
-def test_contrastive_scores_equal_fairseq_sequence_scorer(trained):
+def _teacher_forced_log_probs(models, task, sources, targets):
+    """Summed target log-probabilities (EOS included) from one batched forward pass per model, written
+    out here independently of fairseq's SequenceScorer: left-padded sources, right-padded targets,
+    ensemble = mean of the probabilities."""
+    from fairseq.data import data_utils
+
+    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+    src_tokens = data_utils.collate_tokens(sources, src_dict.pad(), src_dict.eos(), left_pad=True)
+    tgt_tokens = data_utils.collate_tokens(targets, tgt_dict.pad(), tgt_dict.eos(), left_pad=False)
+    prev = data_utils.collate_tokens(targets, tgt_dict.pad(), tgt_dict.eos(), left_pad=False, move_eos_to_beginning=True)
+    with torch.inference_mode():
+        probs = [m.get_normalized_probs(m(src_tokens, torch.tensor([len(x) for x in sources]), prev), log_probs=False)
+                 for m in models]
+    lprobs = torch.stack(probs).mean(0).log().gather(-1, tgt_tokens.unsqueeze(-1)).squeeze(-1).double()
+    mask = tgt_tokens.ne(tgt_dict.pad())
+    return (lprobs * mask).sum(1), mask.sum(1)
+
+
+def test_contrastive_scores_equal_a_teacher_forced_forward_pass(trained):
+    from fairseq.sequence_scorer import SequenceScorer
+
     data, ckpt_dir = trained
-    ckpt = os.path.join(ckpt_dir, "checkpoint_last.pt")
-    example = contrastive.EXAMPLE_SET  # the shipped example, in lingeval97.json's format
-    scores, (by_cat, by_dist) = contrastive.evaluate(data, ckpt, example)
-    with open(example, encoding="utf-8") as f:  # the pairs in evaluate.py's order, read independently
+    ckpt, other = os.path.join(ckpt_dir, "checkpoint_last.pt"), average.list_checkpoints(ckpt_dir)[0]
+    scores, (by_cat, by_dist) = contrastive.evaluate(data, ckpt, LINGEVAL97_EXAMPLE)
+    ensemble, _ = contrastive.evaluate(data, f"{ckpt}:{other}", LINGEVAL97_EXAMPLE)  # ':'-separated, as --path
+    with open(LINGEVAL97_EXAMPLE, encoding="utf-8") as f:  # the pairs in evaluate.py's order, read independently
         entries = json.load(f)
     sources = [e["source"] for e in entries for _ in range(1 + len(e["errors"]))]
     targets = [t for e in entries for t in [e["reference"]] + [x["contrastive"] for x in e["errors"]]]
-    _, task, models = load_for_inference(data, ckpt, subset="none")
-    src = encode_lines(task.source_dictionary, sources)
-    tgt = encode_lines(task.target_dictionary, targets)
-    ds = LanguagePairDataset(src, [len(s) for s in src], task.source_dictionary, tgt, [len(t) for t in tgt],
-                             task.target_dictionary)
-    sample = ds.collater([ds[i] for i in range(len(src))])
-    hypos = SequenceScorer(task.target_dictionary).generate(models, sample)
-    expected = {int(i): h[0]["positional_scores"].sum().item() for i, h in zip(sample["id"], hypos)}
-    assert scores == pytest.approx([expected[i] for i in range(len(src))], abs=1e-4)
+    _, task, both = load_for_inference(data, f"{ckpt}:{other}", subset="none")
+    src, tgt = encode_lines(task.source_dictionary, sources), encode_lines(task.target_dictionary, targets)
+    sums, lengths = _teacher_forced_log_probs(both[:1], task, src, tgt)
+    assert scores == pytest.approx(sums.tolist(), rel=1e-5)
+    per_token = contrastive.score_pairs(both[:1], task, SequenceScorer(task.target_dictionary), src, tgt, per_token=True,
+                                        batch_size=4)
+    assert per_token == pytest.approx((sums / lengths).tolist(), rel=1e-5)
+    assert ensemble == pytest.approx(_teacher_forced_log_probs(both, task, src, tgt)[0].tolist(), rel=1e-5)
+    assert ensemble != pytest.approx(scores, rel=1e-5)
     assert by_cat["subj_verb_agreement"][1] == 3 and set(by_dist["subj_verb_agreement"]) == {"1", "7"}
 
 
@@ -163,6 +184,22 @@ def test_length_bins_match_sacrebleu_on_each_bin(tmp_path, capsys):
         assert r["base/chrF2"] == pytest.approx(sacrebleu.corpus_chrf([base[i] for i in idx], [[refs[i] for i in idx]]).score)
     assert "sys - base BLEU" in capsys.readouterr().out
     assert length_bins.parse_bins("quantiles:4", list(range(1, 101))) == [25, 50, 75]
+
+
+def test_quantile_bins_hold_about_equal_shares():
+    """quantiles:K edges are the i/K empirical quantiles (the smallest value with at least i/K of the
+    values at or below it), worked out by hand; ties merge edges; bin k holds E_{k-1} < x <= E_k."""
+    values = [7, 1, 10, 4, 2, 9, 3, 8, 6, 5]
+    edges = length_bins.parse_bins("quantiles:3", values)  # i/K * n = 3.33, 6.67: the 4th and 7th smallest
+    assert edges == [4, 7]
+    assert length_bins.assign(values, edges) == [1, 0, 2, 0, 0, 2, 0, 2, 1, 1]  # 4, 3 and 3 sentences
+    assert length_bins.bin_labels(edges, integer=True) == ["<= 4", "5-7", "> 7"]
+    ties = [1] * 8 + [2, 3]
+    assert length_bins.parse_bins("quantiles:4", ties) == [1]  # the 3rd, 5th and 8th smallest are all 1
+    assert length_bins.parse_bins("quantiles:10", ties) == [1, 2]
+    assert length_bins.parse_bins("quantiles:1", values) == [] and length_bins.bin_labels([], True) == ["all"]
+    with pytest.raises(ValueError, match="quantiles:K with K >= 1"):
+        length_bins.parse_bins("quantiles:0", values)
     with pytest.raises(ValueError, match="strictly increasing"):
         length_bins.parse_bins("5,3", [1])
 

@@ -20,8 +20,9 @@ SUFFIX = {("gpa", "small"): "iwslt_de_en", ("hc", "small"): "iwslt_small", ("*",
 
 
 def test_tables_cover_the_issue():
-    assert set(TABLES) == {"gpa-2", "gpa-5", "gpa-6", "gpa-7", "hc-1", "hc-fig7", "ape-1", "ape-2", "ape-3", "ape-4",
-                           "rpe", "posnet-1"}
+    assert set(TABLES) == {"gpa-2", "gpa-3-big", "gpa-3-small", "gpa-4", "gpa-5", "gpa-6", "gpa-7", "hc-1", "hc-3",
+                           "hc-4", "hc-5", "hc-6", "hc-7", "hc-fig7", "ape-1", "ape-2", "ape-3", "ape-4", "rpe", "rpe-big",
+                           "rpe-ablation", "posnet-1", "posnet-2", "posnet-3"}
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))
@@ -72,3 +73,32 @@ def test_render_places_ours_beside_the_paper():
 def test_bad_table_name():
     with pytest.raises(SystemExit, match="--table 'gpa-9': valid tables are gpa-2"):
         reproduce.main(["--table", "gpa-9"])
+
+
+def test_gpa_table_7_rows_4_and_5_as_the_appendix_prose_restores_them():
+    """Row 5 (+ GeLU gating) is row 4 (LightConv with GLU) + 0.5 BLEU, 0.2 BLEURT, 1.3 COMET; row 6 is row 5
+    + 0.1 BLEU, 0.2 BLEURT, + 0 COMET (GPA Appendix E)."""
+    rep = TABLES["gpa-7"].reported
+    row4, row5, row6 = (rep[k] for k in ("LightConv", "+ GeLU Gating", "+ Global Context"))
+    for col, step in (("En-Zh BLEU", 0.5), ("En-Zh BLEURT", 0.2), ("En-Zh COMET", 1.3)):
+        assert row5[col] - row4[col] == pytest.approx(step)
+    for col, step in (("En-Zh BLEU", 0.1), ("En-Zh BLEURT", 0.2), ("En-Zh COMET", 0.0)):
+        assert row6[col] - row5[col] == pytest.approx(step)
+    assert [s.label for s in TABLES["gpa-7"].systems][3] == "LightConv"
+
+
+def test_training_log_gives_peak_memory_and_speed(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("INFO | fairseq.utils | rank   0: capabilities =  8.0  ; total memory = 79.189 GB ; name = H100\n"
+                   "train_inner | epoch 001:    100 / 9 loss=9.1, wps=1000, ups=1, gb_free=70.1, wall=5\n"
+                   "train_inner | epoch 001:    200 / 9 loss=8.1, wps=3000, ups=1, gb_free=69.2, wall=9\n"
+                   "train_inner | epoch 001:    300 / 9 loss=7.1, wps=5000, ups=1, gb_free=69.6, wall=12\n")
+    stats = reproduce.training_log_stats(str(log))
+    assert stats["train peak GB"] == pytest.approx(79.189 - 69.2) and stats["train wps"] == pytest.approx(4000)
+
+
+def test_plan_mode_prints_each_systems_plan(capsys, tmp_path):
+    plans = reproduce.main(["--table", "gpa-4", "--scale", "paper", "--plan", "--out", str(tmp_path)])
+    assert len(plans) == 4 and all("## Plan: wmt14_en_de" in p for p in plans)
+    assert all(" -m posmix_fairseq.evaluation.decode_speed " in p and "--setting gpa-4" in p for p in plans)
+    assert not os.listdir(tmp_path)

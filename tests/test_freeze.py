@@ -16,7 +16,7 @@ import test_decoding_exactness as exactness
 from helpers import (binarized_toy_corpus, build_model_from_args, meta_model, num_parameters, parse_model_args,
                      random_batch, run_generate, run_train)
 from posmix_fairseq.freeze import freeze_model
-from posmix_fairseq.mixers.frozen_energy import FrozenAbsoluteEnergy, FrozenRelativeEnergy
+from posmix_fairseq.mixers.engine import FrozenAbsoluteEnergy, FrozenRelativeEnergy
 
 TOL = 1e-5
 N = 64  # tiny models: --max-source/target-positions 64

@@ -9,10 +9,10 @@ import torch.nn.functional as F
 from fairseq import checkpoint_utils
 
 import posmix_fairseq
-from helpers import build_model, mix, mixer_spec, random_batch
+from helpers import build_model, build_model_from_args, mix, mixer_spec, parse_model_args, random_batch
 from posmix_fairseq.core.positions import PositionFrame
-from posmix_fairseq.mixers.base import build_mixer
-from posmix_fairseq.mixers.energy import DirectWeights, Energy, SoftmaxEnergy
+from posmix_fairseq.mixers import build_mixer
+from posmix_fairseq.mixers.engine import DirectWeights, Energy, SoftmaxEnergy
 
 LEGACY = os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints")
 
@@ -39,7 +39,7 @@ def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name)
 @pytest.mark.parametrize("name,pinned", [
     ("linearnet_p256", {"encoder_self_linear_max_positions": 256, "decoder_self_linear_max_positions": 256,
                         "encoder_position_encoding": "none"}),
-    ("posnet_embed_gelu", {"encoder_posnet_activation": "gelu", "decoder_posnet_activation": "gelu"}),
+    ("posnet_embed_gelu", {"encoder_posnet_embed_activation": "gelu", "decoder_posnet_embed_activation": "gelu"}),
     ("at5_cumulative", {"encoder_self_t5_adaptive": "cumulative", "decoder_self_t5_adaptive": "cumulative"}),
 ])
 def test_checkpoint_made_before_issue_11_keeps_its_defaults_and_translates_as_it_did(name, pinned):
@@ -56,6 +56,56 @@ def test_checkpoint_made_before_issue_11_keeps_its_defaults_and_translates_as_it
         logits, _ = models[0].eval()(expected["src_tokens"], expected["src_lengths"], expected["prev_output_tokens"])
     # fp32 model: 1e-5 (the thread count changes the summation order; 1e-6 failed once in a full run)
     torch.testing.assert_close(F.log_softmax(logits.double(), -1), expected["log_probs"], atol=1e-5, rtol=0)
+
+
+def stored_args(flags, readings, **unset_then):
+    """Arguments as a checkpoint stored them: parsed from ``flags``, with the readings marker
+    ``readings`` (None: absent) and the given attributes as stored (None: unset)."""
+    from posmix_fairseq.models.upgrades import READINGS_MARKER
+    args = parse_model_args(flags)
+    for key, value in unset_then.items():
+        setattr(args, key, value)
+    if readings is None:
+        delattr(args, READINGS_MARKER)
+    else:
+        setattr(args, READINGS_MARKER, readings)
+    return args
+
+
+@pytest.mark.parametrize("readings, activation", [(None, "gelu"), (11, "gelu"), (12, "relu")])
+def test_posnet_attn_activation_follows_the_stored_readings(readings, activation):
+    """PosNet-Attn's act is ReLU for new models; stored arguments without the marker, or with a
+    readings version below 12, keep the GeLU they were trained with."""
+    args = stored_args(["--arch", "posnet_attn_iwslt_de_en"], readings,
+                       encoder_self_posnet_activation=None, decoder_self_posnet_activation=None)
+    model, _ = build_model_from_args(args)
+    for layer in (model.encoder.layers[0], model.decoder.layers[1]):
+        act = layer.self_attn.values.activation_fn(torch.tensor([-1.0]))
+        assert torch.allclose(act, F.gelu(torch.tensor([-1.0])) if activation == "gelu" else torch.zeros(1))
+    assert args.encoder_self_posnet_activation == (None if activation == "relu" else "gelu")
+    assert args.posmix_paper_readings == 12
+
+
+def test_posnet_embed_options_stored_under_their_old_names_are_renamed():
+    new = {f"{side}_posnet_embed_{o}": None for side in ("encoder", "decoder") for o in ("dim", "activation")}
+    args = stored_args(["--arch", "posnet_embed_iwslt_de_en"], 12, **new, encoder_posnet_dim=24,
+                       decoder_posnet_activation="tanh", encoder_posnet_max_positions=None)
+    model, _ = build_model_from_args(args)
+    assert not any(hasattr(args, f"{side}_posnet_{o}") for side in ("encoder", "decoder")
+                   for o in ("dim", "activation", "max_positions", "dropout"))
+    assert (args.encoder_posnet_embed_dim, args.decoder_posnet_embed_activation) == (24, "tanh")
+    assert model.encoder.layernorm_embedding.encoding.w1.weight.shape == (24, 32)
+    assert torch.equal(model.decoder.layernorm_embedding.encoding.activation_fn(torch.tensor([-1.0])),
+                       torch.tanh(torch.tensor([-1.0])))
+
+
+def test_upgrade_steps_are_named_by_what_changed_and_arguments_of_this_code_need_none():
+    from posmix_fairseq.models.upgrades import ARGS_UPGRADES, upgrade_stored_args
+    assert len({step.name for step in ARGS_UPGRADES}) == len(ARGS_UPGRADES)
+    assert not any("issue" in step.name.lower() or "before" in step.name.lower() for step in ARGS_UPGRADES)
+    assert upgrade_stored_args(parse_model_args(["--arch", "posnet_attn_wmt_en_de"])) == []
+    ran = upgrade_stored_args(stored_args(["--arch", "posnet_attn_wmt_en_de"], None))
+    assert any("PosNet-Attn's activation" in name for name in ran) and any("kernel" in name for name in ran)
 
 
 # ---- positions take one route ----------------------------------------------------------------------
@@ -90,22 +140,97 @@ def test_cross_attention_reuses_the_encoders_positions_and_beam_reordering_moves
         torch.testing.assert_close(model.decoder(prev[order], encoder_out=reordered)[0], reference[order])
 
 
-# ---- the core floor and the Energy contract ----------------------------------------------------------
+# ---- the layout: the core floor, the mixers' machinery, variants found by file ------------------------
+PACKAGE = os.path.dirname(posmix_fairseq.__file__)
+
+
 def imports_of(package):
-    root = os.path.join(os.path.dirname(posmix_fairseq.__file__), package)
-    found = set()
-    for name in os.listdir(root):
-        if name.endswith(".py"):
-            for node in ast.walk(ast.parse(open(os.path.join(root, name)).read())):
-                if isinstance(node, ast.ImportFrom) and node.module:
-                    found.add(("." * node.level) + node.module)
+    """Absolute names of the modules imported by every file under posmix_fairseq/<package> -> by file."""
+    found = {}
+    for folder, _, names in os.walk(os.path.join(PACKAGE, package)):
+        for name in names:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            parts = ["posmix_fairseq"] + os.path.relpath(path, PACKAGE)[:-3].split(os.sep)
+            here = parts[:-1] if name != "__init__.py" else parts[:-1]
+            modules = set()
+            for node in ast.walk(ast.parse(open(path).read())):
+                if isinstance(node, ast.ImportFrom):
+                    base = here[:len(here) - node.level + 1] if node.level else []
+                    module = ".".join(base + ([node.module] if node.module else []))
+                    modules.add(module)
+                    modules.update(f"{module}.{alias.name}" for alias in node.names)
+                elif isinstance(node, ast.Import):
+                    modules.update(alias.name for alias in node.names)
+            found[os.path.relpath(path, PACKAGE)] = modules
     return found
 
 
+def imported(package):
+    return set().union(*imports_of(package).values())
+
+
 def test_mixers_and_position_encodings_do_not_import_each_other():
-    assert not any("position_encodings" in m for m in imports_of("mixers"))
-    assert not any("mixers" in m for m in imports_of("position_encodings"))
-    assert not any("mixers" in m or "position_encodings" in m or "models" in m for m in imports_of("core"))
+    assert not any("position_encodings" in m for m in imported("mixers"))
+    assert not any(".mixers" in m for m in imported("position_encodings"))
+    assert not any(".mixers" in m or ".position_encodings" in m or ".models" in m for m in imported("core"))
+
+
+def test_the_mixers_machinery_imports_no_variant():
+    from posmix_fairseq.mixers import VARIANT_MODULES
+    variants = {f"posmix_fairseq.mixers.{name}" for name in VARIANT_MODULES}
+    for package in ("mixers/engine", "mixers/paths"):
+        for path, modules in imports_of(package).items():
+            assert not modules & variants, f"{path} imports {modules & variants}"
+
+
+def test_every_module_beside_the_machinery_is_a_variant_or_a_part_of_one():
+    """mixers/<name>.py registers the mixer <name>, or is named <variant>_<part>.py."""
+    from posmix_fairseq.mixers import MIXER_REGISTRY, VARIANT_MODULES
+    registered_by = {entry.builder.__module__.rsplit(".", 1)[-1] for _, entry in MIXER_REGISTRY.items()}
+    assert registered_by <= set(VARIANT_MODULES)
+    for name in VARIANT_MODULES:
+        assert name in registered_by or name.split("_")[0] in registered_by, name
+
+
+NEW_MIXER = '''"""``copy_previous``: every token mixes the value of the key just before it (a test mixer)."""
+import torch
+
+from .engine import DirectWeights, EnergyMixingAttention, register_mixer
+
+
+class PreviousToken(DirectWeights):
+    def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
+        return (key_positions[:, None, None, :] == query_positions[:, None, :, None] - 1).to(query.dtype)
+
+
+@register_mixer("copy_previous", gated_by_default=False, uses_positions=True, description="a test mixer")
+def build(spec):
+    return EnergyMixingAttention(spec, PreviousToken())
+'''
+CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+from helpers import build_model, random_batch
+model, d = build_model(["--arch", "posmix_transformer", "--encoder-self-mixer", "copy_previous"])
+src, src_len = random_batch(d, [5, 3])
+print("OK", type(model.encoder.layers[0].self_attn.energy).__name__, model(src, src_len, src)[0].shape)
+"""
+
+
+def test_a_new_mixer_is_one_file(tmp_path):
+    """A copy of the package with one more file under mixers/ has the mixer (flag, build, forward)."""
+    import shutil
+    import subprocess
+    import sys
+    shutil.copytree(PACKAGE, tmp_path / "posmix_fairseq", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "posmix_fairseq" / "mixers" / "copy_previous.py").write_text(NEW_MIXER)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    result = subprocess.run([sys.executable, "-c", CHILD.format(tests=os.path.dirname(__file__))], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "OK PreviousToken torch.Size([2, 5, 44])" in result.stdout, result.stdout
 
 
 def test_energy_contract_has_one_abstract_method_and_two_kinds():

@@ -10,9 +10,9 @@ from fairseq.modules import MultiheadAttention
 from helpers import build_model, mix, mixer_spec, parse_model_args, random_batch
 from posmix_fairseq.core.position_tables import sinusoidal_encoding
 from posmix_fairseq.core.positions import clipped_relative_index
-from posmix_fairseq.mixers.base import MIXER_REGISTRY, build_mixer
-from posmix_fairseq.mixers.mha import ContentEnergy
-from posmix_fairseq.mixers.mixing import EnergyMixingAttention
+from posmix_fairseq.mixers import MIXER_REGISTRY, build_mixer
+from posmix_fairseq.mixers.engine import ContentEnergy
+from posmix_fairseq.mixers import EnergyMixingAttention
 
 
 spec = mixer_spec

@@ -16,9 +16,10 @@ import torch.nn.functional as F
 from helpers import build_model, mix, mixer_spec, random_batch
 from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.kernels.decode_step import position_decode_weights, weighted_decode_step
-from posmix_fairseq.mixers import window_mixing
-from posmix_fairseq.mixers.base import build_mixer
-from posmix_fairseq.mixers.window_mixing import STATE_KEYS
+from posmix_fairseq.mixers import build_mixer
+from posmix_fairseq.mixers.paths import rposnet_window
+from posmix_fairseq.mixers.paths.rposnet_window import STATE_KEYS
+from posmix_fairseq.mixers.rposnet import rposnet_paths
 from test_freeze import trained_and_frozen
 
 TOL = 1e-5
@@ -39,7 +40,7 @@ def run_both(mixer, x, real, **kwargs):
               **{"n~." + n: p for n, p in mixer.energy.query_table.named_parameters()}}
     results = []
     for impl in ("dense", "window"):
-        mixer.impl = impl
+        mixer.use_paths(rposnet_paths(mixer.placement, impl))
         for p in params.values():
             p.grad = None
         out, _ = mix(mixer, x, **kwargs)
@@ -102,7 +103,8 @@ def test_window_cross_attention_while_decoding_step_by_step():
     source_pad = padding([12, 7], 12, left=True)
     with torch.no_grad():
         full, _ = mix(mixer, x, source=source, source_padding_mask=source_pad, need_weights=False)
-        mixer.impl, state = "window", {}
+        mixer.use_paths(rposnet_paths(mixer.placement, "window"))
+        state = {}
         src = PositionFrame.of_padding(source_pad, 2, 12)
         for t in range(9):
             frame = PositionFrame(torch.full((2, 1), t), torch.zeros(2, 1, dtype=torch.bool), src.positions)
@@ -115,7 +117,7 @@ def test_window_has_no_dropout_and_no_weights():
     spec = mixer_spec("rposnet", "encoder_self", k=2, rposnet_impl="window")
     spec.attention_dropout = 0.1
     mixer = build_mixer(spec)
-    assert mixer.impl == "window"
+    assert mixer.path_names == ("window", "dense")
     x = torch.randn(6, 2, 16)
     mixer.train()
     with pytest.raises(ValueError, match=r"--encoder-self-rposnet-impl window.*--attention-dropout 0.*"
@@ -150,7 +152,7 @@ def test_constant_state_size_does_not_grow_and_matches_full_forward(k, frozen, m
     def spy(weights, values, state, valid=None):
         calls["unmasked" if valid is None else "masked"] += 1
         return weighted_decode_step(weights, values, state, valid)
-    monkeypatch.setattr(window_mixing, "weighted_decode_step", spy)
+    monkeypatch.setattr(rposnet_window, "weighted_decode_step", spy)
     src, src_len = random_batch(d, [9], seed=1)
     src, src_len = src.repeat(2, 1), src_len.repeat(2)  # two hypotheses of one sentence, as in a beam
     tgt, _ = random_batch(d, [40, 37], seed=2, left_pad=True)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from helpers import build_model, mix, mixer_spec as spec, random_batch
-from posmix_fairseq.mixers.base import build_mixer
+from posmix_fairseq.mixers import build_mixer
 
 
 def test_fourier_equals_real_part_of_fft_over_the_true_length():

@@ -1,50 +1,23 @@
-"""Where a part sits: the three attention sublayers (placements) and the two sides.
+"""Where a part sits: the three attention sublayers (placements) and the two sides, and how their
+options are named and read.
 
 Small immutable objects instead of strings compared in many files: a placement knows which side
-its queries and keys come from, whether it is causal or cross-attention, and its flag prefix.
+its queries and keys come from, whether it is causal or cross-attention, the attribute of the
+fairseq layer that holds it, and its flag prefix. Every option of a side or a sublayer is addressed
+through :class:`OptionScope`: ``flag(option)`` is its command-line flag, ``attr(option)`` the
+argparse attribute, and ``read`` / ``write`` / ``stored`` / ``read_declared`` the one way the plan,
+the validation and the upgrades of stored arguments read and write it.
 """
 from dataclasses import dataclass
+from typing import Dict
 
 
-@dataclass(frozen=True)
-class Side:
-    """The encoder (source tokens) or the decoder (target tokens, causal)."""
+class OptionScope:
+    """Options named after a scope: ``--<scope>-<option>`` on the command line, ``<scope>_<option>``
+    (dashes as underscores) in fairseq's argument namespace. Subclasses have a ``name`` such as
+    ``encoder`` or ``decoder_cross``."""
 
-    name: str  # "encoder" | "decoder"
-    role: str  # "source" | "target"
-    causal: bool
-
-    @property
-    def flag_prefix(self) -> str:
-        return f"--{self.name}"
-
-    def flag(self, option: str) -> str:
-        return f"{self.flag_prefix}-{option}"
-
-    @property
-    def max_positions_option(self) -> str:
-        return f"--max-{self.role}-positions"
-
-    def __str__(self):
-        return self.name
-
-
-ENCODER = Side("encoder", "source", causal=False)
-DECODER = Side("decoder", "target", causal=True)
-SIDES = (ENCODER, DECODER)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """One attention sublayer: queries from ``query_side``, keys from ``key_side``; the module that
-    owns it is ``owner`` (the decoder owns cross-attention)."""
-
-    name: str  # "encoder_self" | "decoder_self" | "decoder_cross"
-    owner: Side
-    query_side: Side
-    key_side: Side
-    causal: bool
-    cross: bool
+    name: str
 
     @property
     def flag_prefix(self) -> str:
@@ -57,12 +30,75 @@ class Placement:
         """The argparse attribute of ``flag(option)``."""
         return f"{self.name}_{option.replace('-', '_')}"
 
+    def read(self, args, option: str, default=None):
+        """The value of ``option`` in ``args`` (a namespace or fairseq config), ``default`` when unset (None)."""
+        value = getattr(args, self.attr(option), None)
+        return default if value is None else value
+
+    def write(self, args, option: str, value):
+        setattr(args, self.attr(option), value)
+
+    def stored(self, args, option: str) -> bool:
+        """Whether ``args`` has the attribute at all (stored arguments of older checkpoints)."""
+        return hasattr(args, self.attr(option))
+
+    def read_declared(self, args, declared: Dict[str, Dict]) -> Dict:
+        """option -> value for the options a registry entry declares (unset: the entry's default)."""
+        return {option: self.read(args, option, kwargs.get("default")) for option, kwargs in declared.items()}
+
+
+@dataclass(frozen=True)
+class Side(OptionScope):
+    """The encoder (source tokens) or the decoder (target tokens, causal)."""
+
+    name: str  # "encoder" | "decoder"
+    role: str  # "source" | "target"
+    causal: bool
+
+    @property
+    def max_positions_option(self) -> str:
+        return f"--max-{self.role}-positions"
+
+    @property
+    def max_positions_attr(self) -> str:
+        return f"max_{self.role}_positions"
+
     def __str__(self):
         return self.name
 
 
-ENCODER_SELF = Placement("encoder_self", ENCODER, ENCODER, ENCODER, causal=False, cross=False)
-DECODER_SELF = Placement("decoder_self", DECODER, DECODER, DECODER, causal=True, cross=False)
-DECODER_CROSS = Placement("decoder_cross", DECODER, DECODER, ENCODER, causal=False, cross=True)
+ENCODER = Side("encoder", "source", causal=False)
+DECODER = Side("decoder", "target", causal=True)
+SIDES = (ENCODER, DECODER)
+
+
+@dataclass(frozen=True)
+class Placement(OptionScope):
+    """One attention sublayer: queries from ``query_side``, keys from ``key_side``; the module that
+    owns it is ``owner`` (the decoder owns cross-attention); fairseq's layers hold it as
+    ``layer.<module_attr>``."""
+
+    name: str  # "encoder_self" | "decoder_self" | "decoder_cross"
+    owner: Side
+    query_side: Side
+    key_side: Side
+    causal: bool
+    cross: bool
+    module_attr: str  # "self_attn" | "encoder_attn"
+
+    @property
+    def sides(self):
+        """The sides whose positions this sublayer reads (queries, keys), each once."""
+        return (self.query_side,) if self.query_side == self.key_side else (self.query_side, self.key_side)
+
+    def __str__(self):
+        return self.name
+
+
+ENCODER_SELF = Placement("encoder_self", ENCODER, ENCODER, ENCODER, causal=False, cross=False, module_attr="self_attn")
+DECODER_SELF = Placement("decoder_self", DECODER, DECODER, DECODER, causal=True, cross=False, module_attr="self_attn")
+DECODER_CROSS = Placement("decoder_cross", DECODER, DECODER, ENCODER, causal=False, cross=True,
+                          module_attr="encoder_attn")
 PLACEMENTS = (ENCODER_SELF, DECODER_SELF, DECODER_CROSS)
 PLACEMENT_BY_NAME = {p.name: p for p in PLACEMENTS}
+SELF_ATTENTION = {ENCODER: ENCODER_SELF, DECODER: DECODER_SELF}  # side -> its self-attention placement

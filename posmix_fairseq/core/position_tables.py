@@ -22,14 +22,28 @@ def sinusoidal_encoding(positions: Tensor, dim: int) -> Tensor:
     return enc
 
 
-class SinusoidalPositionTable(nn.Module):
-    """Fixed sinusoidal absolute position embeddings: no parameters, defined for any length."""
+#: layouts of a sinusoidal absolute table: fairseq's [sin | cos], or sine and cosine interleaved
+ABSOLUTE_SINUSOIDS = ("concatenated", "interleaved")
 
-    def __init__(self, dim: int):
+
+class SinusoidalPositionTable(nn.Module):
+    """Fixed sinusoidal absolute position embeddings: no parameters, defined for any length.
+
+    ``layout`` ``concatenated``: fairseq's [sin | cos] (:func:`sinusoidal_encoding`);
+    ``interleaved``: PE_{p,2i} = sin(p / 10000^(2i/D)), PE_{p,2i+1} = cos(p / 10000^(2i/D)), the
+    layout of Vaswani et al. (2017) and of the released code of Gated position-based attention
+    (:func:`interleaved_sinusoids`).
+    """
+
+    def __init__(self, dim: int, layout: str = "concatenated"):
         super().__init__()
-        self.dim = dim
+        if layout not in ABSOLUTE_SINUSOIDS:
+            raise ValueError(f"unknown sinusoid layout {layout!r}; valid: {', '.join(ABSOLUTE_SINUSOIDS)}")
+        self.dim, self.layout = dim, layout
 
     def forward(self, positions: Tensor) -> Tensor:
+        if self.layout == "interleaved":
+            return interleaved_sinusoids(positions, self.dim, self.dim)
         return sinusoidal_encoding(positions, self.dim)
 
 
@@ -74,13 +88,25 @@ class SharedPositionTables:
             self.tables[key] = factory()
         return self.tables[key]
 
-    def get(self, role: str, kind: str, dim: int, max_positions: int, option: str) -> nn.Module:
-        """The absolute position table of ``role`` (source/target): sinusoidal or learned."""
+    @staticmethod
+    def key(role: str, kind: str, dim: int, layout: str = "concatenated") -> str:
+        """The name of the absolute table of ``role`` in ``tables`` (and in the state dict)."""
+        return f"{role}_{kind}_{dim}" if layout == "concatenated" else f"{role}_{kind}_{layout}_{dim}"
+
+    def get(self, role: str, kind: str, dim: int, max_positions: int, option: str,
+            layout: str = "concatenated") -> nn.Module:
+        """The absolute position table of ``role`` (source/target): sinusoidal (in ``layout``) or learned."""
+        key = self.key(role, kind, dim, layout if kind == "sinusoidal" else "concatenated")
         if kind == "sinusoidal":
-            return self.shared(f"{role}_{kind}_{dim}", lambda: SinusoidalPositionTable(dim))
+            return self.shared(key, lambda: SinusoidalPositionTable(dim, layout))
         if kind == "learned":
-            return self.shared(f"{role}_{kind}_{dim}", lambda: LearnedPositionTable(max_positions, dim, option))
+            return self.shared(key, lambda: LearnedPositionTable(max_positions, dim, option))
         raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
+
+    def layer_norm(self, table_key: str, dim: int) -> nn.Module:
+        """The LayerNorm applied to the rows of the table ``table_key`` before the mixers read them
+        (one per table, shared by the layers, like the table)."""
+        return self.shared(f"{table_key}_layernorm", lambda: nn.LayerNorm(dim))
 
 
 RELATIVE_EMBEDDING_HEADS = ("sliced", "shared")

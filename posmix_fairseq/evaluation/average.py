@@ -16,7 +16,10 @@ Selection (``--inputs`` for explicit files, or a checkpoint directory with one o
   7 x 1000 Base, 20 x 600 Big).
 
 Checkpoints are ``checkpoint_<epoch>_<updates>.pt`` (``--save-interval-updates``, ordered by updates)
-or ``checkpoint<epoch>.pt`` (ordered by epoch); ``--kind`` picks one family when both exist.
+or ``checkpoint<epoch>.pt`` (ordered by epoch); ``--kind`` picks one family when both exist. Checkpoints
+are memory-mapped: choosing the best reads each one's ``extra_state``, not its weights or Adam's state,
+and the average holds one running sum. The recipes' ``--task translation_window`` keeps only the
+interval checkpoints such an average can use, without their optimizer state.
 """
 import argparse
 import collections
@@ -30,8 +33,13 @@ UPDATE_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
 EPOCH_RE = re.compile(r"^checkpoint(\d+)\.pt$")
 
 
-def _load(path: str) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=False)
+def load_mapped(path: str) -> dict:
+    """A checkpoint with its tensors memory-mapped: only what is used is read (the validation score of
+    every candidate, the weights of the chosen ones), never a checkpoint's optimizer state."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except RuntimeError:  # saved in torch's legacy (non-zip) format, which cannot be memory-mapped
+        return torch.load(path, map_location="cpu", weights_only=False)
 
 
 def list_checkpoints(directory: str, kind: str = "auto") -> List[str]:
@@ -59,7 +67,7 @@ def select_last(paths: List[str], n: int) -> List[str]:
 
 
 def validation_loss(path: str) -> float:
-    extra = _load(path).get("extra_state") or {}
+    extra = load_mapped(path).get("extra_state") or {}  # memory-mapped: the weights are not read
     if extra.get("val_loss") is None:
         raise ValueError(f"{path}: no extra_state['val_loss'] (was validation disabled?); use --last instead")
     return float(extra["val_loss"])
@@ -86,7 +94,7 @@ def average_checkpoints(paths: List[str]) -> dict:
     keys = None
     new_state = None
     for path in paths:
-        state = _load(path)
+        state = load_mapped(path)
         new_state = state  # metadata of the newest (last) checkpoint
         params = state["model"]
         if keys is None:
@@ -100,6 +108,7 @@ def average_checkpoints(paths: List[str]) -> dict:
             sums[k] = acc if k not in sums else sums[k] + acc
     averaged = collections.OrderedDict()
     ref = new_state["model"]
+    new_state.pop("last_optimizer_state", None)  # the average never resumes training
     for k, total in sums.items():
         if total.is_floating_point():
             averaged[k] = (total / len(paths)).to(ref[k].dtype)

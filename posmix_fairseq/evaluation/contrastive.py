@@ -1,9 +1,9 @@
 """``posmix-contrastive``: LingEval97-style contrastive evaluation (Sennrich 2017; HC paper Table 4, Fig. 5).
 
 Every reference translation and its contrastive variants (one error each) are scored by the model's
-log-probability given the source, teacher-forced, with any architecture (fairseq's
-``checkpoint_utils`` + the model's ``get_normalized_probs``). A decision is correct when the reference
-scores higher than the variant. Accuracy is reported per error category and, for errors that carry
+log-probability given the source, teacher-forced, with any architecture: fairseq's own
+``SequenceScorer``, built by the task as ``fairseq-generate --score-reference`` builds it (an ensemble
+averages the probabilities). A decision is correct when the reference scores higher than the variant. Accuracy is reported per error category and, for errors that carry
 a ``distance`` (subject-verb agreement), by distance (Fig. 5).
 
 Input: LingEval97's own ``lingeval97.json`` (https://github.com/rsennrich/lingeval97, README "Data
@@ -18,16 +18,15 @@ correct decision.
 Scores: the summed log-probability of the target tokens, EOS included (LingEval97), or with
 ``--per-token`` its mean per token (HC paper footnote 17: "lower token-level cross entropy").
 Text is encoded with ``--spm-model`` (SentencePiece, as the recipes' BPE), or taken as already
-tokenised when no model is given. The real set (Sennrich 2017) is fetched by the recipes' stage
-``contrastive`` (examples/common/stages.sh); ``posmix_fairseq/evaluation/data/lingeval97_tiny.json``
-is a tiny hand-written example in the same format.
+tokenised when no model is given. The real set (Sennrich 2017, 97,000 contrastive pairs) is
+``lingeval97.json`` of https://github.com/rsennrich/lingeval97; the recipes' stage ``contrastive``
+(examples/common/stages.sh) fetches it.
 
     posmix-contrastive data-bin --path checkpoint_best.pt --set lingeval97.json \\
         --spm-model bpe/spm.model --per-token --json contrastive.json
 """
 import argparse
 import json
-import math
 import os
 from collections import defaultdict
 from typing import Dict, List, Optional
@@ -36,7 +35,6 @@ import torch
 
 from .fairseq_loading import encode_lines, load_for_inference
 
-EXAMPLE_SET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "lingeval97_tiny.json")
 #: evaluate.py's distance bins: each distance 0 ... 15, everything beyond in ">15"
 LAST_DISTANCE_BIN = 15
 
@@ -94,34 +92,22 @@ def accuracy(entries, scores: List[float]):
             {k: {d: tuple(ds[d]) for d in sorted(ds, key=order)} for k, ds in by_dist.items()})
 
 
-def score_pairs(models, task, sources: List[List[int]], targets: List[List[int]], per_token=False,
-                batch_size: int = 32) -> List[float]:
-    """Log-probability (natural log) of each target given its source; ensemble = mean of probabilities."""
-    from fairseq.data import data_utils
+def score_pairs(models, task, generator, sources: List[torch.Tensor], targets: List[torch.Tensor], per_token=False,
+                batch_size: int = 32, left_pad_source: bool = True) -> List[float]:
+    """Log-probability (natural log) of each target given its source, EOS included: the sum of
+    ``SequenceScorer``'s positional scores, or their mean with ``per_token``."""
+    from fairseq.data import LanguagePairDataset
 
-    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-    out: List[float] = []
+    dataset = LanguagePairDataset(sources, [len(s) for s in sources], task.source_dictionary, targets,
+                                  [len(t) for t in targets], task.target_dictionary, left_pad_source=left_pad_source,
+                                  left_pad_target=False)
+    out: List[Optional[float]] = [None] * len(sources)
     for start in range(0, len(sources), batch_size):
-        src = sources[start:start + batch_size]
-        tgt = targets[start:start + batch_size]
-        src_tokens = data_utils.collate_tokens(src, src_dict.pad(), src_dict.eos(), left_pad=True)
-        src_lengths = torch.tensor([len(s) for s in src])
-        tgt_tokens = data_utils.collate_tokens(tgt, tgt_dict.pad(), tgt_dict.eos(), left_pad=False)
-        prev = data_utils.collate_tokens(tgt, tgt_dict.pad(), tgt_dict.eos(), left_pad=False,
-                                         move_eos_to_beginning=True)
-        lprobs = None
-        with torch.inference_mode():
-            for m in models:
-                net_out = m(src_tokens, src_lengths, prev)
-                lp = m.get_normalized_probs(net_out, log_probs=True).float()
-                lprobs = lp if lprobs is None else torch.logaddexp(lprobs, lp)
-        if len(models) > 1:
-            lprobs = lprobs - math.log(len(models))
-        tok_lp = lprobs.gather(-1, tgt_tokens.unsqueeze(-1)).squeeze(-1)
-        mask = tgt_tokens.ne(tgt_dict.pad())
-        sums = (tok_lp * mask).sum(1)
-        for s, n in zip(sums.tolist(), mask.sum(1).tolist()):
-            out.append(s / n if per_token else s)
+        sample = dataset.collater([dataset[i] for i in range(start, min(len(sources), start + batch_size))])
+        hypos = task.inference_step(generator, models, sample)
+        for i, hypo in zip(sample["id"].tolist(), hypos):
+            tok = hypo[0]["positional_scores"].double()
+            out[i] = float(tok.mean() if per_token else tok.sum())
     return out
 
 
@@ -141,10 +127,12 @@ def evaluate(data_dir, checkpoint, set_path, spm_model=None, per_token=False, ex
         sp = spm.SentencePieceProcessor(model_file=spm_model)
         sources = [" ".join(sp.encode(s, out_type=str)) for s in sources]
         targets = [" ".join(sp.encode(t, out_type=str)) for t in targets]
-    cfg, task, models = load_for_inference(data_dir, checkpoint, list(extra), subset="none")
+    cfg, task, models = load_for_inference(data_dir, checkpoint, ["--score-reference", *extra], subset="none")
+    generator = task.build_generator(models, cfg.generation)  # a SequenceScorer (--score-reference)
     src_ids = encode_lines(task.source_dictionary, sources)
     tgt_ids = encode_lines(task.target_dictionary, targets)
-    scores = score_pairs(models, task, src_ids, tgt_ids, per_token)
+    scores = score_pairs(models, task, generator, src_ids, tgt_ids, per_token,
+                         left_pad_source=cfg.task.left_pad_source)
     return scores, accuracy(items, scores)
 
 
@@ -163,7 +151,7 @@ def main(argv: Optional[List[str]] = None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("data", help="fairseq-preprocess --destdir (for the dictionaries)")
     p.add_argument("--path", required=True, help="checkpoint(s), ':'-separated for an ensemble")
-    p.add_argument("--set", default=EXAMPLE_SET, help="LingEval97's lingeval97.json (default: the tiny example)")
+    p.add_argument("--set", required=True, help="LingEval97's lingeval97.json (https://github.com/rsennrich/lingeval97)")
     p.add_argument("--src", default="en", help="source language (for --moses)")
     p.add_argument("--tgt", default="de", help="target language (for --moses)")
     p.add_argument("--moses", action="store_true", help="Moses normalisation + tokenisation, as the recipe's prepare")

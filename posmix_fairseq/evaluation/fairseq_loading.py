@@ -15,8 +15,9 @@ def load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str] = ()
 
     import posmix_fairseq
 
-    if not os.path.isfile(checkpoint):
-        raise ValueError(f"--path {checkpoint}: no such checkpoint")
+    for path in utils.split_paths(checkpoint):  # ':'-separated for an ensemble, as fairseq-generate's --path
+        if not os.path.isfile(path):
+            raise ValueError(f"--path {checkpoint}: no such checkpoint: {path}")
     if not os.path.isdir(data_dir):
         raise ValueError(f"data directory {data_dir!r} (fairseq-preprocess --destdir) does not exist")
     parser = options.get_generation_parser()

@@ -1,13 +1,24 @@
 """Reading the text that ``fairseq-generate`` prints.
 
-fairseq-generate writes, per test sentence ``i``, ``S-i<TAB>source``, ``T-i<TAB>reference``,
-``H-i<TAB>score<TAB>hypothesis`` (the model's tokens, after ``--remove-bpe`` if given) and
-``D-i<TAB>score<TAB>detokenised hypothesis`` (after ``--tokenizer``/``--bpe`` decoding). Sentences
-come out in batch order, so every field is re-sorted by ``i`` here. With ``--nbest N`` only the first
-(best) hypothesis of each sentence is kept.
+fairseq-generate writes, per test sentence ``i`` (``fairseq_cli/generate.py``):
+
+- ``S-i<TAB>source`` and ``T-i<TAB>reference``: the dictionary's tokens after ``--post-process``
+  (alias ``--remove-bpe``), then decoded by ``--bpe`` and ``--tokenizer`` (so with ``--bpe
+  sentencepiece`` they are plain text); unknown reference words read ``<<unk>>``;
+- ``H-i<TAB>score<TAB>hypothesis``: the tokens after ``--post-process`` only (``--bpe`` does not
+  touch them);
+- ``D-i<TAB>score<TAB>hypothesis``: the H- line decoded by ``--bpe`` and ``--tokenizer``;
+- ``P-i`` (per-token scores) and, on request, ``A-i`` (alignment), ignored here.
+
+Sentences come out in batch order, so every field is re-sorted by ``i`` here. With ``--nbest N``
+only the first (best) hypothesis of each sentence is kept. Sentences a recipe did not translate (too
+long for the model's position tables) are named by ``untranslated``: they must be absent, every other
+id present. Which of these lines still hold subword
+units is read from the lines themselves (``detok.Detokenizer.decode``), not from fairseq's logged
+configuration: with hydra-core 1.3 that log goes to stderr, not into the file.
 """
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Collection, Dict, List
 
 
 @dataclass
@@ -20,7 +31,7 @@ class GenerateOutput:
     ids: List[int] = field(default_factory=list)
 
 
-def read_generate_output(path: str) -> GenerateOutput:
+def read_generate_output(path: str, untranslated: Collection[int] = ()) -> GenerateOutput:
     fields: Dict[str, Dict[int, str]] = {"S": {}, "T": {}, "H": {}, "D": {}}
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
@@ -42,7 +53,11 @@ def read_generate_output(path: str) -> GenerateOutput:
     ids = sorted(fields["H"])
     if not ids:
         raise ValueError(f"{path}: no 'H-<id>' lines; is this the output of fairseq-generate?")
-    expected = list(range(len(ids)))
+    skipped = set(untranslated)
+    if skipped & set(ids):
+        raise ValueError(f"{path}: sentence ids {sorted(skipped & set(ids))[:10]} are listed as untranslated but "
+                         "have hypotheses")
+    expected = [i for i in range(len(ids) + len(skipped)) if i not in skipped]
     if ids != expected:
         missing = sorted(set(range(max(ids) + 1)) - set(ids))[:10]
         raise ValueError(f"{path}: hypotheses for sentence ids {missing} are missing ({len(ids)} of {max(ids) + 1}); "

@@ -16,13 +16,17 @@ equal size from the data.
 """
 from typing import List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from . import score as score_mod
-from .detok import Detokenizer
+from .detok import has_bpe_markers, has_spm_pieces
 from .generate_output import read_generate_output
 
 
 def parse_bins(spec: str, values: Sequence[float]) -> List[float]:
-    """Inclusive upper edges, ascending."""
+    """Inclusive upper edges, ascending. ``quantiles:K``: the i/K-quantiles of the values, i = 1 ... K-1
+    (numpy's ``inverted_cdf``: the smallest value with at least i/K of the values at or below it), ties
+    merged, so that each of the K bins holds about 1/K of the sentences."""
     spec = spec.strip()
     if spec.startswith("quantiles:"):
         try:
@@ -31,13 +35,10 @@ def parse_bins(spec: str, values: Sequence[float]) -> List[float]:
             k = 0
         if k < 1:
             raise ValueError(f"--bins {spec!r}: expected quantiles:K with K >= 1")
-        s = sorted(values)
-        edges = []
-        for i in range(1, k):
-            e = s[min(len(s) - 1, (i * len(s)) // k - 1)] if s else 0
-            if not edges or e > edges[-1]:
-                edges.append(e)
-        return edges
+        if k == 1 or len(values) == 0:
+            return []
+        edges = np.quantile(np.asarray(values, dtype=np.float64), np.arange(1, k) / k, method="inverted_cdf")
+        return [float(e) for e in np.unique(edges)]
     try:
         edges = [float(x) for x in spec.split(",") if x.strip()]
     except ValueError:
@@ -48,16 +49,14 @@ def parse_bins(spec: str, values: Sequence[float]) -> List[float]:
 
 
 def assign(values: Sequence[float], edges: List[float]) -> List[int]:
-    out = []
-    for v in values:
-        k = 0
-        while k < len(edges) and v > edges[k]:
-            k += 1
-        out.append(k)
-    return out
+    """Bin k holds E_{k-1} < x <= E_k (``searchsorted`` on the left)."""
+    return np.searchsorted(np.asarray(edges, dtype=np.float64), np.asarray(values, dtype=np.float64),
+                           side="left").tolist()
 
 
 def bin_labels(edges: List[float], integer: bool) -> List[str]:
+    if not edges:
+        return ["all"]
     fmt = (lambda x: str(int(x))) if integer else (lambda x: f"{x:g}")
     labels = []
     for k in range(len(edges) + 1):
@@ -72,6 +71,7 @@ def bin_labels(edges: List[float], integer: bool) -> List[str]:
 
 
 def lengths(args, systems, refs, srcs) -> Tuple[List[float], bool]:
+    untranslated = score_mod.read_untranslated(args.untranslated)[0] if args.untranslated else []
     if args.key_file:
         vals = [float(x) for x in score_mod.read_lines(args.key_file)]
         if len(vals) != len(refs):
@@ -81,10 +81,14 @@ def lengths(args, systems, refs, srcs) -> Tuple[List[float], bool]:
         gen_paths = list(args.gen_out) + list(args.baseline)
         if not gen_paths:
             raise ValueError("--count pieces needs a fairseq-generate output (its S-/T- lines)")
-        gen = read_generate_output(gen_paths[0])
+        gen = read_generate_output(gen_paths[0], untranslated)
+        kind = "S-" if args.by == "src" else "T-"
         side = gen.sources if args.by == "src" else gen.references
         if not side:
-            raise ValueError(f"--count pieces needs the {'S-' if args.by == 'src' else 'T-'} lines of a fairseq-generate output")
+            raise ValueError(f"--count pieces needs the {kind} lines of a fairseq-generate output")
+        if (args.spm_model or args.remove_bpe) and not (has_spm_pieces(side) or has_bpe_markers(side)):
+            raise ValueError(f"--count pieces: the {kind} lines of {gen_paths[0]} hold no subword pieces (fairseq-generate "
+                             "decoded them: --bpe or --post-process); run it without those flags, or use --count words")
         return [len(x.split()) for x in side], True
     text = srcs if args.by == "src" else refs
     if text is None:
@@ -93,54 +97,44 @@ def lengths(args, systems, refs, srcs) -> Tuple[List[float], bool]:
 
 
 def main(argv: Optional[List[str]] = None):
+    prog = "posmix-length-bins"
     p = score_mod.build_parser()
-    p.prog = "posmix-length-bins"
+    p.prog = prog
     p.description = __doc__.split("\n\n")[0]
     p.epilog = __doc__.split("\n\n", 1)[1]
-    p.set_defaults(metrics="bleu,chrf++,ter", bootstrap_samples=0)
+    p.set_defaults(metrics="bleu,chrf++,ter", bootstrap_samples=0, ar_trials=0)
     p.add_argument("--by", choices=["src", "ref"], default="src", help="bin by source or reference length")
     p.add_argument("--count", choices=["words", "pieces"], default="words",
                    help="length unit: whitespace words of the raw text, or subword pieces (S-/T- lines)")
     p.add_argument("--bins", default="25,50,75,100", help="upper edges E1,E2,... or quantiles:K")
     p.add_argument("--key-file", help="bin by these per-sentence values instead (one per line, in sentence order)")
-    a = p.parse_args(argv)
-    metrics = [m.strip().lower() for m in a.metrics.split(",") if m.strip()]
-    bad = [m for m in metrics if m not in score_mod.ALL_METRICS]
-    if bad or not metrics:
-        raise SystemExit(f"--metrics: unknown {bad or '(empty)'}; valid: {', '.join(score_mod.ALL_METRICS)}")
-    entries = ([(x, False, False) for x in a.gen_out] + [(x, False, True) for x in a.hyp]
-               + [(x, True, False) for x in a.baseline] + [(x, True, True) for x in a.baseline_hyp])
-    if not entries:
-        raise SystemExit("posmix-length-bins: give at least one system")
+    a = p.parse_intermixed_args(argv)
+    metrics = score_mod.parse_metrics(a.metrics)
+    entries = score_mod.check_common_args(a, prog)
+    need_sources = "comet" in metrics or (a.by == "src" and a.count == "words" and not a.key_file)
+    systems, refs, srcs, notes = score_mod.load_inputs(a, entries, prog, need_sources)
+    opts = score_mod.ScoringOptions.from_args(a, metrics)
     try:
-        detok = Detokenizer(a.spm_model, a.remove_bpe, a.moses_detok)
-        names = score_mod.unique_names([e[0] for e in entries], a.names)
-        systems = [score_mod.load_system(path, name, detok, b, a.use_detok_lines, t)
-                   for (path, b, t), name in zip(entries, names)]
-        refs = score_mod.read_lines(a.ref) if a.ref else next((s.refs for s in systems if s.refs), None)
-        if refs is None:
-            raise ValueError("no references: pass --ref FILE")
-        srcs = score_mod.read_lines(a.src) if a.src else next((s.srcs for s in systems if s.srcs), None)
         vals, integer = lengths(a, systems, refs, srcs)
         edges = parse_bins(a.bins, vals)
-        groups = assign(vals, edges)
+        groups = np.asarray(assign(vals, edges))
         labels = bin_labels(edges, integer)
         baseline = next((s for s in systems if s.is_baseline), None)
+        scorers, skipped = score_mod.load_learned_scorers(opts)  # loaded once for every bin
         rows = []
         metric_labels = None
         for k, label in enumerate(labels):
-            idx = [i for i, g in enumerate(groups) if g == k]
+            idx = np.flatnonzero(groups == k).tolist()
             if not idx:
                 rows.append((label, 0, None))
                 continue
             sub = [score_mod.System(s.name, s.path, [s.hyps[i] for i in idx], s.is_baseline) for s in systems]
-            cells, sigs, skipped = score_mod.score_systems(
-                sub, [refs[i] for i in idx], [srcs[i] for i in idx] if srcs else None, metrics, a.tokenize,
-                a.lowercase, a.comet_model, a.bleurt_checkpoint, a.bootstrap_samples, a.batch_size)
-            metric_labels = metric_labels or [m for m in score_mod.METRIC_ORDER if m in sigs]
-            rows.append((label, len(idx), cells))
+            scores = score_mod.score_systems(sub, [refs[i] for i in idx], [srcs[i] for i in idx] if srcs else None,
+                                             opts, scorers, skipped)
+            metric_labels = metric_labels or [m for m in score_mod.metric_labels(scores) if m in scores.signatures]
+            rows.append((label, len(idx), scores.cells))
     except ValueError as e:
-        raise SystemExit(f"posmix-length-bins: {e}")
+        raise SystemExit(f"{prog}: {e}")
     cols = [(s, m) for m in (metric_labels or []) for s in systems]
     delta = [(s, m) for m in (metric_labels or []) for s in systems if baseline is not None and s is not baseline]
     head = ["bin", "sentences"] + [f"{s.name} {m}" for s, m in cols] + [f"{s.name} - {baseline.name} {m}" for s, m in delta]
@@ -155,8 +149,13 @@ def main(argv: Optional[List[str]] = None):
         print(f"| {label} | {n} | " + " | ".join(f"{v:.2f}" for v in vals_ + deltas) + " |")
         result.append({"bin": label, "sentences": n,
                        **{f"{s.name}/{m}": cells[s.name][m].score for s, m in cols}})
-    print(f"\n- bins by {'--key-file ' + a.key_file if a.key_file else ('source' if a.by == 'src' else 'reference') + ' length in ' + a.count}; "
-          f"detokenisation: {detok.description}")
+    by = ("--key-file " + a.key_file if a.key_file
+          else ("source" if a.by == "src" else "reference") + " length in " + a.count)
+    print(f"\n- bins by {by}")
+    for note in notes:
+        print(f"- {note}")
+    for m, reason in skipped.items():
+        print(f"- **{m} skipped**: {reason}")
     if a.json:
         import json
 

@@ -1,18 +1,28 @@
 """The metrics, each through its own package.
 
 - BLEU, chrF, chrF++ (chrF with word n-grams of order 2, Popovic 2017; PosNet paper Table 1) and TER:
-  ``sacrebleu`` 2.x, with its signatures. BLEU's tokenizer is selectable (``13a`` default, ``intl``
-  as in the HC paper footnote 13, ``zh`` for Chinese as in the GPA paper footnote 3).
-- COMET: ``unbabel-comet`` (``comet.load_from_checkpoint`` + ``predict``); the GPA paper uses
-  wmt20-comet-da (Section 5.1).
+  ``sacrebleu`` 2.x with sacreBLEU's own defaults (what its command line computes and papers
+  report), and its signatures. BLEU's tokenizer is selectable (``13a``, sacreBLEU's default; ``intl``
+  as in the HC paper footnote 13; ``zh`` for Chinese as in the GPA paper footnote 3). TER is
+  case-insensitive, as sacreBLEU's and TERCom's default (the APE paper's TER is TERCom's);
+  ``ter_case_sensitive`` is sacreBLEU's ``--ter-case-sensitive``. ``lowercase`` is sacreBLEU's
+  ``-lc`` for BLEU and ``--chrf-lowercase`` for chrF.
+- The COMET family: ``unbabel-comet`` (``comet.load_from_checkpoint`` + ``predict``). The model's class
+  and input segments decide what it is given: reference-based COMET (``RegressionMetric``, e.g.
+  wmt20-comet-da as in the GPA paper Section 5.1, wmt22-comet-da) sees source, hypothesis and
+  reference; CometKiwi (``UnifiedMetric`` trained on ``[mt, src]``, e.g. wmt22-cometkiwi-da) and
+  COMET-QE (``ReferencelessRegression``) are reference-free and never see the reference; XCOMET
+  (``XCOMETMetric``) sees all three and also returns error spans.
 - BLEURT: ``bleurt-pytorch`` (``BleurtForSequenceClassification``); the GPA paper uses BLEURT-20.
 
-Learned metrics are loaded from local paths only: these machines cannot download weights. A missing
-or unloadable model raises ``MetricUnavailable`` with a message saying how to provide it; callers
-report the metric as skipped and keep the others.
+Learned metrics are loaded from local paths (or the local Hugging Face cache) only: these machines
+cannot download weights. A missing or unloadable model raises ``MetricUnavailable`` with a message
+saying how to provide it; callers report the metric as skipped and keep the others. Learned scores
+are reported x100, as the GPA paper's tables do.
 """
 import os
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Dict, List, Optional
 
 SACREBLEU_METRICS = ("bleu", "chrf", "chrf++", "ter")
@@ -20,10 +30,10 @@ LEARNED_METRICS = ("comet", "bleurt")
 ALL_METRICS = SACREBLEU_METRICS + LEARNED_METRICS
 BLEU_TOKENIZERS = ("13a", "intl", "zh", "none", "char", "ja-mecab", "ko-mecab", "flores101", "flores200")
 
-COMET_HELP = ("pass --comet-model PATH: a COMET model directory (with checkpoints/model.ckpt and hparams.yaml) "
-              "or its .ckpt file, downloaded on a machine with internet, e.g. `comet-score --model "
-              "Unbabel/wmt20-comet-da` once, then the snapshot under ~/.cache/huggingface; its encoder "
-              "(xlm-roberta-large) must be in the local Hugging Face cache too")
+COMET_HELP = ("pass --comet-model PATH: a COMET model directory as COMET stores it (DIR/checkpoints/model.ckpt "
+              "with DIR/hparams.yaml), its .ckpt file, or a model name already in the local Hugging Face cache "
+              "(e.g. Unbabel/wmt22-comet-da after `comet-score --model Unbabel/wmt22-comet-da` once on a machine "
+              "with internet); its encoder (e.g. xlm-roberta-large) must be in the local Hugging Face cache too")
 BLEURT_HELP = ("pass --bleurt-checkpoint PATH: a bleurt-pytorch model directory (config.json, weights, vocab/"
                "sentencepiece files), e.g. lucadiliello/BLEURT-20 downloaded on a machine with internet")
 
@@ -34,15 +44,22 @@ class MetricUnavailable(Exception):
 
 @dataclass
 class MetricResult:
-    name: str            # e.g. "BLEU"
+    name: str            # e.g. "BLEU", "COMET", "CometKiwi"
     score: float
     signature: str = ""
-    segment_scores: Optional[List[float]] = None  # learned metrics (for bootstrap)
-    extra: Dict[str, float] = field(default_factory=dict)
+    segment_scores: Optional[List[float]] = None  # learned metrics (for the paired tests)
+    details: Dict[str, list] = field(default_factory=dict)  # e.g. XCOMET's error spans per segment
 
 
-def sacrebleu_metric(name: str, tokenize: str = "13a", lowercase: bool = False):
-    """A sacrebleu Metric object for 'bleu', 'chrf', 'chrf++' or 'ter'."""
+def package_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def sacrebleu_metric(name: str, tokenize: str = "13a", lowercase: bool = False, ter_case_sensitive: bool = False):
+    """A sacrebleu Metric object for 'bleu', 'chrf', 'chrf++' or 'ter', with sacreBLEU's defaults."""
     from sacrebleu.metrics import BLEU, CHRF, TER
 
     if name == "bleu":
@@ -54,30 +71,104 @@ def sacrebleu_metric(name: str, tokenize: str = "13a", lowercase: bool = False):
     if name == "chrf++":
         return CHRF(word_order=2, lowercase=lowercase)
     if name == "ter":
-        return TER(case_sensitive=not lowercase)
+        return TER(case_sensitive=ter_case_sensitive and not lowercase)
     raise ValueError(f"unknown sacrebleu metric {name!r}; valid: {', '.join(SACREBLEU_METRICS)}")
 
 
-def corpus_score(name: str, hyps: List[str], refs: List[str], tokenize="13a", lowercase=False) -> MetricResult:
-    m = sacrebleu_metric(name, tokenize, lowercase)
-    s = m.corpus_score(hyps, [refs])
-    return MetricResult(name=s.name, score=s.score, signature=str(m.get_signature()))
+def format_signature(items: Dict[str, object], **extra) -> str:
+    """sacreBLEU's signature format: ``key:value`` joined by ``|``, the version last."""
+    items = {**{k: v for k, v in items.items() if k != "version"}, **extra, "version": items.get("version")}
+    return "|".join(f"{k}:{v}" for k, v in items.items() if v is not None)
 
 
-def resolve_comet_checkpoint(path: str) -> str:
-    if os.path.isfile(path):
-        return path
-    for cand in (os.path.join(path, "checkpoints", "model.ckpt"), os.path.join(path, "model.ckpt")):
-        if os.path.isfile(cand):
-            return cand
-    raise MetricUnavailable(f"--comet-model {path}: no checkpoints/model.ckpt there; {COMET_HELP}")
+def resolve_gpus(gpus: Optional[int]) -> int:
+    """``--gpus``: None = one GPU when CUDA is visible, else the CPU."""
+    import torch
+
+    if gpus is None:
+        return 1 if torch.cuda.is_available() else 0
+    if gpus not in (0, 1):
+        raise ValueError(f"--gpus {gpus}: valid values are 0 (CPU) and 1 (COMET's multi-GPU prediction starts "
+                         "DDP workers that re-run the whole command; use comet-score for that)")
+    if gpus == 1 and not torch.cuda.is_available():
+        raise ValueError("--gpus 1: no CUDA GPU is visible here (torch.cuda.is_available() is False); use --gpus 0")
+    return gpus
+
+
+# ---- COMET ----------------------------------------------------------------------------------------
+
+def resolve_comet_checkpoint(spec: str) -> str:
+    """The model.ckpt of ``spec``: a .ckpt file, a directory as COMET stores it (``DIR/checkpoints/
+    model.ckpt``; also ``DIR`` = that checkpoints folder), or a model name in the local Hugging Face
+    cache. ``comet.load_from_checkpoint`` reads ``hparams.yaml`` two levels above the checkpoint."""
+    if os.path.isfile(spec):
+        ckpt = spec
+    elif os.path.isdir(spec):
+        cands = [os.path.join(spec, "checkpoints", "model.ckpt")]
+        if os.path.basename(os.path.normpath(spec)) == "checkpoints":
+            cands.append(os.path.join(spec, "model.ckpt"))
+        ckpt = next((c for c in cands if os.path.isfile(c)), None)
+        if ckpt is None:
+            raise MetricUnavailable(f"--comet-model {spec}: no checkpoints/model.ckpt there; {COMET_HELP}")
+    elif spec.count("/") == 1 and not spec.startswith((".", "/")):
+        try:
+            from huggingface_hub import snapshot_download
+
+            ckpt = os.path.join(snapshot_download(repo_id=spec, local_files_only=True), "checkpoints", "model.ckpt")
+        except Exception as e:  # noqa: BLE001  (not in the cache: any error of the hub client)
+            raise MetricUnavailable(f"--comet-model {spec}: not a local path and not in the local Hugging Face "
+                                    f"cache ({type(e).__name__}); {COMET_HELP}")
+    else:
+        raise MetricUnavailable(f"--comet-model {spec}: no such file or directory; {COMET_HELP}")
+    hparams = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ckpt))), "hparams.yaml")
+    if not os.path.isfile(hparams):
+        raise MetricUnavailable(f"--comet-model {spec}: COMET reads the model's hparams.yaml from two levels above "
+                                f"the checkpoint ({hparams}), and there is none; {COMET_HELP}")
+    return ckpt
+
+
+def comet_model_name(ckpt: str) -> str:
+    """The model's name: ``Org/name`` for a Hugging Face cache snapshot, else the directory that holds
+    ``checkpoints/``, else the checkpoint's file name."""
+    parts = os.path.abspath(ckpt).split(os.sep)  # abspath, not realpath: cache snapshots are symlinks
+    for p in parts:
+        if p.startswith("models--"):
+            return p[len("models--"):].replace("--", "/")
+    if len(parts) >= 3 and parts[-2] == "checkpoints":
+        return parts[-3]
+    return os.path.splitext(parts[-1])[0]
+
+
+def comet_input_segments(model) -> List[str]:
+    """What the model reads: ``UnifiedMetric``/``XCOMETMetric`` say it in ``hparams.input_segments``;
+    ``ReferencelessRegression`` reads source and hypothesis; the others (``RegressionMetric``,
+    ``RankingMetric``) source, hypothesis and reference."""
+    from comet.models import ReferencelessRegression, UnifiedMetric
+
+    if isinstance(model, UnifiedMetric):
+        return list(model.hparams.input_segments)
+    if isinstance(model, ReferencelessRegression):
+        return ["mt", "src"]
+    return ["mt", "src", "ref"]
+
+
+def comet_kind(model, segments: List[str]) -> str:
+    from comet.models import UnifiedMetric, XCOMETMetric
+
+    if isinstance(model, XCOMETMetric):
+        return "XCOMET"
+    if "ref" not in segments:
+        return "CometKiwi" if isinstance(model, UnifiedMetric) else "COMET-QE"
+    return "COMET"
 
 
 class CometScorer:
-    def __init__(self, path: Optional[str], batch_size: int = 16):
-        if not path:
+    """One model of the COMET family; ``name`` is its column (COMET, CometKiwi, COMET-QE, XCOMET)."""
+
+    def __init__(self, spec: Optional[str], batch_size: int = 16, gpus: int = 0, lowercased: bool = False):
+        if not spec:
             raise MetricUnavailable(f"no model given; {COMET_HELP}")
-        ckpt = resolve_comet_checkpoint(path)
+        ckpt = resolve_comet_checkpoint(spec)
         try:
             from comet import load_from_checkpoint
         except ImportError as e:
@@ -88,23 +179,44 @@ class CometScorer:
             raise MetricUnavailable(f"loading {ckpt} failed ({type(e).__name__}: {e}); {COMET_HELP}")
         self.model.eval()
         self.path = ckpt
+        self.model_name = comet_model_name(ckpt)
+        self.segments = comet_input_segments(self.model)
+        self.name = comet_kind(self.model, self.segments)
         self.batch_size = batch_size
+        self.gpus = gpus
+        self.signature_items = {
+            "model": self.model_name, "class": type(self.model).__name__, "inputs": "+".join(self.segments),
+            "case": "lc" if lowercased else "mixed", "batch": batch_size, "device": "gpu" if gpus else "cpu",
+            "scale": "x100", "version": f"comet-{package_version('unbabel-comet')}"}
+
+    @property
+    def reference_free(self) -> bool:
+        return "ref" not in self.segments
 
     def __call__(self, hyps: List[str], refs: List[str], srcs: Optional[List[str]]) -> MetricResult:
-        if not srcs:
-            raise MetricUnavailable("it needs the source sentences; pass --src or a "
+        if "src" in self.segments and not srcs:
+            raise MetricUnavailable(f"{self.name} ({self.model_name}) reads the sources; pass --src or a "
                                     "fairseq-generate output with S- lines")
-        data = [{"src": s, "mt": h, "ref": r} for s, h, r in zip(srcs, hyps, refs)]
-        pred = self.model.predict(data, batch_size=self.batch_size, gpus=0, progress_bar=False,
-                                  accelerator="cpu", num_workers=1)
-        seg = [float(x) for x in pred.scores]
-        # reported x100, as the GPA paper's tables do
-        return MetricResult(name="COMET", score=100.0 * sum(seg) / len(seg), segment_scores=[100 * x for x in seg],
-                            signature=f"comet:{self.path}")
+        columns = {"mt": hyps, "src": srcs, "ref": refs}
+        data = [dict(zip(self.segments, row)) for row in zip(*(columns[s] for s in self.segments))]
+        pred = self.model.predict(data, batch_size=self.batch_size, gpus=self.gpus, progress_bar=False,
+                                  accelerator="gpu" if self.gpus else "cpu")
+        seg = [100.0 * float(x) for x in pred.scores]
+        details = {}
+        meta = pred.get("metadata")
+        if meta is not None and "error_spans" in meta:
+            details["error_spans"] = list(meta["error_spans"])
+        return MetricResult(name=self.name, score=sum(seg) / len(seg), segment_scores=seg,
+                            signature=format_signature(self.signature_items), details=details)
 
+
+# ---- BLEURT ---------------------------------------------------------------------------------------
 
 class BleurtScorer:
-    def __init__(self, path: Optional[str], batch_size: int = 16):
+    name = "BLEURT"
+    reference_free = False
+
+    def __init__(self, path: Optional[str], batch_size: int = 16, gpus: int = 0, lowercased: bool = False):
         if not path:
             raise MetricUnavailable(f"no checkpoint given; {BLEURT_HELP}")
         if not os.path.isdir(path):
@@ -118,8 +230,14 @@ class BleurtScorer:
             self.model = BleurtForSequenceClassification.from_pretrained(path, local_files_only=True).eval()
         except Exception as e:  # noqa: BLE001
             raise MetricUnavailable(f"loading {path} failed ({type(e).__name__}: {e}); {BLEURT_HELP}")
+        self.device = "cuda" if gpus else "cpu"
+        self.model.to(self.device)
         self.path = path
         self.batch_size = batch_size
+        self.signature_items = {
+            "model": os.path.basename(os.path.normpath(path)), "case": "lc" if lowercased else "mixed",
+            "batch": batch_size, "device": "gpu" if gpus else "cpu", "scale": "x100",
+            "version": f"bleurt-pytorch-{package_version('bleurt-pytorch')}"}
 
     def segment_scores(self, hyps: List[str], refs: List[str]) -> List[float]:
         import torch
@@ -129,11 +247,11 @@ class BleurtScorer:
         with torch.inference_mode():
             for i in range(0, len(hyps), self.batch_size):
                 enc = self.tokenizer(refs[i:i + self.batch_size], hyps[i:i + self.batch_size], padding="longest",
-                                     truncation=True, max_length=max_len, return_tensors="pt")
-                out.extend(self.model(**enc).logits.flatten().tolist())
+                                     truncation=True, max_length=max_len, return_tensors="pt").to(self.device)
+                out.extend(self.model(**enc).logits.flatten().float().cpu().tolist())
         return out
 
     def __call__(self, hyps: List[str], refs: List[str], srcs=None) -> MetricResult:
-        seg = self.segment_scores(hyps, refs)
-        return MetricResult(name="BLEURT", score=100.0 * sum(seg) / len(seg), segment_scores=[100 * x for x in seg],
-                            signature=f"bleurt:{self.path}")
+        seg = [100.0 * x for x in self.segment_scores(hyps, refs)]
+        return MetricResult(name=self.name, score=sum(seg) / len(seg), segment_scores=seg,
+                            signature=format_signature(self.signature_items))

@@ -2,11 +2,12 @@
 ../shared/papers; a value the available text does not give is absent, never guessed).
 
 Each system is a recipe run: ``VARIANT`` (arch = VARIANT_<size suffix>) or a full ``arch``, plus
-fairseq-train flags. ``paper_flags`` apply at paper scale only (e.g. the HC paper's 288-dim BASE);
-``tiny`` replaces the flags at the tiny scale where the paper's setting needs more layers than tiny has.
+fairseq-train flags. ``paper_flags`` apply at paper scale only; ``tiny`` replaces the flags at the tiny
+scale where the paper's setting needs more layers than tiny has. Tables of speed and memory name what
+they measure (``measures``); their columns are ours, beside the paper's own units.
 """
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 GPA = "000_56daf9cf6f59e3ab.txt (Gated position-based attention)"
 HC = "001_564739f35493473d.txt (Hard-coded Gaussian attention)"
@@ -14,8 +15,16 @@ APE = "002_a771f701453efe8f.txt (Analysis of positional encodings)"
 RPE = "003_b81e1389b968ba82.txt (Recurrent positional embedding)"
 POSNET = "004_4d10d0edac194ef1.txt (Interpreting positional information / PosNet)"
 
-HC_SMALL = ("--encoder-embed-dim 288 --decoder-embed-dim 288 --encoder-ffn-embed-dim 507 --decoder-ffn-embed-dim 507 "
-            "--encoder-attention-heads 4 --decoder-attention-heads 4 --encoder-layers 5 --decoder-layers 5 --dropout 0.1")
+NO_SA = "--encoder-self-mixer none --decoder-self-mixer none"  # HC's '/-SA': self-attention removed
+
+
+def hc_offsets(lowest_highest: str, middle: str, layers: int = 5) -> str:
+    """HC Appendix Table 6: the heads of the lowest and highest layer (l: i-1, c: i, r: i+1), the middle
+    layers fixed; one comma list per layer (the 5-layer small IWSLT model)."""
+    code = {"l": "-1", "c": "0", "r": "1"}
+    ends = ",".join(code[x] for x in lowest_highest)
+    mid = ",".join(code[x] for x in middle)
+    return ";".join([ends] + [mid] * (layers - 2) + [ends])
 
 
 @dataclass
@@ -39,6 +48,10 @@ class Table:
     reported: Dict[str, Dict[str, float]] = field(default_factory=dict)  # label -> column -> value
     stages: str = "train average generate score"
     note: str = ""
+    # what is measured besides the scores: "speed" (posmix-decode-speed, SPEED_SETTING in env), "train_memory"
+    # (peak GPU memory of training, from fairseq's log), "train_speed" (training tokens/s, from the log),
+    # "contrastive" (LingEval97 accuracy per error type)
+    measures: Tuple[str, ...] = ()
 
 
 def S(label, variant="", flags="", **kw):
@@ -50,7 +63,7 @@ MIX = lambda e, d, c: f"--encoder-self-mixer {e} --decoder-self-mixer {d} --deco
 LC_OFF = "--encoder-self-lightconv-glu off --decoder-self-lightconv-glu off"
 GLOBAL = "--encoder-self-lightconv-global-context on --decoder-self-lightconv-global-context on"
 # Shaw et al.'s own layout (a^K and a^V, shared by the heads), which APE uses (its Section 3.2); the shaw_*
-# archs are GPA's reading (issue 11; README, Choices)
+# archs are GPA's reading (docs/choices.md)
 SHAW_OWN = ("--encoder-self-relative-embedding-heads shared --decoder-self-relative-embedding-heads shared "
             "--encoder-self-shaw-value-term on --decoder-self-shaw-value-term on")
 
@@ -106,17 +119,21 @@ TABLES: Dict[str, Table] = {t.name: t for t in [
     Table("gpa-7", "GPA Table 7: from LightConv to rPosNet (En->Zh, Base)", GPA, "wmt18_en_zh",
           {"PAPER": "gpa", "SIZE": "base"},
           [S("Transformer", "posmix_transformer"), S("Shaw et al. (2018)", "shaw"),
-           S("Light Convolution", "lightconvnet", LC_OFF), S("+ GeLU Gating", "lightconvnet", f"{LC_OFF} {GATING('on')}"),
+           S("Light Convolution", "lightconvnet", LC_OFF), S("LightConv", "lightconvnet"),
+           S("+ GeLU Gating", "lightconvnet", f"{LC_OFF} {GATING('on')}"),
            S("+ Global Context", "lightconvnet", f"{LC_OFF} {GATING('on')} {GLOBAL}"), S("rPosNet", "rposnet")],
           _r(["Params (M)", "En-Zh BLEU", "En-Zh BLEURT", "En-Zh COMET"], {
               "Transformer": [107, 33.8, 64.3, 42.5], "Shaw et al. (2018)": [None, 34.0, 64.5, 43.8],
-              "Light Convolution": [101, 33.2, 63.4, 40.6], "+ GeLU Gating": [104, 33.5, 63.7, 41.1],
+              "Light Convolution": [101, 33.2, 63.4, 40.6], "LightConv": [None, 33.0, 63.5, 41.1],
+              "+ GeLU Gating": [104, 33.5, 63.7, 42.4],
               "+ Global Context": [104, 33.6, 63.9, 42.4], "rPosNet": [104, 33.8, 64.2, 43.1]}),
-          note="Shaw's parameter count is garbled in the text ('10/M'), so it is left out."),
+          note="Rows 1-7 of Table 7. The text extraction merged row 4 (LightConv, with GLU) into row 5; Appendix E's "
+               "prose restores both: row 5 is row 4 + 0.5 BLEU, 0.2 BLEURT, 1.3 COMET and row 6 is row 5 + 0.1 BLEU, "
+               "0.2 BLEURT, + 0 COMET, so row 5 is 33.5 / 63.7 / 42.4 and row 4 is 33.0 / 63.5 / 41.1 (Table 2's "
+               "LightConv En-Zh row). Row 4's and Shaw's parameter counts are not in the text ('10/M' is garbled)."),
     Table("hc-1", "HC main results (the paper's Table 2; its Table 1 lists dataset statistics)", HC, "iwslt16_en_de",
           {"PAPER": "hc", "SIZE": "small"},
-          [S("BASE", "posmix_transformer", arch="posmix_transformer_iwslt_de_en", paper_flags=HC_SMALL),
-           S("HC-SA", "hc_sa"), S("HC-ALL", "hc_all"), S("SH-X", "sh_x")],
+          [S("BASE", "posmix_transformer"), S("HC-SA", "hc_sa"), S("HC-ALL", "hc_all"), S("SH-X", "sh_x")],
           _r(["IWSLT16 En-De", "IWSLT16 De-En", "IWSLT17 En-Ja", "IWSLT17 Ja-En", "WMT16 En-Ro", "WMT16 Ro-En",
               "WMT14 En-De", "WMT14 En-Fr"], {
               "BASE": [30.0, 34.4, 20.9, 11.6, 33.0, 33.1, 26.8, 40.3], "HC-SA": [30.3, 34.8, 20.7, 10.9, 32.9, 32.8, 26.3, 39.1],
@@ -169,7 +186,7 @@ TABLES: Dict[str, Table] = {t.name: t for t in [
                                                 "+RPEHead": [28.11, 97.84], "+MPRHead": [28.35, 97.72]}),
           note="Big: Transformer 28.22, +MPRHead 29.11 (SIZE=big). NIST Zh-En results are not reproduced (no public data)."),
     Table("posnet-1", "PosNet Table 1: Transformer base on WMT14 En-De / En-Fr (newstest2014)", POSNET, "wmt14_en_de",
-          {"PAPER": "posnet", "SIZE": "base", "VOCAB": "40000"},
+          {"PAPER": "posnet", "SIZE": "base"},
           [S("w/o PE", "nope"), S("SAPE", "posmix_transformer"), S("LAPE", "learnedpe"), S("RPE", "shaw", SHAW_OWN),  # PosNet 5.2: "we follow the configuration in Shaw et al."
            S("Adaptive-T5", "at5bias"), S("PosNet-Attn", "posnet_attn"), S("PosNet-Embed", "posnet_embed")],
           _r(["En-De BLEU", "En-De chrF++", "En-Fr BLEU", "En-Fr chrF++", "#Params En-De (M)"], {
@@ -179,3 +196,127 @@ TABLES: Dict[str, Table] = {t.name: t for t in [
               "PosNet-Embed": [27.68, 54.05, 40.81, 62.33, 66.49]}),
           note="PosNet-Embed En-Fr is marked significantly better than SAPE (p < 0.05) in the paper."),
 ]}
+
+GPA_GRID = [S("Transformer", "posmix_transformer"), S("Shaw et al. (2018)", "shaw"), S("FourierNet", "fouriernet"),
+            S("GaussianNet", "hc_sa"), S("LinearNet", "linearnet"), S("LightConv", "lightconvnet"),
+            S("gLinearNet", "glinearnet"), S("aPosNet", "aposnet"), S("rPosNet", "rposnet")]
+GPA3 = ["Params (M)", "BLEU", "BLEURT", "COMET"]
+HC_LINGEVAL = ["np-agreement", "subj-verb-agreement", "subj-adequacy", "polarity-particle-nicht-del",
+               "polarity-particle-kein-del", "polarity-affix-del", "polarity-particle-nicht-ins",
+               "polarity-particle-kein-ins", "polarity-affix-ins", "auxiliary", "verb-particle", "compound",
+               "transliteration"]
+HC_SPEED = [S("BASE", "posmix_transformer"), S("HC-SA", "hc_sa"), S("SH-X", "sh_x"),
+            S("BASE/-SA", "posmix_transformer", NO_SA), S("SH-X/-SA", "sh_x", NO_SA)]
+RPE_ABLATION = [
+    S("Transformer (Base)", "posmix_transformer"),
+    S("-PE of Dec", "posmix_transformer", "--decoder-position-encoding none"),
+    S("-PE of Enc", "posmix_transformer", "--encoder-position-encoding none"),
+    S("RPEHead (base)", "rpehead"),
+    S("RPEHead -RPE&PE of Dec", "rpehead", "--decoder-position-encoding none"),
+    S("RPEHead -RPE&PE of Enc", "rpehead", "--encoder-position-encoding none"),
+    S("MPRHead (base)", "mprhead"),
+    S("MPRHead -RPE&PE of Dec", "mprhead", "--decoder-position-encoding none"),
+    S("MPRHead -RPE/PE of Enc", "mprhead", "--encoder-position-encoding none"),
+    S("MPRHead -RPE&PE of Enc&Dec", "mprhead", "--encoder-position-encoding none --decoder-position-encoding none")]
+
+TABLES.update({t.name: t for t in [
+    Table("gpa-3-big", "GPA Table 3 (left): Big models on En->De", GPA, "wmt14_en_de", {"PAPER": "gpa", "SIZE": "big"},
+          GPA_GRID, _r([f"En-De {c}" for c in GPA3], {
+              "Transformer": [221, 27.1, 72.3, 50.4], "Shaw et al. (2018)": [221, 27.3, 72.7, 51.5],
+              "FourierNet": [208, 24.0, 67.6, 36.5], "GaussianNet": [196, 26.3, 69.4, 42.3],
+              "LinearNet": [199, 26.6, 71.3, 48.0], "LightConv": [209, 26.8, 71.7, 49.1],
+              "gLinearNet": [212, 27.1, 72.2, 49.9], "aPosNet": [212, 26.8, 71.4, 47.7], "rPosNet": [210, 27.3, 72.2, 50.4]})),
+    Table("gpa-3-small", "GPA Table 3 (right): Small models on De->En (IWSLT14)", GPA, "iwslt14_de_en",
+          {"PAPER": "gpa", "SIZE": "small"}, GPA_GRID, _r([f"De-En {c}" for c in GPA3], {
+              "Transformer": [36.8, 35.0, 69.3, 37.6], "Shaw et al. (2018)": [37.0, 35.4, 69.7, 38.8],
+              "FourierNet": [33.6, 32.5, 66.9, 28.2], "GaussianNet": [30.4, 34.3, 68.4, 34.1],
+              "LinearNet": [32.0, 34.0, 68.3, 33.9], "LightConv": [33.6, 34.4, 68.9, 35.5],
+              "gLinearNet": [35.2, 34.5, 69.0, 36.3], "aPosNet": [35.2, 34.2, 68.5, 34.7], "rPosNet": [34.1, 35.1, 69.5, 38.2]})),
+    Table("gpa-4", "GPA Table 4: CPU decoding speed on En->De (ten runs)", GPA, "wmt14_en_de",
+          {"PAPER": "gpa", "SIZE": "base", "SPEED_SETTING": "gpa-4"},
+          [S("Transformer", "posmix_transformer"), S("Shaw et al. (2018)", "shaw"), S("aPosNet", "aposnet"),
+           S("rPosNet", "rposnet")],
+          _r(["tokens/s", "tokens/s +-"], {"Transformer": [16.8, 0.61], "Shaw et al. (2018)": [16.5, 0.60],
+                                           "aPosNet": [17.0, 0.69], "rPosNet": [16.8, 0.61]}),
+          stages="train average generate score speed", measures=("speed",),
+          note="posmix-decode-speed --setting gpa-4: CPU, ten runs, beam 12; one sentence per batch and one thread are "
+               "ours. The paper calls its +- a variance; ours prints the standard deviation and the variance."),
+    Table("hc-3", "HC Table 3: decoding speed and memory on WMT16 En-Ro (base)", HC, "wmt16_en_ro",
+          {"PAPER": "hc", "SIZE": "base", "SPEED_SETTING": "hc"}, HC_SPEED,
+          _r(["BLEU", "sent/sec", "tokens/batch (K)"], {
+              "BASE": [33.0, 26.8, 9.2], "HC-SA": [32.9, 28.4, 10.8], "SH-X": [30.3, 34.9, 11.7],
+              "BASE/-SA": [27.0, 30.1, 11.8], "SH-X/-SA": [15.0, 37.6, 13.3]}),
+          stages="train average generate score speed", measures=("speed", "train_memory"),
+          note="sent/sec: posmix-decode-speed --setting hc (GPU, batch 256, five runs). The paper's tokens/batch is the "
+               "largest batch that fits a 2080 Ti; ours is the peak GPU memory of training at the recipe's batch "
+               "(fairseq's gb_free, sampled at each log line): lower memory, larger possible batch."),
+    Table("hc-4", "HC Table 4: LingEval97 accuracy per error type (En->De)", HC, "wmt14_en_de",
+          {"PAPER": "hc", "SIZE": "base"},
+          [S("BASE", "posmix_transformer"), S("HC-SA", "hc_sa"), S("HC-ALL", "hc_all")],
+          {"BASE": dict(zip(HC_LINGEVAL, [54.2, 87.5, 87.3, 94.0, 91.4, 91.6, 92.6, 94.8, 91.9, 89.1, 74.7, 88.1, 97.6])),
+           "HC-SA": dict(zip(HC_LINGEVAL, [53.5, 85.8, 85.0, 91.4, 88.3, 90.8, 92.5, 96.7, 90.6, 87.5, 72.7, 89.5, 97.9])),
+           "HC-ALL": dict(zip(HC_LINGEVAL, [53.5, 82.5, 80.3, 83.2, 79.9, 83.1, 89.8, 98.7, 84.3, 85.6, 70.2, 80.5, 93.4]))},
+          stages="train average generate score contrastive", measures=("contrastive",),
+          note="Accuracy = the reference scores a lower per-token cross entropy than its contrastive variant (HC "
+               "footnote 17). The paper does not name the models it scores; these are its WMT14 En-De ones."),
+    Table("hc-5", "HC Table 5: three implementations of HC-SA (IWSLT16 En-De)", HC, "iwslt16_en_de",
+          {"PAPER": "hc", "SIZE": "small"},
+          [S("Original", "hc_sa"),
+           S("Conv (window=3)", "hc_sa", "--encoder-self-gaussian-impl conv --decoder-self-gaussian-impl conv"),
+           S("Indexing", "hc_sa", "--encoder-self-gaussian-impl index --decoder-self-gaussian-impl index")],
+          _r(["En-De BLEU", "En-Ro BLEU"], {"Original": [30.3, 32.4], "Conv (window=3)": [30.1, 32.3],
+                                            "Indexing": [29.8, 31.4]}),
+          note="En-Ro: the same grid with examples/wmt16_en_ro (the paper's En-Ro original, 32.4, is not Table 2's "
+               "32.9; which En-Ro setting it used is not stated)."),
+    Table("hc-6", "HC Appendix Table 6: head offsets of the lowest and highest layers (IWSLT16 En-De)", HC,
+          "iwslt16_en_de", {"PAPER": "hc", "SIZE": "small"},
+          [S(f"enc ({e[0]}, {e[1]}) / dec ({d[0]}, {d[1]})", "hc_sa",
+             f"--encoder-self-gaussian-offsets={hc_offsets(e, 'lr')} --decoder-self-gaussian-offsets={hc_offsets(d, 'lc')}",
+             tiny_flags=f"--encoder-self-gaussian-offsets={hc_offsets(e, 'lr', 2)} "
+                        f"--decoder-self-gaussian-offsets={hc_offsets(d, 'lc', 2)}")
+           for e, d in (("ll", "ll"), ("ll", "cc"), ("ll", "lc"), ("lr", "lc"))],
+          {"enc (l, l) / dec (l, l)": {"BLEU": 27.4}, "enc (l, l) / dec (c, c)": {"BLEU": 27.8},
+           "enc (l, l) / dec (l, c)": {"BLEU": 28.1}, "enc (l, r) / dec (l, c)": {"BLEU": 30.3}},
+          note="Our reading of 'each cell shows settings we used in the lowest and highest layer': a cell gives the "
+               "head offsets (l: i-1, c: i, r: i+1) of those two layers; the middle layers keep (l, r) in the "
+               "encoder and (l, c) in the decoder. The last row is HC-SA. Tiny scale: 2 layers, both ends."),
+    Table("hc-7", "HC Appendix Table 7: decoding speed and memory on IWSLT16 En-De (small)", HC, "iwslt16_en_de",
+          {"PAPER": "hc", "SIZE": "small", "SPEED_SETTING": "hc"}, HC_SPEED,
+          _r(["BLEU", "sent/sec", "tokens/batch (K)"], {
+              "BASE": [30.0, 43.1, 14.1], "HC-SA": [30.3, 44.0, 15.1], "SH-X": [28.1, 50.1, 16],
+              "BASE/-SA": [22.8, 46.1, 16.1], "SH-X/-SA": [14.9, 54.9, 17]}),
+          stages="train average generate score speed", measures=("speed", "train_memory"),
+          note="As hc-3; the paper measures on the IWSLT16 En-De development set, ours on the recipe's test set."),
+    Table("posnet-2", "PosNet Table 2: Transformer big on WMT14 En-De / En-Fr (newstest2014)", POSNET, "wmt14_en_de",
+          {"PAPER": "posnet", "SIZE": "big"},
+          [S("SAPE", "posmix_transformer"), S("RPE", "shaw", SHAW_OWN), S("PosNet-Embed", "posnet_embed")],
+          _r(["En-De BLEU", "En-De chrF++", "En-Fr BLEU", "En-Fr chrF++"], {
+              "SAPE": [28.92, 54.86, 42.45, 63.59], "RPE": [28.77, 54.69, 42.25, 62.41],
+              "PosNet-Embed": [29.23, 55.12, 42.66, 63.70]}),
+          note="The table's 'PosNet' row is PosNet-Embed (Section 4.2: 'the PosNet-Embed achieves better performance' "
+               "at big). En-Fr: the same grid with examples/wmt14_en_fr."),
+    Table("posnet-3", "PosNet Table 3: GPU memory of Transformer base training (WMT14 En-De / En-Fr)", POSNET,
+          "wmt14_en_de", {"PAPER": "posnet", "SIZE": "base"},
+          [S("w/o PE", "nope"), S("SAPE", "posmix_transformer"), S("LAPE", "learnedpe"), S("RPE", "shaw", SHAW_OWN),
+           S("Adaptive-T5", "at5bias"), S("PosNet", "posnet_embed")],
+          _r(["En-De GB", "En-Fr GB"], {"w/o PE": [6.3, 9.4], "SAPE": [6.4, 9.4], "LAPE": [6.4, 9.4], "RPE": [6.8, 10.6],
+                                        "Adaptive-T5": [6.4, 9.4], "PosNet": [6.8, 9.6]}),
+          stages="train", measures=("train_memory",),
+          note="Ours: the peak GPU memory of training at the recipe's batch (4096 tokens, FP16), from fairseq's "
+               "gb_free sampled at each log line. The paper does not say how it measured; 'PosNet' is read as "
+               "PosNet-Embed. En-Fr: examples/wmt14_en_fr."),
+    Table("rpe-big", "RPE results: Transformer(Big) and +MPRHead on WMT14 En-De", RPE, "wmt14_en_de",
+          {"PAPER": "rpe", "SIZE": "big"}, [S("Transformer(Big)", "posmix_transformer"), S("+MPRHead", "mprhead")],
+          _r(["WMT14 En-De BLEU", "#Param (M)"], {"Transformer(Big)": [28.22, 272.6], "+MPRHead": [29.11, 289.1]})),
+    Table("rpe-ablation", "RPE ablation: positions removed from the encoder or decoder (newstest2014)", RPE,
+          "wmt14_en_de", {"PAPER": "rpe", "SIZE": "base"}, RPE_ABLATION,
+          _r(["newstest2014 BLEU", "#Speed (K tokens/s)"], {
+              "Transformer (Base)": [27.25, 11.7], "-PE of Dec": [26.73, 11.7], "-PE of Enc": [10.71, 11.7],
+              "RPEHead (base)": [28.11, 10.5], "RPEHead -RPE&PE of Dec": [27.54, 11.2],
+              "RPEHead -RPE&PE of Enc": [11.16, 10.7], "MPRHead (base)": [28.35, 9.9],
+              "MPRHead -RPE&PE of Dec": [27.74, 11.2], "MPRHead -RPE/PE of Enc": [10.89, 10.7],
+              "MPRHead -RPE&PE of Enc&Dec": [10.43, 11.7]}),
+          measures=("train_speed",),
+          note="#Speed is training speed; ours is fairseq's words per second of training (wps), from the log. "
+               "'-RPE&PE' removes the side's position encoding (RPEHead's and MPRHead's are the recurrent ones)."),
+]})

@@ -4,6 +4,8 @@ the table beside the numbers the paper reports.
     posmix-reproduce --list                       # the tables
     posmix-reproduce --table gpa-6                # tiny scale: Multi30k en->de, CPU, 300 updates per system
     posmix-reproduce --table gpa-6 --scale paper  # print the full recipe commands (paper data and settings)
+    posmix-reproduce --table gpa-6 --scale paper --plan   # every system's plan (PLAN=1): commands, batch,
+                                                          # schedule, disk, test lengths, unstated settings
     posmix-reproduce --table gpa-6 --scale paper --run
 
 Every system is one run of the table's recipe (examples/<task>/run.sh, shared stages in
@@ -13,6 +15,7 @@ pairs, and --max-update updates. Tiny numbers show that the grid runs end to end
 ranking. Progress lines give the system, the updates done and an estimate of the time left.
 """
 import argparse
+import io
 import json
 import os
 import re
@@ -22,13 +25,12 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from .paper_tables import APE, TABLES, System, Table
+from .paper_tables import TABLES, System, Table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_DATA = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
 OUR_METRICS = ["BLEU", "chrF2++", "chrF2", "TER", "COMET", "BLEURT"]
-RAISE_LIMITS = ("--max-source-positions 4096 --max-target-positions 4096 "
-                "--model-overrides {'max_source_positions':4096,'max_target_positions':4096}")
+TINY_LINGEVAL97 = os.path.join(ROOT, "tests", "data", "lingeval97_tiny.json")
 
 
 def slug(label: str) -> str:
@@ -47,15 +49,17 @@ def system_env(table: Table, system: System, scale: str, opts) -> Dict[str, str]
         flags = f"{system.paper_flags} {flags}".strip()
     if flags:
         env["TRAIN_FLAGS"] = flags
-    if table.paper == APE:  # models trained on <= 100 (75) positions decode longer test sentences
-        env["GEN_FLAGS"] = RAISE_LIMITS
+    if "SPEED_SETTING" in table.env:
+        env["SPEED_SETTING"] = table.env["SPEED_SETTING"]
     env["OUT"] = os.path.join(opts.out, table.name)
     if scale == "tiny":
         env.update({"RAW": opts.data_dir, "SRC": opts.src, "TGT": opts.tgt, "TOKENIZE": "13a",
                     "MAX_TRAIN": str(opts.max_train), "MAX_EVAL": str(opts.max_eval), "VOCAB": str(opts.vocab),
                     "MAX_UPDATE": str(opts.max_update), "SAVE_INTERVAL_UPDATES": str(max(1, opts.max_update // 8)),
                     "DEVICE_FLAGS": "--cpu", "LOG_INTERVAL": str(max(1, opts.max_update // 10)),
-                    "LENGTH_BINS": "10,20,30", "CONCAT_BINS": "20,40,60"})
+                    "LENGTH_BINS": "10,20,30", "CONCAT_BINS": "20,40,60", "SPEED_FLAGS": "--runs 2 --max-sentences 50"})
+        if os.path.isfile(TINY_LINGEVAL97):  # a 5-variant example in lingeval97.json's format (a checkout's tests)
+            env["LINGEVAL97"] = TINY_LINGEVAL97
     return env
 
 
@@ -126,18 +130,57 @@ def run_grid(table: Table, cmds, opts) -> None:
     print(f"[reproduce {time.strftime('%H:%M:%S')}] {table.name}: grid done in {fmt_secs(time.time() - start)}", flush=True)
 
 
+def training_log_stats(path: str) -> Dict[str, float]:
+    """From fairseq-train's log: the peak GPU memory (the device's total memory, which fairseq logs at the
+    start, minus the smallest gb_free of the train_inner lines) and the mean training words per second
+    (wps; the first line, which holds the start-up, left out)."""
+    total, free, wps = None, [], []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = re.search(r"total memory = ([\d.]+) GB", line)
+            if m:
+                total = float(m.group(1))
+            if "train_inner" in line:
+                free += [float(x) for x in re.findall(r"gb_free=([\d.]+)", line)]
+                wps += [float(x) for x in re.findall(r"\bwps=([\d.]+)", line)]
+    out = {}
+    if total is not None and free:
+        out["train peak GB"] = total - min(free)
+    if wps:
+        out["train wps"] = sum(wps[1:] or wps) / len(wps[1:] or wps)
+    return out
+
+
 def collect(table: Table, cmds) -> Dict[str, Dict[str, float]]:
     results = {}
     for cmd in cmds:
-        path = os.path.join(cmd["env"]["OUT"], f"scores.{cmd['env']['NAME']}.json")
+        env, ours = cmd["env"], {}
+        name = env["NAME"]
+        path = os.path.join(env["OUT"], f"scores.{name}.json")
         if os.path.isfile(path):
             rows = json.load(open(path))["rows"]
-            results[cmd["label"]] = {r["metric"]: r["score"] for r in rows}
+            ours.update({r["metric"]: r["score"] for r in rows})
+        speed = os.path.join(env["OUT"], f"speed.{name}.json")
+        if "speed" in table.measures and os.path.isfile(speed):
+            r = json.load(open(speed))
+            ours.update({"tokens/s": r["mean_tokens_per_s"], "tokens/s std": r["std_tokens_per_s"],
+                         "sent/sec": r["mean_sentences_per_s"], "decode peak GB": r["peak_memory_gb"]})
+        log = os.path.join(env["OUT"], "logs", name + ".log")  # run_grid's log of the system
+        if {"train_memory", "train_speed"} & set(table.measures) and os.path.isfile(log):
+            ours.update(training_log_stats(log))
+        contrastive = os.path.join(env["OUT"], f"contrastive.{name}.json")
+        if "contrastive" in table.measures and os.path.isfile(contrastive):
+            by_cat = json.load(open(contrastive))["by_category"]
+            ours.update({k.replace("_", "-"): 100.0 * v["correct"] / v["total"] for k, v in by_cat.items() if v["total"]})
+        if ours:
+            results[cmd["label"]] = ours
     return results
 
 
 def render(table: Table, labels: List[str], ours: Dict[str, Dict[str, float]], scale: str) -> str:
     our_cols = [m for m in OUR_METRICS if any(m in ours.get(lbl, {}) for lbl in labels)]
+    for lbl in labels:  # the measured columns (speed, memory, accuracies), in the order they come
+        our_cols += [c for c in ours.get(lbl, {}) if c not in our_cols and c not in OUR_METRICS]
     paper_cols = []
     for lbl in labels:
         for c in table.reported.get(lbl, {}):
@@ -165,6 +208,28 @@ def extra_tables(table: Table, cmds) -> str:
     return "\n\n".join(parts)
 
 
+def print_plans(table: Table, cmds) -> List[str]:
+    """Each system's recipe plan, in-process (the meta-device models and the test-length estimate are
+    shared across systems)."""
+    from ..recipes.settings import resolve
+    from ..recipes.stages import run_recipe
+
+    print(f"# {table.title}\n# paper: ../shared/papers/{table.paper}\n# {len(cmds)} systems; the plan of each:")
+    plans = []
+    for cmd in cmds:
+        print(f"\n# --- {cmd['label']}: {shell_line(cmd)}")
+        env = dict(os.environ, **cmd["env"])
+        try:
+            recipe = resolve(table.recipe, env)
+        except ValueError as e:
+            raise SystemExit(f"posmix-reproduce: {cmd['label']}: {e}")
+        stream = io.StringIO()
+        run_recipe(recipe, plan=True, stream=stream)
+        print(stream.getvalue())
+        plans.append(stream.getvalue())
+    return plans
+
+
 def main(argv: Optional[List[str]] = None):
     p = argparse.ArgumentParser(prog="posmix-reproduce", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
@@ -172,6 +237,8 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--list", action="store_true", help="list the tables")
     p.add_argument("--scale", choices=["tiny", "paper"], default="tiny")
     p.add_argument("--run", action="store_true", help="with --scale paper: run the commands instead of printing them")
+    p.add_argument("--plan", action="store_true", help="print every system's recipe plan (PLAN=1): its commands, "
+                                                       "batch, schedule, disk, test lengths, unstated settings")
     p.add_argument("--systems", help="comma-separated indices of the grid's systems to run (default: all)")
     p.add_argument("--out", default=os.path.join(ROOT, "runs", "reproduce"))
     p.add_argument("--data-dir", default=DEFAULT_DATA, help="tiny scale: raw corpus (default: the shared Multi30k)")
@@ -196,6 +263,8 @@ def main(argv: Optional[List[str]] = None):
         raise SystemExit("--max-update, --max-train and --max-eval must be >= 1")
     table = TABLES[a.table]
     cmds = commands(table, a.scale, a)
+    if a.plan:
+        return print_plans(table, cmds)
     if a.scale == "paper" and not a.run and not a.render_only:
         print(f"# {table.title}\n# paper: ../shared/papers/{table.paper}\n# {len(cmds)} systems, one after the other:")
         for c in cmds:

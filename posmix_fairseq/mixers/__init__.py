@@ -1,18 +1,16 @@
 """Token mixers: interchangeable modules for the three attention sublayers.
 
-Each mixer lives in the module named like it and registers itself with :func:`register_mixer`.
+Each top-level module of this package is a variant (or, named ``<variant>_*.py``, a part of one) and
+registers its mixer with :func:`register_mixer`; every such module is imported here, so a new mixer
+is one new file. The machinery they share is in :mod:`.engine` (what a mixer is made of) and
+:mod:`.paths` (how a sublayer mixes).
 """
-from .base import MIXER_REGISTRY, MixerSpec, TokenMixer, build_mixer, register_mixer  # noqa: F401
-from . import mha  # noqa: F401  multi-head attention (fairseq's module, or gated)
-from . import shaw  # noqa: F401  Shaw et al. relative positions
-from . import relattn  # noqa: F401  token-position relative attention
-from . import aposnet  # noqa: F401  aPosNet
-from . import rposnet  # noqa: F401  rPosNet
-from . import gaussian  # noqa: F401  hard-coded Gaussian heads (HC-SA / HC-ALL)
-from . import none  # noqa: F401  no mixing (-SA ablations)
-from . import fourier  # noqa: F401  FourierNet
-from . import linear  # noqa: F401  LinearNet / gLinearNet
-from . import lightconv  # noqa: F401  light convolution and its ablation chain
-from . import posnet  # noqa: F401  PosNet-Attn
-from . import t5bias  # noqa: F401  T5 scalar relative bias, AT5
-from . import sliced_mha  # noqa: F401  head-sliced MHA (RPEHead / MPRHead first layer)
+import importlib
+import pkgutil
+
+from .engine import (MIXER_REGISTRY, EnergyMixingAttention, MixerSpec, TokenMixer, build_mixer,  # noqa: F401
+                     frozen_mixers, register_mixer)
+
+VARIANT_MODULES = tuple(m.name for m in pkgutil.iter_modules(__path__) if not m.ispkg and not m.name.startswith("_"))
+for _name in VARIANT_MODULES:
+    importlib.import_module(f"{__name__}.{_name}")

@@ -12,9 +12,7 @@ import math
 
 import torch
 
-from .base import MixerSpec, register_mixer
-from .energy import DirectWeights
-from .mixing import EnergyMixingAttention
+from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, register_mixer
 from ..core.placement import ENCODER_SELF
 
 

@@ -15,7 +15,7 @@ floor(gamma*i + 1) with gamma the training-set length ratio.
 Implementations (``--S-gaussian-impl``): ``full`` (weights over the whole sentence, the
 reference and the default), ``window`` (GPA Table 8's K_hat N D computation: only the 2K + 1 keys
 around each head's centre, K = ``--S-max-relative-position``, 16 Small/Base and 8 Big; the
-truncated mass is < 1e-16, see :mod:`.gaussian_window`), ``conv`` (the HC paper's Section 6.3,
+truncated mass is < 1e-16, see :mod:`.paths.gaussian_window`), ``conv`` (the HC paper's Section 6.3,
 window 3: the kernel [0.242, 0.399, 0.242] around the centre), ``index`` (a binary kernel: the
 head copies the value at its centre). All are computed from the true (padding-aware) positions
 and the per-call gamma; there is no weight cache.
@@ -32,11 +32,9 @@ from typing import List
 import torch
 from torch import Tensor, nn
 
-from .base import MixerSpec, max_relative_position, max_relative_position_option, register_mixer
-from .energy import DirectWeights
-from .gaussian_window import WindowedGaussianAttention
-from .mixing import EnergyMixingAttention
-from .values import Values
+from .engine import (DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
+                     max_relative_position_option, register_mixer)
+from .paths.gaussian_window import GaussianWindowMixing
 
 DEFAULT_OFFSETS = {"encoder_self": "-1,1", "decoder_self": "-1,0", "decoder_cross": "-1,0,1"}
 IMPLEMENTATIONS = ("full", "window", "conv", "index")
@@ -115,13 +113,10 @@ class GaussianWeights(DirectWeights):
     })
 def build_gaussian(spec: MixerSpec):
     weights = GaussianWeights(spec)
-    build = EnergyMixingAttention
-    if weights.impl == "window":
-        build = lambda spec, energy, values=None: WindowedGaussianAttention(spec, energy, values,  # noqa: E731
-                                                                           window=weights.window)
+    paths = [GaussianWindowMixing(weights.window, weights.sigma)] if weights.impl == "window" else []
     if spec.options["gaussian-value-projection"] == "on":
-        return build(spec, weights)
+        return EnergyMixingAttention(spec, weights, paths=paths)
     if spec.kdim != spec.embed_dim:
         raise ValueError(f"{spec.flag('gaussian-value-projection')} off needs equal key and model dims "
                          f"({spec.kdim} != {spec.embed_dim})")
-    return build(spec, weights, Values.of_spec(spec, projection=nn.Identity()))
+    return EnergyMixingAttention(spec, weights, Values.of_spec(spec, projection=nn.Identity()), paths=paths)

@@ -21,12 +21,9 @@ and the weights of an interior query still sum to 1. Parameters: 3(D^2 + D) + H(
 import torch
 from torch import nn
 
-from .base import MixerSpec, register_mixer
+from .engine import (DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
+                     max_relative_position_option, register_mixer)
 from ..core.positions import relative_distance
-from .base import max_relative_position, max_relative_position_option
-from .energy import DirectWeights
-from .mixing import EnergyMixingAttention
-from .values import Values
 
 
 class LightConvWeights(DirectWeights):

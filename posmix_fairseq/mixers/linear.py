@@ -18,9 +18,7 @@ Parameters: 2(D^2 + D) + H * P^2 for P positions.
 import torch
 from torch import nn
 
-from .base import MixerSpec, register_mixer
-from .energy import DirectWeights
-from .mixing import EnergyMixingAttention
+from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, register_mixer
 
 DEFAULT_MAX_POSITIONS = 128  # N of GPA Table 2 (see the module docstring)
 

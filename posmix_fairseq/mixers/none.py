@@ -6,7 +6,7 @@ For cross-attention use ``--decoder-cross-heads`` with 0 in the layers that have
 """
 import torch
 
-from .base import MixerSpec, TokenMixer, register_mixer
+from .engine import MixerSpec, TokenMixer, register_mixer
 
 
 class NoMixing(TokenMixer):

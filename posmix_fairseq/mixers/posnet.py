@@ -3,14 +3,18 @@
     head_h(n)     = sum_m softmax_m(q^h_n k^h_m^T / sqrt(d_k)) PosNet(v^h_m; Phi)     (Eq. 20)
     PosNet(v; Phi) = act(v^h_m Phi[p_m, h]) + v^h_m                                    (Eq. 23)
 
-with q, k, v the usual projections. The paper's kernel tensor is Phi in R^{L x d_k x d_k}
-(PosNet paper, Section 3.3, "Attention-Level"): one (d_k x d_k) kernel per key position p_m, the
-same for every head (``--S-posnet-kernel layer``, the default). Dropout (``--S-posnet-dropout``,
-its own rate, "independent from that of Transformer", the paper giving no value; default
-``--dropout``, as PosNet-Embed's ``--S-posnet-dropout``) is applied to the PosNet output
-act(v Phi) right before the residual (Section 3.3, "Residual Connection and Dropout"):
-PosNet(v) = Dropout(act(v Phi[p_m])) + v. ``--S-posnet-kernel head`` is the former per-head
-reading, Phi[p_m, h] of shape (P x H x D_h x D_h), kept for the checkpoints made with it.
+with q, k, v the usual projections. act is ReLU by default (``--S-posnet-activation``):
+"attention-level PosNet is identical to embedding-level PosNet, excluding W_1 and W_2" (the
+paper's Figure 5), and PosNet-Embed's act is ReLU in the authors' released code; checkpoints
+stored with readings version < 12 keep the GeLU they were trained with (models/upgrades.py). The
+paper's kernel tensor is Phi in R^{L x d_k x d_k} (PosNet paper, Section 3.3, "Attention-Level"):
+one (d_k x d_k) kernel per key position p_m, the same for every head (``--S-posnet-kernel layer``,
+the default). Dropout (``--S-posnet-dropout``, its own rate, "independent from that of
+Transformer", the paper giving no value; default ``--dropout``, as PosNet-Embed's
+``--<side>-posnet-embed-dropout``) is applied to the PosNet output act(v Phi) right before the
+residual (Section 3.3, "Residual Connection and Dropout"): PosNet(v) = Dropout(act(v Phi[p_m])) + v.
+``--S-posnet-kernel head`` is a per-head reading, Phi[p_m, h] of shape (P x H x D_h x D_h), which
+checkpoints stored without the readings marker use.
 
 p_m is the key's TRUE position (padding excluded; fairseq left-pads sources). By default one
 kernel tensor is shared by the layers of each sublayer kind (``--S-posnet-share-kernels``); the
@@ -28,10 +32,7 @@ from fairseq import utils
 from torch import nn
 
 from ..core.position_tables import apply_position_kernels, position_kernels
-from .base import MixerSpec, register_mixer
-from .mha import ContentEnergy
-from .mixing import EnergyMixingAttention
-from .values import Values
+from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values, register_mixer
 
 ON_OFF = ("on", "off")
 DEFAULT_MAX_POSITIONS = 128  # P (see the module docstring and PosNet Table 1)
@@ -86,13 +87,13 @@ class PositionKernelValues(Values):
                                                       "positions may not exceed it"),
                     "posnet-kernel": dict(choices=KERNEL_SHAPES, default="layer",
                                           help="layer: Phi in R^{P x d_k x d_k} shared by the heads (the paper, "
-                                               "default); head: one kernel per head (P x H x D_h x D_h, the former "
-                                               "reading)"),
+                                               "default); head: one kernel per head (P x H x D_h x D_h; "
+                                               "checkpoints stored without the readings marker)"),
                     "posnet-dropout": dict(type=float, default=None, metavar="P",
                                            help="dropout on the PosNet output before its residual (default: "
                                                 "--dropout, as PosNet-Embed's)"),
-                    "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="gelu",
-                                              help="act of PosNet (Eqs. 23-24; default gelu)"),
+                    "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
+                                              help="act of PosNet-Attn (Eq. 23; default relu, as PosNet-Embed's)"),
                     "posnet-share-kernels": dict(choices=ON_OFF, default="on",
                                                  help="one PosNet-Attn kernel tensor for all layers of this "
                                                       "sublayer kind (default on) or one per layer"),

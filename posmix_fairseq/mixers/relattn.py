@@ -8,11 +8,9 @@ distance; the default, GPA Table 6 "Rel. Self-Attention" 63.6M needs it), 3(D^2 
 with ``--S-relative-embedding-heads shared`` (no W^K).
 """
 from ..core.positions import clipped_relative_index
-from .base import (MixerSpec, max_relative_position, max_relative_position_option, position_table_option,
-                   register_mixer, relative_embeddings_options, relative_position_table)
-from .energy import SoftmaxEnergy, head_scaling, split_heads, xavier_linear
-from .mixing import EnergyMixingAttention
-from .relative_scores import gather_relative
+from .engine import (EnergyMixingAttention, MixerSpec, SoftmaxEnergy, gather_relative, head_scaling,
+                     max_relative_position, max_relative_position_option, position_table_option, register_mixer,
+                     relative_embeddings_options, relative_position_table, split_heads, xavier_linear)
 
 
 class RelativeKeyEnergy(SoftmaxEnergy):

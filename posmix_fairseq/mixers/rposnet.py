@@ -9,19 +9,22 @@ gamma = 1 in self-attention and the training-set length ratio in cross-attention
 Gating (Eq. 4) is on by default. Training-time parameters per layer (gated):
 4(D^2 + D) + 2D + (2K + 1) D (``--S-relative-embedding-heads shared``: (2K + 1) D_h).
 
-Mixing implementations (``--S-rposnet-impl``, mixers/window_mixing.py): ``dense`` (the (T, S)
+Mixing implementations (``--S-rposnet-impl``; the paths in mixers/paths/): ``dense`` (the (T, S)
 energies) or ``window`` (band + far sums, O(T (2K+3) D_h)); decoder self-attention always decodes
-with the constant state (last K values, far sum, count).
+with the constant state (last K values, far sum, count). Trained and frozen (``posmix-freeze``)
+energies share the table contract these paths read.
 """
 from torch import Tensor
 
-from .base import (MixerSpec, max_relative_position, max_relative_position_option, position_table_option,
-                   register_mixer, relative_embeddings_options, relative_position_table)
-from .mixing import RELATIVE_IMPLS, EnergyMixingAttention
-from .position_energy import RelativeTableEnergy
-from .position_queries import PositionQueries
+from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, PositionQueries, RelativeTableEnergy,
+                     absolute_table_options, max_relative_position, max_relative_position_option, register_mixer,
+                     relative_embeddings_options, relative_position_table)
+from .paths.constant_state import ConstantStateDecoding
+from .paths.relative_window import RelativeWindowMixing
 
-#: ``--S-rposnet-impl`` default, chosen by measurement (README, "Search-time rPosNet")
+#: implementations of rPosNet mixing (``--S-rposnet-impl``)
+RELATIVE_IMPLS = ("dense", "window")
+#: ``--S-rposnet-impl`` default, chosen by measurement (docs/search-time.md)
 DEFAULT_IMPL = "dense"
 
 
@@ -50,9 +53,9 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
         return getattr(self.query_table, "max_positions", None)  # a learned n~ table's size; sinusoids: any
 
 
-@register_mixer("rposnet", gated_by_default=True, uses_positions=True,
+@register_mixer("rposnet", gated_by_default=True, uses_positions=True, frozen_energy=FrozenRelativeEnergy,
                 description="rPosNet: energies from query positions and clipped relative distances (Eqs. 9-10)",
-                options={**max_relative_position_option(), **position_table_option("learned"),
+                options={**max_relative_position_option(), **absolute_table_options("learned"),
                          **relative_embeddings_options("sliced"),
                          "rposnet-impl": dict(choices=RELATIVE_IMPLS, default=DEFAULT_IMPL,
                                               help="rPosNet mixing: dense ((T, S) energies, the reference) or window "
@@ -60,5 +63,22 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                                                    "no attention dropout, no attention weights: a call that asks "
                                                    f"for weights runs dense) (default {DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec):
-    # checkpoints made before the option get its default (models/plan.py option_value): dense, as then
-    return EnergyMixingAttention(spec, RelativePositionEnergy(spec), impl=spec.options["rposnet-impl"])
+    # checkpoints made before the option get its default (MixerPlan.spec reads unset options as defaults): dense
+    paths = rposnet_paths(spec.placement, spec.options["rposnet-impl"])
+    return EnergyMixingAttention(spec, spec.energy(RelativePositionEnergy), paths=paths)
+
+
+def rposnet_paths(placement, impl: str, constant_state: bool = True):
+    """The mixing paths of an rPosNet sublayer: constant-state decoding in decoder self-attention
+    (``constant_state=False`` caches every value like dense mixing: a reference for benchmarks),
+    then the window form for ``impl`` window; dense mixing closes every list."""
+    flag = placement.flag("rposnet-impl")
+    if impl not in RELATIVE_IMPLS:
+        raise ValueError(f"{flag}: {impl!r} is not a mixing implementation of rposnet; valid values: "
+                         f"{', '.join(RELATIVE_IMPLS)}")
+    paths = []
+    if constant_state and placement.causal and not placement.cross:
+        paths.append(ConstantStateDecoding())
+    if impl == "window":
+        paths.append(RelativeWindowMixing(flag))
+    return paths

@@ -16,12 +16,9 @@ encoding of the clipped distance, Analysis of positional encodings Eqs. 8-9; no 
 from torch import nn
 
 from ..core.positions import clipped_relative_index
-from .base import (MixerSpec, max_relative_position, max_relative_position_option, position_table_option,
-                   register_mixer, relative_embeddings_options, relative_position_table)
-from .mha import ContentEnergy
-from .mixing import EnergyMixingAttention
-from .relative_scores import bucket_probabilities, gather_relative
-from .values import Values
+from .engine import (ContentEnergy, EnergyMixingAttention, MixerSpec, Values, bucket_probabilities, gather_relative,
+                     max_relative_position, max_relative_position_option, position_table_option, register_mixer,
+                     relative_embeddings_options, relative_position_table)
 
 
 class ShawEnergy(ContentEnergy):

@@ -15,10 +15,7 @@ Parameters: 3 (D^2 / H + D) + (D^2 + D).
 import torch
 from torch import Tensor, nn
 
-from .base import MixerSpec, register_mixer
-from .mha import ContentEnergy
-from .mixing import EnergyMixingAttention
-from .values import Values
+from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values, register_mixer
 
 
 class HeadSlicedLinear(nn.Module):

@@ -11,7 +11,7 @@ B buckets serve keys after the query; within a direction, |d| < B'/2 gets its ow
 layers of the encoder (of the decoder). Unlike T5 (which folds 1/sqrt(D_h) into its
 initialisation) the content term keeps fairseq's 1/sqrt(D_h) scaling.
 
-AT5 (``--S-t5-adaptive on``) is Wu et al. (2021)'s soft bucketing, in :mod:`.soft_t5` (a
+AT5 (``--S-t5-adaptive on``) is Wu et al. (2021)'s soft bucketing, in :mod:`.t5bias_soft_buckets` (a
 per-head MLP of the soft bucket 1 - exp(-alpha |d|); ``--S-at5-hidden l1,l2``).
 
 ``--S-t5-adaptive cumulative`` is our former AT5, kept as a named variant (and for the
@@ -28,19 +28,17 @@ keeping its table (Wu et al. replace the table itself).
 
 Beyond ``max_distance`` T5's bucket is constant, so distances are clipped there exactly (any
 length extrapolates). Parameters: B * H per encoder/decoder (+ max_distance per direction for
-cumulative; AT5 see :mod:`.soft_t5`) on top of 4(D^2 + D) per layer.
+cumulative; AT5 see :mod:`.t5bias_soft_buckets`) on top of 4(D^2 + D) per layer.
 """
 import math
 
 import torch
 from torch import Tensor, nn
 
-from .base import MixerSpec, register_mixer
+from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, register_mixer
 from ..core.placement import ENCODER_SELF
 from ..core.positions import relative_distance
-from .mha import ContentEnergy
-from .mixing import EnergyMixingAttention
-from .soft_t5 import SoftBucketBias, parse_widths
+from .t5bias_soft_buckets import SoftBucketBias, parse_widths
 
 ADAPTIVE = ("off", "on", "cumulative")
 

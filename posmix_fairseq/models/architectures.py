@@ -7,11 +7,12 @@ Big (``wmt_en_de_big``). K = 16 for Small/Base and 8 for Big.
 """
 from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 
-from ..core.placement import PLACEMENTS
-from ..mixers.base import MIXER_REGISTRY
+from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
+from ..mixers import MIXER_REGISTRY
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .options import default_mixers, posmix_base_architecture, upgrade_legacy_args
+from .options import default_mixers, posmix_base_architecture
 from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers the model first)
+from .upgrades import upgrade_stored_args
 
 SIZES = {
     "iwslt_de_en": dict(encoder_embed_dim=512, encoder_ffn_embed_dim=1024, encoder_attention_heads=8,
@@ -29,14 +30,14 @@ def both_sides(**options):
     """Each option for the encoder and the decoder: ``self_mixer="shaw"`` sets
     ``encoder_self_mixer`` and ``decoder_self_mixer``; ``position_encoding="none"`` sets
     ``encoder_position_encoding`` and ``decoder_position_encoding``."""
-    return {f"{side}_{option}": value for option, value in options.items() for side in ("encoder", "decoder")}
+    return {side.attr(option): value for option, value in options.items() for side in SIDES}
 
 
-def _table_size(side: str, option: str, default_of):
+def _table_size(side, option: str, default_of):
     """The default max positions of a side whose self-attention mixer has a position table of
     ``--<side>-self-<option>`` rows (LinearNet, PosNet-Attn): the table size."""
     def default(args):
-        value = getattr(args, f"{side}_self_{option.replace('-', '_')}", None)
+        value = SELF_ATTENTION[side].read(args, option)
         return default_of() if value is None else value
     return default
 
@@ -51,10 +52,10 @@ def _posnet_default():
     return DEFAULT_MAX_POSITIONS
 
 
-LINEAR_MAX_POSITIONS = dict(max_source_positions=_table_size("encoder", "linear-max-positions", _linear_default),
-                            max_target_positions=_table_size("decoder", "linear-max-positions", _linear_default))
-POSNET_MAX_POSITIONS = dict(max_source_positions=_table_size("encoder", "posnet-max-positions", _posnet_default),
-                            max_target_positions=_table_size("decoder", "posnet-max-positions", _posnet_default))
+LINEAR_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "linear-max-positions", _linear_default)
+                        for side in SIDES}
+POSNET_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "posnet-max-positions", _posnet_default)
+                        for side in SIDES}
 
 # variant -> (paper, what it reproduces, flag defaults). Self-attention is replaced in the
 # encoder and decoder; cross-attention stays multi-head attention, as in the paper's main tables.
@@ -114,20 +115,52 @@ VARIANTS = {
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
 }
 
+# The released code of Gated position-based attention (github.com/apptek/posnet-position_based_attention, its
+# models/posnet/models/posnet.py, pytorchmt/ and configs models/posnet/configs/posnet*.yaml) builds its models
+# differently from the paper's reading above; the *_released archs build them as it does (docs/choices.md,
+# "The released GPA code").
+GPA_RELEASED = "Gated position-based attention, released code"
+
+
+def _dropout_where_read(option: str):
+    """``--S-<option>`` = --dropout for each self-attention sublayer whose mixer reads it."""
+    def per(placement):
+        return lambda args: args.dropout if _reads(args, placement, option) else None
+    return {SELF_ATTENTION[side].attr(option): per(SELF_ATTENTION[side]) for side in SIDES}
+
+
+RELEASED = dict(
+    both_sides(position_encoding="mixer-table"),  # use_pos_embed: n~ added to the word embeddings too
+    **_dropout_where_read("position-table-dropout"),  # PosNetEncoder/Decoder._embed: dropout on n~
+    encoder_normalize_before=True, decoder_normalize_before=True,  # pre-LayerNorm layers, final LayerNorm
+    attention_dropout=lambda args: args.dropout,  # PositionBasedAttention and MultiHeadAttention: the model's
+    max_relative_position=16,  # K: 16 in every config, the Big one too
+    max_source_positions=128, max_target_positions=128,  # max_sentence_length: 128
+    source_prefix="eos",  # TranslationDataset: sources [EOS] x [EOS] (task posmix_translation)
+)
+VARIANTS.update({
+    "rposnet_released": (GPA_RELEASED, "rPosNet as the released code builds it: learned n~ added to the embeddings, "
+                                       "LayerNorm + dropout on n~, pre-LN, sources start with EOS",
+                         dict(both_sides(self_mixer="rposnet", self_position_table_layernorm="on"), **RELEASED)),
+    "aposnet_released": (GPA_RELEASED, "aPosNet as the released code builds it: interleaved sinusoids n~, m~ added "
+                                       "to the embeddings, dropout on them, pre-LN, sources start with EOS",
+                         dict(both_sides(self_mixer="aposnet", self_absolute_sinusoids="interleaved"), **RELEASED)),
+})
+
+
 def rpe_heads(t):
     """--S-rpe-heads t for each side whose position encoding reads it (the other side may use another)."""
     def per_side(side):
         return lambda args: t if "rpe-heads" in POSITION_ENCODING_REGISTRY.get(
-            getattr(args, f"{side}_position_encoding"), f"--{side}-position-encoding").options else None
-    return {f"{side}_rpe_heads": per_side(side) for side in ("encoder", "decoder")}
+            side.read(args, "position-encoding"), side.flag("position-encoding")).options else None
+    return {side.attr("rpe-heads"): per_side(side) for side in SIDES}
 
 
-# Issue 11 ("Match the papers"; README, Choices): the relative-embedding layout of each arch's paper,
-# and the RPE widths. GPA counts (2K+1) D per layer for Shaw, rPosNet and relative attention
+# The relative-embedding layout of each arch's paper, and the RPE widths (docs/choices.md). GPA counts (2K+1) D per layer for Shaw, rPosNet and relative attention
 # (Table 8; Tables 2, 3, 6), with no a^V term in its Shaw (its totals exclude one); the positional-
 # encoding analysis shares the relative vectors across heads, as Shaw et al. do. RPE: t = 3 (RPEHead)
 # and 2 (MPRHead) come closest to the paper's +0.49M / +0.37M at Base.
-ISSUE11_DEFAULTS = {
+PAPER_LAYOUTS = {
     "rposnet": both_sides(self_relative_embedding_heads="sliced"),
     "relattn": both_sides(self_relative_embedding_heads="sliced"),
     "shaw": both_sides(self_relative_embedding_heads="sliced", self_shaw_value_term="off"),
@@ -137,11 +170,11 @@ ISSUE11_DEFAULTS = {
     "rpehead": rpe_heads(3),
     "mprhead": rpe_heads(2),
 }
-for _variant, _extra in ISSUE11_DEFAULTS.items():
+for _variant, _extra in PAPER_LAYOUTS.items():
     VARIANTS[_variant][2].update(_extra)
 
 # The Gaussian paper's own small IWSLT16 configuration (its Section 4): embedding 288, hidden 507,
-# 4 heads, 5 layers. Registered for its three variants as <variant>_iwslt_small.
+# 4 heads, 5 layers. Registered for its three variants and its BASE Transformer as <variant>_iwslt_small.
 HC_IWSLT_SMALL = dict(encoder_embed_dim=288, encoder_ffn_embed_dim=507, encoder_attention_heads=4,
                       encoder_layers=5, decoder_embed_dim=288, decoder_ffn_embed_dim=507,
                       decoder_attention_heads=4, decoder_layers=5, dropout=0.1, max_relative_position=16)
@@ -149,7 +182,7 @@ HC_IWSLT_SMALL = dict(encoder_embed_dim=288, encoder_ffn_embed_dim=507, encoder_
 
 def _reads(args, placement, option: str) -> bool:
     """Whether the mixer of ``placement`` (already chosen) reads its own ``option``."""
-    return option in MIXER_REGISTRY.get(getattr(args, placement.attr("mixer")), placement.flag("mixer")).options
+    return option in MIXER_REGISTRY.get(placement.read(args, "mixer"), placement.flag("mixer")).options
 
 
 def _apply(args, defaults):
@@ -163,8 +196,8 @@ def _apply(args, defaults):
         if key == "max_relative_position":  # the size's K, for every sublayer that clips distances
             for placement in PLACEMENTS:
                 if _reads(args, placement, "max-relative-position") and \
-                        getattr(args, placement.attr("max-relative-position"), None) is None:
-                    setattr(args, placement.attr("max-relative-position"), value)
+                        placement.read(args, "max-relative-position") is None:
+                    placement.write(args, "max-relative-position", value)
         elif key in own_options and not _reads(args, *own_options[key]):
             continue
         elif getattr(args, key, None) is None:
@@ -173,12 +206,12 @@ def _apply(args, defaults):
 
 def make_architecture(variant_defaults, size_defaults):
     def architecture(args):
-        upgrade_legacy_args(args)  # stored arguments of older checkpoints: before the defaults below
+        upgrade_stored_args(args)  # stored arguments of older checkpoints: before the defaults below
         _apply(args, {k: v for k, v in variant_defaults.items() if k.endswith("_mixer")})
         default_mixers(args)  # the mixers are chosen before their own options
         _apply(args, variant_defaults)
         _apply(args, size_defaults)
-        for key in ("max_source_positions", "max_target_positions"):  # before fairseq's 1024 default
+        for key in ("max_source_positions", "max_target_positions", "attention_dropout"):  # before fairseq's defaults
             if callable(variant_defaults.get(key)) and getattr(args, key, None) is None:
                 setattr(args, key, variant_defaults[key](args))
         posmix_base_architecture(args)
@@ -193,7 +226,7 @@ ARCHITECTURES = {}
 for _variant, (_paper, _what, _defaults) in VARIANTS.items():
     for _size, _size_defaults in SIZES.items():
         ARCHITECTURES[f"{_variant}_{_size}"] = (_paper, _what, make_architecture(_defaults, _size_defaults))
-    if _variant in ("hc_sa", "hc_all", "sh_x"):
+    if _variant in ("hc_sa", "hc_all", "sh_x", "posmix_transformer"):
         ARCHITECTURES[f"{_variant}_iwslt_small"] = (_paper, _what + " (the paper's small IWSLT model)",
                                                     make_architecture(_defaults, HC_IWSLT_SMALL))
 

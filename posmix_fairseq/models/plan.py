@@ -1,17 +1,14 @@
 """The build plan of one encoder or decoder: which mixer fills each (sublayer, layer index), with
 which options, and the embedding-level position module of the side."""
-from ..core.placement import DECODER_CROSS, ENCODER_SELF, Side
+import math
+
+from ..core.placement import DECODER_CROSS, ENCODER_SELF, SELF_ATTENTION, Side
 from ..core.position_tables import SharedPositionTables
 from ..core.positions import PositionRoute
-from ..mixers.base import MIXER_REGISTRY, MixerSpec, build_mixer
-from ..mixers.frozen_energy import FROZEN_ENERGIES, build_frozen_mixer
+from ..mixers import MIXER_REGISTRY, MixerSpec, build_mixer
+from ..mixers.engine import reads_absolute_table, shared_table
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY, EmbeddingStage, PositionEncodingSpec
 from .options import cross_heads
-
-
-def option_value(cfg, prefix: str, option: str, default):
-    value = getattr(cfg, f"{prefix}_{option.replace('-', '_')}", None)
-    return default if value is None else value
 
 
 class MixerPlan:
@@ -34,30 +31,30 @@ class MixerPlan:
         return self._built_layers - 1
 
     def mixer_name(self, placement, layer_idx: int) -> str:
-        name = getattr(self.cfg, placement.attr("mixer"), "mha")
+        name = placement.read(self.cfg, "mixer", "mha")
         if not placement.cross and layer_idx == 0:
-            encoding = POSITION_ENCODING_REGISTRY.get(getattr(self.cfg, f"{placement.owner}_position_encoding",
-                                                              "sinusoidal"),
-                                                      placement.owner.flag("position-encoding"))
-            options = {option: option_value(self.cfg, placement.owner.name, option, kwargs.get("default"))
-                       for option, kwargs in encoding.options.items()}
-            name = encoding.first_self_mixer_of(options) or name  # RPE's old reading: heads from input slices
+            owner = placement.owner
+            encoding = POSITION_ENCODING_REGISTRY.get(owner.read(self.cfg, "position-encoding", "sinusoidal"),
+                                                      owner.flag("position-encoding"))
+            # RPE's sliced reading: the first layer's heads from input slices
+            name = encoding.first_self_mixer_of(owner.read_declared(self.cfg, encoding.options)) or name
         return name
 
     def spec(self, placement, layer_idx: int) -> MixerSpec:
         cfg = self.cfg
         name = self.mixer_name(placement, layer_idx)
         entry = MIXER_REGISTRY.get(name, placement.flag("mixer"))
-        gating = getattr(cfg, placement.attr("gating"), "default")
+        gating = placement.read(cfg, "gating", "default")
         side_cfg = cfg.encoder if placement == ENCODER_SELF else cfg.decoder
         num_heads = cross_heads(cfg)[layer_idx] if placement == DECODER_CROSS else side_cfg.attention_heads
-        max_positions = {"source": cfg.max_source_positions, "target": cfg.max_target_positions}
         length_ratio = 1.0
         if placement.cross and entry.uses_positions:
             if getattr(cfg, "length_ratio", None) is None:
                 raise ValueError("--length-ratio is required by the position-aware --decoder-cross-mixer "
                                  f"{name!r} (build the model through fairseq to compute it from the data)")
             length_ratio = float(cfg.length_ratio)
+        # search-time checkpoints (posmix-freeze): the sublayers whose mixer declares a frozen energy
+        frozen = getattr(cfg, "frozen_energy_positions", None) if entry.frozen_energy is not None else None
         return MixerSpec(
             name=name,
             placement=placement,
@@ -70,33 +67,40 @@ class MixerPlan:
             dropout=cfg.dropout,
             gated=entry.gated_by_default if gating == "default" else gating == "on",
             length_ratio=length_ratio,
-            max_query_positions=max_positions[placement.query_side.role],
-            max_key_positions=max_positions[placement.key_side.role],
+            max_query_positions=getattr(cfg, placement.query_side.max_positions_attr),
+            max_key_positions=getattr(cfg, placement.key_side.max_positions_attr),
             shared_tables=self.shared_tables,
             route=self.route,
-            options={option: option_value(cfg, placement.name, option, kwargs.get("default"))
-                     for option, kwargs in entry.options.items()},
+            # options a checkpoint made before an option existed lacks take its default
+            options=placement.read_declared(cfg, entry.options),
+            frozen_positions=frozen,
         )
 
     def build(self, placement, layer_idx: int):
-        spec = self.spec(placement, layer_idx)
-        frozen = getattr(self.cfg, "frozen_energy_positions", None)  # search-time checkpoints (posmix-freeze)
-        if frozen is not None and spec.name in FROZEN_ENERGIES:
-            return build_frozen_mixer(spec, frozen)
-        return build_mixer(spec)
+        return build_mixer(self.spec(placement, layer_idx))
+
+    def self_mixer_table(self):
+        """The absolute position table n~ of the side's self-attention mixer (the one its layers
+        read; built here if they did not build it, as in a search-time model)."""
+        placement = SELF_ATTENTION[self.side]
+        spec = self.spec(placement, 0)
+        if not reads_absolute_table(spec):
+            raise ValueError(f"{self.side.flag('position-encoding')} mixer-table adds the self-attention mixer's "
+                             f"absolute position table n~ to the embeddings, but {placement.flag('mixer')} "
+                             f"{spec.name} has none: use aposnet or rposnet, or another position encoding")
+        return shared_table(spec, self.side)
 
     def position_encoding(self, layer_norm_embedding):
         """The module for fairseq's ``layernorm_embedding`` slot: the side's position encoding run
         before the original LayerNorm, or that LayerNorm unchanged for fairseq's additive encodings."""
         cfg, side = self.cfg, self.side
-        name = getattr(cfg, f"{side}_position_encoding", "sinusoidal")
+        name = side.read(cfg, "position-encoding", "sinusoidal")
         entry = POSITION_ENCODING_REGISTRY.get(name, side.flag("position-encoding"))
         side_cfg = getattr(cfg, side.name)
         spec = PositionEncodingSpec(
             name=name, side=side, embed_dim=side_cfg.embed_dim, num_heads=side_cfg.attention_heads,
-            dropout=cfg.dropout, options={option: option_value(cfg, side.name, option, kwargs.get("default"))
-                                          for option, kwargs in entry.options.items()})
+            dropout=cfg.dropout, options=side.read_declared(cfg, entry.options),
+            embed_scale=1.0 if cfg.no_scale_embedding else math.sqrt(side_cfg.embed_dim),
+            mixer_table=self.self_mixer_table)
         module = entry.builder(spec)
         return layer_norm_embedding if module is None else EmbeddingStage(module, self.route, layer_norm_embedding)
-
-

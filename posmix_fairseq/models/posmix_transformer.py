@@ -24,12 +24,13 @@ from fairseq.models.transformer import (
 from ..core.placement import DECODER, ENCODER
 from ..core.positions import PositionFrame
 from ..length_ratio import training_length_ratio
-from ..mixers.base import MIXER_REGISTRY
+from ..mixers import MIXER_REGISTRY
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
+from ..tasks.translation import check_source_prefix
 from .layers import PosMixDecoderLayer, PosMixEncoderLayer, wrap_layer
-from .options import (add_posmix_args, cross_heads, posmix_base_architecture, upgrade_legacy_args,
-                      validate_posmix_args)
+from .options import add_posmix_args, cross_heads, posmix_base_architecture, validate_posmix_args
 from .plan import MixerPlan
+from .upgrades import upgrade_stored_args, upgrade_stored_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def side_config(args, side) -> TransformerConfig:
     """The encoder's or decoder's config: fairseq's additive position embeddings on or off and
     learned or sinusoidal as ``--<side>-position-encoding`` says (fairseq's flags are global)."""
     cfg = TransformerConfig.from_namespace(args)
-    entry = POSITION_ENCODING_REGISTRY.get(getattr(args, f"{side}_position_encoding"), side.flag("position-encoding"))
+    entry = POSITION_ENCODING_REGISTRY.get(side.read(args, "position-encoding"), side.flag("position-encoding"))
     cfg.no_token_positional_embeddings = entry.token_positions is None
     getattr(cfg, side.name).learned_pos = entry.token_positions == "learned"
     return cfg
@@ -52,21 +53,12 @@ class PositionAwareSide:
         plan = self._mixer_plan
         self.mixer_position_tables = plan.shared_tables.tables
         self.layernorm_embedding = plan.position_encoding(self.layernorm_embedding)
-        entry = POSITION_ENCODING_REGISTRY.get(getattr(cfg, f"{side}_position_encoding", "sinusoidal"),
+        entry = POSITION_ENCODING_REGISTRY.get(side.read(cfg, "position-encoding", "sinusoidal"),
                                                side.flag("position-encoding"))
         limit = None
         if entry.token_positions == "learned":  # fairseq's table has one row per position up to the limit
-            limit = (getattr(cfg, f"max_{side.role}_positions"), side.max_positions_option)
+            limit = (getattr(cfg, side.max_positions_attr), side.max_positions_option)
         self.__dict__["_learned_positions_limit"] = limit
-
-    def upgrade_state_dict_named(self, state_dict, name):
-        """Checkpoints made before rPosNet stopped building the key side's table: a cross-attention
-        rPosNet decoder stored an unused learned source table, which is dropped on load."""
-        prefix = f"{name}.mixer_position_tables." if name else "mixer_position_tables."
-        for key in [k for k in state_dict if k.startswith(prefix)]:
-            if key[len(prefix):].split(".")[0] not in self.mixer_position_tables:
-                del state_dict[key]
-        return super().upgrade_state_dict_named(state_dict, name)
 
     @property
     def position_route(self):
@@ -146,17 +138,22 @@ class PosMixTransformerModel(TransformerModel):
 
     @classmethod
     def build_model(cls, args, task):
-        if upgrade_legacy_args(args):  # before the arch function fills today's defaults
-            logger.info("upgraded the arguments of a checkpoint made by older code")
+        upgrade_stored_args(args)  # before the arch function fills today's defaults
         # the arch's defaults (idempotent: they fill only what is unset; new options of old checkpoints)
         ARCH_CONFIG_REGISTRY.get(getattr(args, "arch", None), posmix_base_architecture)(args)
         validate_posmix_args(args)
+        check_source_prefix(task, args)  # the task makes the sources the model was trained on
         if args.length_ratio is None and MIXER_REGISTRY.get(args.decoder_cross_mixer,
                                                              "--decoder-cross-mixer").uses_positions:
             args.length_ratio = training_length_ratio(task.cfg.data, task.cfg.source_lang, task.cfg.target_lang)
             logger.info("length ratio gamma = %.6f (mean source / mean target length of the training "
                         "data); stored in the checkpoint as --length-ratio", args.length_ratio)
         return super().build_model(args, task)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """Parameters stored by older checkpoints (models/upgrades.py), then fairseq's own upgrades."""
+        upgrade_stored_parameters(self, state_dict, name)
+        super().upgrade_state_dict_named(state_dict, name)
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):

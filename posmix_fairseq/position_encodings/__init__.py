@@ -8,3 +8,4 @@ from . import sinusoidal, learned, none  # noqa: F401  fairseq's additive embedd
 from . import lstm  # noqa: F401  LSTM positional encoding
 from . import rpehead, mprhead  # noqa: F401  recurrent positional embedding
 from . import posnet  # noqa: F401  PosNet-Embed
+from . import mixer_table  # noqa: F401  the aPosNet / rPosNet table n~ at the embeddings too

@@ -31,6 +31,9 @@ class PositionEncodingSpec:
     num_heads: int
     dropout: float
     options: Dict  # the encoding's own options, by name
+    embed_scale: float = 1.0  # the factor of the word embeddings (sqrt(D) unless --no-scale-embedding)
+    # the absolute table n~ of the side's self-attention mixer (built on first call; an error if it has none)
+    mixer_table: Optional[Callable[[], nn.Module]] = None
 
 
 @dataclass

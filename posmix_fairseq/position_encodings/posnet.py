@@ -3,18 +3,19 @@
     H = Dropout(act((X W_1) (x) Phi) W_2) + X,   ((X W_1) (x) Phi)_j = (x_j W_1) Phi[p_j]
 
 W_1 (D x d_p), W_2 (d_p x D) and a kernel Phi[p] (d_p x d_p) per position p; d_p =
-``--S-posnet-dim`` (default 128, or 256 when the embedding dim is >= 1024: the paper's Base and
-Big); its own dropout ``--S-posnet-dropout`` (default: --dropout) before the residual. It
+``--S-posnet-embed-dim`` (default 128, or 256 when the embedding dim is >= 1024: the paper's Base
+and Big); its own dropout ``--S-posnet-embed-dropout`` (default: --dropout) before the residual. It
 replaces the absolute position embedding. p_j is the token's TRUE position (padding excluded:
 the paper's code turned left padding off instead, and shared one PosNet between encoder and
 decoder, leaving the decoder without a position signal; here each side has its own). The
-kernel table covers positions below ``--S-posnet-max-positions`` (default 256); a longer
-sentence raises a clear error naming it. Parameters: 2 D d_p + P d_p^2 per side.
+kernel table covers positions below ``--S-posnet-embed-max-positions`` (default 256); a longer
+sentence raises a clear error naming it. Parameters: 2 D d_p + P d_p^2 per side. (S is
+``encoder`` or ``decoder``; PosNet-Attn's options are the sublayers' ``--S-posnet-*``.)
 
 act is ReLU by default: the paper names only "the non-linear activation" sigma (Eq. 23); its
 released code (vesterchang/interpret_positional_encoding, posnet/modules.py) uses ReLU, with the
 order W_1 -> Phi[p] -> ReLU -> W_2 -> Dropout -> + X, as here. The code applies PosNet after the
-embedding dropout; here it runs in the layernorm_embedding slot, before it (README, Choices).
+embedding dropout; here it runs in the layernorm_embedding slot, before it (docs/choices.md).
 """
 from fairseq import utils
 from torch import nn
@@ -26,25 +27,25 @@ from .base import PositionEncodingSpec, register_position_encoding
 class PosNetEmbedding(nn.Module):
     def __init__(self, spec: PositionEncodingSpec):
         super().__init__()
-        opts, prefix = spec.options, spec.side.flag_prefix
-        d_p = opts["posnet-dim"]
+        opts, side = spec.options, spec.side
+        d_p = opts["posnet-embed-dim"]
         d_p = int(d_p) if d_p is not None else (256 if spec.embed_dim >= 1024 else 128)
-        max_positions = int(opts["posnet-max-positions"])
-        self.max_positions_option = prefix + "-posnet-max-positions"
+        max_positions = int(opts["posnet-embed-max-positions"])
+        self.max_positions_option = side.flag("posnet-embed-max-positions")
         if d_p < 1:
-            raise ValueError(f"{prefix}-posnet-dim must be >= 1 (got {d_p})")
+            raise ValueError(f"{side.flag('posnet-embed-dim')} must be >= 1 (got {d_p})")
         if max_positions < 1:
             raise ValueError(f"{self.max_positions_option} must be >= 1 (got {max_positions})")
-        dropout = opts["posnet-dropout"]
+        dropout = opts["posnet-embed-dropout"]
         dropout = spec.dropout if dropout is None else float(dropout)
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"{prefix}-posnet-dropout must be in [0, 1) (got {dropout})")
+            raise ValueError(f"{side.flag('posnet-embed-dropout')} must be in [0, 1) (got {dropout})")
         self.w1 = nn.Linear(spec.embed_dim, d_p, bias=False)
         self.w2 = nn.Linear(d_p, spec.embed_dim, bias=False)
         nn.init.xavier_uniform_(self.w1.weight)
         nn.init.xavier_uniform_(self.w2.weight)
         self.kernels = position_kernels(max_positions, 1, d_p)
-        self.activation_fn = utils.get_activation_fn(opts["posnet-activation"])
+        self.activation_fn = utils.get_activation_fn(opts["posnet-embed-activation"])
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, frame):
@@ -57,14 +58,14 @@ class PosNetEmbedding(nn.Module):
 @register_position_encoding(
     "posnet", description="PosNet-Embed (PosNet Eq. 24): per-position kernels at the embeddings",
     options={
-        "posnet-dim": dict(type=int, default=None, metavar="D_P",
-                           help="d_p of PosNet-Embed (default 128; 256 when the embedding dim >= 1024)"),
-        "posnet-max-positions": dict(type=int, default=256, metavar="P",
-                                     help="positions covered by the PosNet-Embed kernel table (default 256)"),
-        "posnet-dropout": dict(type=float, default=None, metavar="P",
-                               help="dropout of PosNet-Embed before its residual (default: --dropout)"),
-        "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
-                                  help="act of PosNet-Embed (default relu, the paper's released code)"),
+        "posnet-embed-dim": dict(type=int, default=None, metavar="D_P",
+                                 help="d_p of PosNet-Embed (default 128; 256 when the embedding dim >= 1024)"),
+        "posnet-embed-max-positions": dict(type=int, default=256, metavar="P",
+                                           help="positions covered by the PosNet-Embed kernel table (default 256)"),
+        "posnet-embed-dropout": dict(type=float, default=None, metavar="P",
+                                     help="dropout of PosNet-Embed before its residual (default: --dropout)"),
+        "posnet-embed-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
+                                        help="act of PosNet-Embed (default relu, the paper's released code)"),
     })
 def build_posnet_embed(spec: PositionEncodingSpec):
     return PosNetEmbedding(spec)

@@ -6,8 +6,14 @@ line: optional Moses punctuation normalisation + tokenisation (``sacremoses``, a
 "tokenized via the scripts in Moses"), optional lowercasing (GPA paper 5.1, DE->EN), and subwords
 with SentencePiece: ``--model-type bpe`` (byte pair encoding; the papers' BPE) with one joint model, or
 ``--model-type unigram --separate`` (APE paper Zh->En: "unigram language model segmentation ... separate
-vocabularies of size 32k"). Writes OUT/{train,valid,test}.{src,tgt}, OUT/spm.model (joint) or
-OUT/spm.{src,tgt}.model (separate), and OUT/raw/test.{src,tgt} (the test side as read, for scoring).
+vocabularies of size 32k"; ``--target-vocab-size`` gives the target its own size, as GPA's En-Zh 32k/45k).
+``--romanian`` is Sennrich et al. (2016)'s WMT16 preprocessing, which the HC paper follows for En-Ro
+(its footnote 13): Moses' Unicode punctuation replacement and non-printing character removal on both
+sides, and on the Romanian side s/t-cedilla -> s/t-comma (normalise-romanian.py) then diacritics
+removed (remove-diacritics.py), before tokenisation. Writes OUT/{train,valid,test}.{src,tgt},
+OUT/spm.model (joint) or OUT/spm.{src,tgt}.model (separate), and OUT/raw/test.{src,tgt} (the test side
+as read, for scoring; a Romanian reference gets the same Romanian normalisation, since the model never
+sees diacritics: scoring against the reference with them would count every diacritic as an error).
 
     python -m posmix_fairseq.recipes.prepare_data RAW OUT --src de --tgt en --lowercase --moses --vocab-size 10000
 """
@@ -18,21 +24,37 @@ from typing import Dict, List
 from ..raw_text import SPLIT_NAMES, find_split, read_lines
 
 
+ROMANIAN_COMMA = str.maketrans({"\u015e": "\u0218", "\u015f": "\u0219", "\u0162": "\u021a", "\u0163": "\u021b"})
+ROMANIAN_PLAIN = str.maketrans({"\u0218": "S", "\u0219": "s", "\u021a": "T", "\u021b": "t", "\u0102": "A",
+                                "\u0103": "a", "\u00c2": "A", "\u00e2": "a", "\u00ce": "I", "\u00ee": "i"})
+
+
+def romanian(line: str) -> str:
+    """wmt16-scripts' normalise-romanian.py (cedilla -> comma below) then remove-diacritics.py."""
+    return line.translate(ROMANIAN_COMMA).translate(ROMANIAN_PLAIN)
+
+
 class Normaliser:
-    def __init__(self, lang: str, moses: bool, lowercase: bool):
+    def __init__(self, lang: str, moses: bool, lowercase: bool, sennrich_wmt16: bool = False):
         self.lowercase = lowercase
         self.moses = moses
+        self.romanian = sennrich_wmt16 and lang == "ro"
         if moses:
             try:
                 from sacremoses import MosesPunctNormalizer, MosesTokenizer
             except ImportError as e:
                 raise SystemExit("--moses needs the 'sacremoses' package (scripts/setup.sh installs it)") from e
-            self.norm = MosesPunctNormalizer(lang=lang)
+            self.norm = MosesPunctNormalizer(lang=lang, pre_replace_unicode_punct=sennrich_wmt16,
+                                             post_remove_control_chars=sennrich_wmt16)
             self.tok = MosesTokenizer(lang=lang)
 
     def __call__(self, line: str) -> str:
         if self.moses:
-            line = self.tok.tokenize(self.norm.normalize(line), escape=False, return_str=True)
+            line = self.norm.normalize(line)
+        if self.romanian:
+            line = romanian(line)
+        if self.moses:
+            line = self.tok.tokenize(line, escape=False, return_str=True)
         return line.lower() if self.lowercase else line
 
 
@@ -51,7 +73,8 @@ def train_spm(lines: List[str], prefix: str, vocab_size: int, model_type: str, l
 
 
 def prepare(raw: str, out: str, src: str, tgt: str, vocab_size: int, model_type: str = "bpe", separate=False,
-            moses=False, lowercase=False, max_train=0, max_eval=0, test_name: str = "") -> Dict[str, str]:
+            moses=False, lowercase=False, max_train=0, max_eval=0, test_name: str = "", target_vocab_size: int = 0,
+            sennrich_wmt16: bool = False) -> Dict[str, str]:
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     texts = {}
     split_names = dict(SPLIT_NAMES, test=[test_name]) if test_name else SPLIT_NAMES
@@ -67,13 +90,17 @@ def prepare(raw: str, out: str, src: str, tgt: str, vocab_size: int, model_type:
             raise SystemExit(f"{raw}: {split} has {len(texts[(split, src)])} {src} lines but "
                              f"{len(texts[(split, tgt)])} {tgt} lines")
     for lang in (src, tgt):
+        lines = texts[("test", lang)]
+        if sennrich_wmt16 and lang == "ro":
+            lines = [romanian(x) for x in lines]
         with open(os.path.join(out, "raw", f"test.{lang}"), "w", encoding="utf-8") as f:
-            f.writelines(x + "\n" for x in texts[("test", lang)])
-    norm = {lang: Normaliser(lang, moses, lowercase) for lang in (src, tgt)}
+            f.writelines(x + "\n" for x in lines)
+    norm = {lang: Normaliser(lang, moses, lowercase, sennrich_wmt16) for lang in (src, tgt)}
     texts = {(s, lang): [norm[lang](x) for x in lines] for (s, lang), lines in texts.items()}
     cover = 0.9995 if {src, tgt} & {"zh", "ja"} else 1.0
     if separate:
-        models = {lang: train_spm(texts[("train", lang)], os.path.join(out, f"spm.{lang}"), vocab_size, model_type, cover)
+        sizes = {src: vocab_size, tgt: target_vocab_size or vocab_size}
+        models = {lang: train_spm(texts[("train", lang)], os.path.join(out, f"spm.{lang}"), sizes[lang], model_type, cover)
                   for lang in (src, tgt)}
     else:
         joint = train_spm(texts[("train", src)] + texts[("train", tgt)], os.path.join(out, "spm"), vocab_size,
@@ -95,6 +122,9 @@ def main():
     p.add_argument("--vocab-size", type=int, default=32000)
     p.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
     p.add_argument("--separate", action="store_true", help="one subword model per language")
+    p.add_argument("--target-vocab-size", type=int, default=0, help="with --separate: the target's size (default: "
+                                                                    "--vocab-size)")
+    p.add_argument("--romanian", action="store_true", help="Sennrich et al. (2016)'s WMT16 En-Ro preprocessing")
     p.add_argument("--moses", action="store_true", help="Moses punctuation normalisation + tokenisation")
     p.add_argument("--lowercase", action="store_true")
     p.add_argument("--max-train-sentences", type=int, default=0, help="keep the first N training pairs (0: all)")
@@ -103,8 +133,10 @@ def main():
     a = p.parse_args()
     if a.vocab_size < 50:
         raise SystemExit(f"--vocab-size must be >= 50 (got {a.vocab_size})")
+    if a.target_vocab_size and not a.separate:
+        raise SystemExit("--target-vocab-size needs --separate (one joint model has one size)")
     models = prepare(a.raw, a.out, a.src, a.tgt, a.vocab_size, a.model_type, a.separate, a.moses, a.lowercase,
-                     a.max_train_sentences, a.max_eval_sentences, a.test_name)
+                     a.max_train_sentences, a.max_eval_sentences, a.test_name, a.target_vocab_size, a.romanian)
     print(f"prepare: {a.raw} -> {a.out} (subword models: {models})")
 
 

@@ -1,4 +1,4 @@
-"""The windowed computation of hard-coded Gaussian heads (``--S-gaussian-impl window``).
+"""The windowed computation of hard-coded Gaussian heads as a mixing path (``--S-gaussian-impl window``).
 
 Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt, Table 8) counts
 K_hat N D operations for GaussianNet, K_hat = 2K + 1 "the bidirectional context size" (K = 16 for
@@ -16,40 +16,37 @@ nothing in float32 or float64 (tested equal to ``full``). With a large sigma the
 (e.g. sigma = 8, K = 8: about 30% of the mass); the choice is the user's.
 
 Key positions come from the keys' own true positions (padding-aware), so left padding, batching
-and incremental decoding (keys appended step by step) give the same result as one full call.
+and incremental decoding (keys appended step by step) give the same result as one full call. A
+call that asks for attention weights runs dense mixing (the same window-cut weights, formed in full).
 """
 import math
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
 
-from .mixing import EnergyMixingAttention
+from .base import MixingCall, MixingPath
 
 
-class WindowedGaussianAttention(EnergyMixingAttention):
-    """Hard-coded Gaussian heads over a window of 2K + 1 keys around each head's centre."""
+class GaussianWindowMixing(MixingPath):
+    """Hard-coded Gaussian heads over a window of 2K + 1 keys around each head's centre (the centres
+    come from the mixer's energy, :class:`~posmix_fairseq.mixers.gaussian.GaussianWeights`)."""
 
-    def __init__(self, spec, energy, values=None, window: int = 16):
-        super().__init__(spec, energy, values)
+    name = "gaussian-window"
+
+    def __init__(self, window: int, sigma: float):
+        super().__init__()
         self.window = window
         taps = torch.arange(-window, window + 1, dtype=torch.float64)
-        sigma = energy.sigma
         self.register_buffer("taps", (torch.exp(-0.5 * (taps / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi))),
                              persistent=False)
 
-    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=True,
-                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False, positions=None):
-        if before_softmax:
-            raise ValueError("before_softmax=True is not supported by posmix mixers")
-        if need_weights or need_head_weights:  # the weights themselves: the reference path (window-cut)
-            return super().forward(query, key, value, key_padding_mask, incremental_state, need_weights, static_kv,
-                                   attn_mask, before_softmax, need_head_weights, positions)
+    def serves(self, mixer, call: MixingCall) -> bool:
+        return not call.weights_requested  # the weights themselves: dense mixing (window-cut)
+
+    def mix(self, mixer, call: MixingCall):
+        query, attn_mask = call.query, call.attn_mask
         tgt_len, batch, _ = query.shape
-        frame = positions if positions is not None else self._route.frame
-        query_positions = frame.positions
-        values, _, key_positions, key_pad = self._keys_and_values(
-            frame, key, value, key_padding_mask, incremental_state, static_kv)
+        values, _, key_positions, key_pad = mixer.keys_and_values(call)
         heads, src_len = values.size(1), values.size(2)
 
         excluded = key_pad[:, None, :].expand(batch, tgt_len, src_len)
@@ -62,7 +59,7 @@ class WindowedGaussianAttention(EnergyMixingAttention):
         column.scatter_(1, torch.where(real, key_positions, longest), torch.arange(src_len, device=values.device)
                         .expand(batch, src_len).where(real, src_len))
         column[:, longest] = src_len
-        centres = self.energy.centres(query_positions).long()  # (B, H, T)
+        centres = mixer.energy.centres(call.frame.positions).long()  # (B, H, T)
         offsets = torch.arange(-self.window, self.window + 1, device=values.device)
         wanted = centres.unsqueeze(-1) + offsets  # (B, H, T, K_hat) key positions
         inside = (wanted >= 0) & (wanted < longest)
@@ -71,13 +68,9 @@ class WindowedGaussianAttention(EnergyMixingAttention):
         excluded = torch.cat([excluded, excluded.new_ones(batch, tgt_len, 1)], dim=2)
         cut = excluded.unsqueeze(1).expand(batch, heads, tgt_len, src_len + 1).gather(3, cols)
         weights = self.taps.to(torch.float32).expand_as(cols).masked_fill(cut, 0.0)
-        weights = F.dropout(weights, p=self.attention_dropout, training=self.training).to(values.dtype)
+        weights = F.dropout(weights, p=mixer.attention_dropout, training=mixer.training).to(values.dtype)
 
         padded = torch.cat([values, values.new_zeros(batch, heads, 1, values.size(-1))], dim=2)
         index = cols.reshape(batch, heads, -1, 1).expand(-1, -1, -1, values.size(-1))
         gathered = padded.gather(2, index).view(batch, heads, tgt_len, offsets.numel(), -1)
-        context = (weights.unsqueeze(-1) * gathered).sum(3)  # (B, H, T, D_h)
-        context = context.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
-        if self.gating is not None:
-            context = self.gating(context, query)
-        return self.out_proj(context), None
+        return (weights.unsqueeze(-1) * gathered).sum(3), None  # (B, H, T, D_h)

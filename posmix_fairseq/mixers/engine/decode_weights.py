@@ -18,7 +18,7 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-from ..kernels.decode_step import position_decode_weights
+from ...kernels.decode_step import position_decode_weights
 
 #: the smallest table computed (positions 0..63 cover most sentences in one go)
 MIN_POSITIONS = 64

@@ -13,8 +13,8 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-from ..core.positions import clipped_relative_index
-from ..kernels.decode_step import position_decode_weights
+from ...core.positions import clipped_relative_index
+from ...kernels.decode_step import position_decode_weights
 from .decode_weights import DecodeWeightTable
 from .energy import SoftmaxEnergy
 from .relative_scores import gather_relative

@@ -10,7 +10,7 @@ energies depend on nothing but positions, so they can be precomputed.
   distance index j = clip(floor(gamma n) - m, K) + K (gamma applied in the index, as in training);
   one layer keeps H K^ N + 3 D^2 parameters instead of K^ D + 4 D^2 (Table 8).
 
-The frozen energies implement the table contract of :mod:`.position_energy` (``energy_rows`` /
+The frozen energies implement the table contract of :mod:`.table_energy` (``energy_rows`` /
 ``energy_table``, dense ``logits``), so every mixing path of the trained ones (dense softmax,
 window form, constant-state decoding, kernels) runs on them unchanged. W^Q, W^K, the n~ / m~
 tables and Emb_rel are not built. The table has N positions (``--frozen-energy-positions N``,
@@ -18,14 +18,12 @@ set by ``posmix-freeze --max-positions N``); a position >= N raises a ValueError
 and says whether the original (unfrozen) model would have extrapolated: sinusoidal n~ / m~ are
 defined for any position, a learned table stops at ``--max-source/target-positions``.
 """
-import dataclasses
-
 import torch
 from torch import Tensor, nn
 
-from ..core.position_tables import SharedPositionTables
-from .base import MixerSpec, build_mixer, max_relative_position
-from .position_energy import AbsoluteTableEnergy, RelativeTableEnergy
+from .registry import MixerSpec
+from .shared_options import max_relative_position
+from .table_energy import AbsoluteTableEnergy, RelativeTableEnergy
 
 FROZEN_OPTION = "--frozen-energy-positions"
 FREEZE_FLAG = "posmix-freeze --max-positions"
@@ -79,6 +77,11 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
         self.k, self.length_ratio, self.num_heads = max_relative_position(spec), spec.length_ratio, spec.num_heads
         self.table = nn.Parameter(torch.zeros(spec.num_heads, num_positions, 2 * self.k + 1), requires_grad=False)
 
+    @staticmethod
+    def table_of(trained: RelativeTableEnergy, num_positions: int) -> Tensor:
+        """The (H, N, 2K+1) table of a trained rPosNet energy (``posmix-freeze``)."""
+        return trained.energy_table(num_positions)
+
     def energy_rows(self, query_positions: Tensor) -> Tensor:
         self.check_positions(query_positions, self.__dict__["_roles"][0])
         return self.table[:, query_positions].transpose(0, 1)  # (B, H, T, 2K+1)
@@ -103,6 +106,11 @@ class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):
         self.num_heads = spec.num_heads
         self.table = nn.Parameter(torch.zeros(spec.num_heads, num_positions, num_positions), requires_grad=False)
 
+    @staticmethod
+    def table_of(trained: AbsoluteTableEnergy, num_positions: int) -> Tensor:
+        """The (H, N, N) table of a trained aPosNet energy (``posmix-freeze``)."""
+        return trained.energy_table(num_positions, num_positions)
+
     def logits(self, query, query_positions, keys, key_positions):
         query_role, key_role = self.__dict__["_roles"]
         self.check_positions(query_positions, query_role)
@@ -115,17 +123,3 @@ class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):
         self.check_positions(torch.tensor([num_query_positions - 1]), query_role)
         self.check_positions(torch.tensor([num_key_positions - 1]), key_role)
         return self.table[:, :num_query_positions, :num_key_positions]
-
-
-FROZEN_ENERGIES = {"aposnet": FrozenAbsoluteEnergy, "rposnet": FrozenRelativeEnergy}
-
-
-def build_frozen_mixer(spec: MixerSpec, num_positions: int) -> nn.Module:
-    """The sublayer ``spec`` as the registered builder makes it, with its energy frozen.
-
-    The trained energy is built against a scratch holder of shared tables and then replaced, so
-    neither it nor the n~ / m~ tables it would share with the other layers are part of the model.
-    """
-    mixer = build_mixer(dataclasses.replace(spec, shared_tables=SharedPositionTables()))
-    mixer.energy = FROZEN_ENERGIES[spec.name](spec, num_positions)
-    return mixer

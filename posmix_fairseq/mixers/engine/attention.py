@@ -1,0 +1,122 @@
+"""The mixing engine: an :class:`~.energy.Energy` giving mixing weights, the :class:`~.values.Values`
+they mix, a mixing path, and the output:
+
+    a_nm   = energy.mixing_weights(...)                       (per head; softmax or direct)
+    c_n    = sum_m a_nm v_m  (+ values.relative_term, e.g. Shaw et al. Eq. 3)
+    out_n  = W^O c_n                      ungated
+    out_n  = W^O (c_n * GeLU(W^G y_n))    gated, with v_m = LayerNorm(GeLU(W^V x_m))  (GPA Eq. 4)
+
+How c_n is computed is the path's (:mod:`posmix_fairseq.mixers.paths`): dense weights by default;
+a mixer's builder may put faster paths first (rPosNet's window form and constant-state decoding,
+the Gaussian window), each serving the calls it reproduces exactly. The engine keeps the parts
+every path shares: the positions of the call, the values and key features with their incremental
+cache, the gate and W^O.
+"""
+from typing import Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from ...core.positions import PositionFrame
+from ..paths.base import MixingCall, MixingPath
+from ..paths.dense import DenseMixing
+from .energy import Energy, xavier_linear
+from .gating import ContextGate
+from .registry import MixerSpec
+from .token_mixer import TokenMixer
+from .values import Values
+
+
+class EnergyMixingAttention(TokenMixer):
+    """A token mixer made of an :class:`Energy`, the (gated) values, its mixing paths and W^O."""
+
+    def __init__(self, spec: MixerSpec, energy: Energy, values: Optional[Values] = None,
+                 paths: Sequence[MixingPath] = ()):
+        super().__init__(spec.embed_dim, spec.num_heads)
+        self.placement = spec.placement
+        self.attention_dropout = spec.attention_dropout
+        self.energy = energy
+        self.values = values if values is not None else Values.of_spec(spec)
+        self.out_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
+        self.gating = ContextGate(spec.embed_dim) if spec.gated else None
+        self.use_paths(paths)
+        self.__dict__["_route"] = spec.route  # plain attribute: owned by the encoder/decoder
+
+    def use_paths(self, paths: Sequence[MixingPath]):
+        """Mix with ``paths`` (tried in order), then dense mixing for the calls they decline."""
+        self.paths = nn.ModuleList([*paths, DenseMixing()])
+
+    @property
+    def path_names(self) -> Tuple[str, ...]:
+        return tuple(path.name for path in self.paths)
+
+    def keys_and_values(self, call: MixingCall):
+        """Values, cached key features, key positions and key padding, extended (self-attention) or
+        reused (cross-attention, ``static_kv``) across incremental decoding steps."""
+        incremental_state, static_kv = call.incremental_state, call.static_kv
+        buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
+        if buffer is not None and static_kv and "values" in buffer:
+            # cross-attention during decoding: the source keys/values are computed once
+            return buffer["values"], buffer.get("keys"), buffer["key_positions"], buffer["key_padding_mask"]
+        key_positions, key_padding_mask = self._key_side(call.frame, call.key, call.key_padding_mask)
+        values = self.values(call.value, key_positions, key_padding_mask)
+        keys = self.energy.key_features(call.key, key_positions)
+        if buffer is not None and not static_kv and "values" in buffer:
+            values = torch.cat([buffer["values"], values], dim=2)
+            if keys is not None:
+                keys = torch.cat([buffer["keys"], keys], dim=2)
+            key_positions = torch.cat([buffer["key_positions"], key_positions], dim=1)
+            key_padding_mask = torch.cat([buffer["key_padding_mask"], key_padding_mask], dim=1)
+        if buffer is not None:
+            buffer = {"values": values, "key_positions": key_positions, "key_padding_mask": key_padding_mask}
+            if keys is not None:
+                buffer["keys"] = keys
+            self._set_input_buffer(incremental_state, buffer)
+        return values, keys, key_positions, key_padding_mask
+
+    def _key_side(self, frame: PositionFrame, key: Tensor, key_padding_mask: Optional[Tensor]):
+        """Positions and padding (B, S) of the new keys: the queries themselves in self-attention,
+        the encoder's tokens (positions computed once by the encoder) in cross-attention."""
+        if not self.placement.cross:
+            return frame.positions, frame.padding_mask
+        if frame.source_positions is None:
+            raise RuntimeError("cross-attention needs the encoder's positions (encoder_out['encoder_positions'])")
+        if key_padding_mask is None:
+            key_padding_mask = torch.zeros(key.size(1), key.size(0), dtype=torch.bool, device=key.device)
+        return frame.source_positions, key_padding_mask
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor],
+        value: Optional[Tensor],
+        key_padding_mask: Optional[Tensor] = None,
+        incremental_state=None,
+        need_weights: bool = True,
+        static_kv: bool = False,
+        attn_mask: Optional[Tensor] = None,
+        before_softmax: bool = False,
+        need_head_weights: bool = False,
+        positions: Optional[PositionFrame] = None,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """fairseq's attention call; ``positions`` defaults to the frame of the running forward."""
+        if before_softmax:
+            raise ValueError("before_softmax=True is not supported by posmix mixers")
+        tgt_len, batch, _ = query.shape
+        frame = positions if positions is not None else self._route.frame
+        if frame.positions.shape != (batch, tgt_len):
+            raise RuntimeError(f"{self.placement} mixer: positions of shape {tuple(frame.positions.shape)} for a "
+                               f"query of {tgt_len} tokens x {batch} sentences")
+        call = MixingCall(query, key, value, key_padding_mask, incremental_state, static_kv, attn_mask,
+                          need_weights, need_head_weights, frame)
+        path = next(path for path in self.paths if path.serves(self, call))
+        context, attn = path.mix(self, call)
+        return self._output(context, query), attn
+
+    def _output(self, context: Tensor, query: Tensor) -> Tensor:
+        """W^O of the (gated) context (B, H, T, D_h) -> (T, B, D) (GPA Eq. 4)."""
+        batch, _, tgt_len, _ = context.shape
+        context = context.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
+        if self.gating is not None:
+            context = self.gating(context, query)
+        return self.out_proj(context)

@@ -1,0 +1,116 @@
+"""The shared part of aPosNet and rPosNet (Gated position-based attention, Section 4.1):
+queries q_n = W^Q n~ from the absolute position table n~ shared across the layers of a side.
+
+Because q_n depends on the position n only, each energy can be tabulated over positions
+(:meth:`PositionQueries.position_query_table`, and the energies' ``energy_table``): the mixing
+kernels, the window form of rPosNet and the frozen search-time energies all start from that table.
+
+The table's options (declared by aposnet and rposnet, :func:`absolute_table_options`): its kind
+(``--S-position-table``), the layout of a sinusoidal one (``--S-absolute-sinusoids``), and what
+happens to its rows before W^Q / W^K read them: a LayerNorm shared by the side's layers
+(``--S-position-table-layernorm``) and dropout (``--S-position-table-dropout``). The paper applies
+neither (the default); the released code of Gated position-based attention
+(github.com/apptek/posnet-position_based_attention, models/posnet/models/posnet.py,
+``PosNetEncoder._embed`` / ``PosNetDecoder._embed``) normalises a learned table and drops out
+either kind (docs/choices.md, "The released GPA code").
+"""
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ...core.position_tables import ABSOLUTE_SINUSOIDS, SharedPositionTables
+from .energy import SoftmaxEnergy, head_scaling, split_heads, xavier_linear
+from .registry import MixerSpec
+from .shared_options import position_table_option
+
+SWITCH = ("on", "off")
+
+
+def absolute_table_options(default_kind: str):
+    """The options of the absolute table n~ (m~) of aPosNet / rPosNet."""
+    return {
+        **position_table_option(default_kind),
+        "absolute-sinusoids": dict(choices=ABSOLUTE_SINUSOIDS, default=None,
+                                   help="layout of a sinusoidal n~, m~ table: concatenated (fairseq's [sin | cos], "
+                                        "the default) or interleaved (sin at 2i, cos at 2i+1, frequencies "
+                                        "10000^(-2i/D): Vaswani et al. 2017 and the released GPA code)"),
+        "position-table-layernorm": dict(choices=SWITCH, default="off",
+                                         help="LayerNorm on the n~, m~ rows before W^Q, W^K read them, one per table "
+                                              "(off: the paper; on: the released GPA code's learned table)"),
+        "position-table-dropout": dict(type=float, default=0.0, metavar="P",
+                                       help="dropout on the n~, m~ rows before W^Q, W^K read them (default 0; the "
+                                            "released GPA code uses --dropout)"),
+    }
+
+
+def reads_absolute_table(spec: MixerSpec) -> bool:
+    """Whether ``spec``'s mixer has an absolute table n~ (it declares the table's options)."""
+    return "absolute-sinusoids" in spec.options
+
+
+def shared_table(spec: MixerSpec, side):
+    """The absolute position table n~ (or m~) of ``side``, shared across the layers of its owner."""
+    kind, layout = spec.options["position-table"], spec.options.get("absolute-sinusoids")
+    if layout is not None and kind != "sinusoidal":
+        raise ValueError(f"{spec.flag('absolute-sinusoids')} {layout} applies to sinusoidal tables only; "
+                         f"{spec.flag('position-table')} is {kind}: drop the flag or make the table sinusoidal")
+    return spec.shared_tables.get(side.role, kind, spec.embed_dim,
+                                  spec.max_query_positions if side == spec.placement.query_side
+                                  else spec.max_key_positions, side.max_positions_option, layout or "concatenated")
+
+
+def table_norm(spec: MixerSpec, side):
+    """The LayerNorm of ``side``'s table (``--S-position-table-layernorm on``), or None."""
+    value = spec.options.get("position-table-layernorm", "off")
+    if value not in SWITCH:
+        raise ValueError(f"{spec.flag('position-table-layernorm')}: {value!r} is not one of {', '.join(SWITCH)}")
+    if value == "off":
+        return None
+    kind, layout = spec.options["position-table"], spec.options.get("absolute-sinusoids") or "concatenated"
+    key = SharedPositionTables.key(side.role, kind, spec.embed_dim, layout if kind == "sinusoidal" else "concatenated")
+    return spec.shared_tables.layer_norm(key, spec.embed_dim)
+
+
+def table_dropout(spec: MixerSpec) -> float:
+    p = spec.options.get("position-table-dropout", 0.0)
+    if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+        raise ValueError(f"{spec.flag('position-table-dropout')} must be in [0, 1) (got {p!r})")
+    return float(p)
+
+
+class PositionQueries(SoftmaxEnergy):
+    def __init__(self, spec: MixerSpec):
+        super().__init__()
+        self.num_heads = spec.num_heads
+        self.scaling = head_scaling(spec.embed_dim // spec.num_heads)
+        self.table_dropout = table_dropout(spec)
+        # Shared across layers and registered by their owner (the encoder or decoder): keep plain
+        # references so they are not registered (and saved) once per layer. Only the query side's
+        # table is built here: rPosNet never reads the key side's (a cross-attention rPosNet would
+        # otherwise build an unused source table in the decoder).
+        self.__dict__["_query_table"] = shared_table(spec, spec.placement.query_side)
+        self.__dict__["_query_norm"] = table_norm(spec, spec.placement.query_side)
+        self.q_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
+
+    @property
+    def query_table(self):
+        return self.__dict__["_query_table"]
+
+    def table_rows(self, table, norm, positions: Tensor, dtype) -> Tensor:
+        """The rows of ``table`` at ``positions`` as W^Q / W^K read them: normalised by ``norm`` (if
+        any), then dropped out (``--S-position-table-dropout``, training only)."""
+        rows = table(positions).to(dtype)
+        if norm is not None:
+            rows = norm(rows)
+        return F.dropout(rows, self.table_dropout, self.training) if self.table_dropout > 0 else rows
+
+    def position_queries(self, query: Tensor, query_positions: Tensor) -> Tensor:
+        """(B, H, T, D_h) scaled W^Q n~; ``query`` (any tensor) supplies only the dtype."""
+        n = self.table_rows(self.query_table, self.__dict__["_query_norm"], query_positions, query.dtype)  # (B, T, D)
+        return split_heads(self.q_proj(n).transpose(0, 1) * self.scaling, self.num_heads)
+
+    def position_query_table(self, num_positions: int) -> Tensor:
+        """(H, P, D_h) scaled W^Q n~ for the positions 0 .. P-1 (float32)."""
+        positions = torch.arange(num_positions, device=self.q_proj.weight.device)
+        n = self.table_rows(self.query_table, self.__dict__["_query_norm"], positions, self.q_proj.weight.dtype)
+        return split_heads(self.q_proj(n).unsqueeze(1) * self.scaling, self.num_heads)[0]

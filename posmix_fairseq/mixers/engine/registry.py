@@ -1,0 +1,90 @@
+"""The token-mixer registry and the spec a mixer is built from.
+
+A variant registers ``builder(spec) -> module`` with :func:`register_mixer`, declaring its own
+command-line options (``--S-<option>`` for each sublayer S) and, for a mixer whose energies depend on
+positions only, the frozen energy a search-time model (``posmix-freeze``) builds instead of the
+trained one.
+"""
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional
+
+from torch import nn
+
+from ...core.placement import Placement
+from ...core.position_tables import SharedPositionTables
+from ...core.positions import PositionRoute
+from ...core.registry import Entry, Registry
+
+
+@dataclass
+class MixerSpec:
+    """Everything a mixer builder needs to know about the sublayer it fills."""
+
+    name: str
+    placement: Placement
+    layer_idx: int
+    num_layers: int  # layers of this encoder/decoder (per-layer options are lists over them)
+    embed_dim: int
+    num_heads: int
+    kdim: int
+    attention_dropout: float
+    gated: bool
+    length_ratio: float  # gamma; 1.0 for self-attention
+    max_query_positions: int
+    max_key_positions: int
+    shared_tables: SharedPositionTables = None  # tables shared by the layers of the owning side
+    route: PositionRoute = None  # the owning side's positions route
+    options: Dict = field(default_factory=dict)  # the mixer's own options (declared in register_mixer)
+    dropout: float = 0.0  # the model's --dropout (PosNet-Attn's default rate)
+    # search-time model (--frozen-energy-positions N): N for a mixer whose entry declares a frozen energy
+    frozen_positions: Optional[int] = None
+
+    def flag(self, option: str) -> str:
+        return self.placement.flag(option)
+
+    def energy(self, trained: Callable[["MixerSpec"], nn.Module]) -> nn.Module:
+        """The sublayer's energy: ``trained(spec)``, or in a search-time model the frozen table that
+        the mixer's registry entry declares (its trained parameters are then never built)."""
+        if self.frozen_positions is None:
+            return trained(self)
+        return MIXER_REGISTRY.get(self.name, self.flag("mixer")).frozen_energy(self, self.frozen_positions)
+
+
+@dataclass
+class MixerEntry(Entry):
+    gated_by_default: bool = False
+    uses_positions: bool = False  # the mixer gives its sublayer a position signal
+    # frozen_energy(spec, N): the search-time energy of a position-only energy (GPA Sections 4.1-4.2)
+    frozen_energy: Optional[Callable] = None
+
+
+MIXER_REGISTRY: Registry[MixerEntry] = Registry("token mixer")
+
+
+def register_mixer(name: str, *, gated_by_default: bool, uses_positions: bool, description: str,
+                   options: Optional[Dict] = None, frozen_energy: Optional[Callable] = None):
+    """Decorator registering ``builder(spec) -> module`` under ``name``.
+
+    ``options`` declares the mixer's own command-line options, e.g.
+    ``{"gaussian-sigma": dict(type=float, default=1.0, help=...)}`` becomes
+    ``--encoder-self-gaussian-sigma`` etc.; the builder reads ``spec.options["gaussian-sigma"]``.
+    A flag given for a sublayer whose mixer does not declare it is an error. ``frozen_energy``
+    (a class taking ``(spec, N)``) makes the mixer freezable by ``posmix-freeze``; its builder then
+    gets its energy from :meth:`MixerSpec.energy`.
+    """
+
+    def wrap(builder):
+        MIXER_REGISTRY.register(name, MixerEntry(builder, description, dict(options or {}), gated_by_default,
+                                                 uses_positions, frozen_energy))
+        return builder
+
+    return wrap
+
+
+def frozen_mixers():
+    """The names of the mixers whose energies ``posmix-freeze`` can freeze."""
+    return [name for name, entry in MIXER_REGISTRY.items() if entry.frozen_energy is not None]
+
+
+def build_mixer(spec: MixerSpec) -> nn.Module:
+    return MIXER_REGISTRY.get(spec.name, spec.flag("mixer")).builder(spec)

@@ -1,0 +1,29 @@
+"""Constant-state decoding as a mixing path: rPosNet decoder self-attention while decoding step by
+step keeps the last K values, the sum of the older ones and their count, and mixes them with the
+query position's energy row (:func:`.rposnet_window.constant_state_step`): O(K D_h) time and
+memory per step, whatever t.
+
+It serves every self-attention step of incremental decoding (the state replaces the cache of all
+past values); full forwards fall through to the next path.
+"""
+from .base import MixingCall, MixingPath
+from .rposnet_window import constant_state_step
+
+
+class ConstantStateDecoding(MixingPath):
+    name = "constant-state"
+
+    def serves(self, mixer, call: MixingCall) -> bool:
+        return call.decoding_step
+
+    def mix(self, mixer, call: MixingCall):
+        if call.need_head_weights:
+            raise ValueError(f"{mixer.placement} rPosNet keeps a constant decoding state (the last K values and "
+                             "the sum of the older ones): it has no per-key attention weights while decoding step "
+                             "by step; ask for them in a full (teacher-forced) forward")
+        frame = call.frame
+        values = mixer.values(call.value, frame.positions, frame.padding_mask)  # (B, H, T, D_h) of the new tokens
+        buffer = mixer._get_input_buffer(call.incremental_state)
+        context = constant_state_step(mixer.energy, buffer, frame.positions, frame.padding_mask, values)
+        mixer._set_input_buffer(call.incremental_state, buffer)
+        return context, None

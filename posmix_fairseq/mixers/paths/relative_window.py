@@ -1,0 +1,34 @@
+"""rPosNet's window form as a mixing path (``--S-rposnet-impl window``): the band of 2K+1 keys
+plus the far-left and far-right sums, O(T (2K+3) D_h) (:func:`.rposnet_window.window_context`).
+
+It serves a call when no attention weights are asked for (it never forms them) and the only mask
+is none or the decoder's future mask; attention dropout in training is an error (it has none).
+Other calls fall through to dense mixing.
+"""
+from .base import MixingCall, MixingPath
+from .rposnet_window import is_future_mask, window_context
+
+
+class RelativeWindowMixing(MixingPath):
+    name = "window"
+
+    def __init__(self, impl_flag: str):
+        super().__init__()
+        self.impl_flag = impl_flag  # e.g. --encoder-self-rposnet-impl, for the error message
+
+    def serves(self, mixer, call: MixingCall) -> bool:
+        if call.weights_requested:
+            return False
+        if call.attn_mask is not None and not (mixer.placement.causal and is_future_mask(call.attn_mask)):
+            return False
+        if mixer.training and mixer.attention_dropout > 0:
+            raise ValueError(f"{self.impl_flag} window applies no attention dropout (--attention-dropout "
+                             f"{mixer.attention_dropout}): train with --attention-dropout 0 or {self.impl_flag} dense")
+        return True
+
+    def mix(self, mixer, call: MixingCall):
+        values, _, _, key_pad = mixer.keys_and_values(call)
+        causal = call.attn_mask is not None  # the decoder's future mask (checked by serves)
+        context = window_context(mixer.energy, call.frame.positions, call.frame.padding_mask if causal else None,
+                                 values, key_pad, causal=causal)
+        return context, None

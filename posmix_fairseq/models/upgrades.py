@@ -1,0 +1,274 @@
+"""Upgrades of what older checkpoints stored: ordered steps, each named by what changed.
+
+A checkpoint stores its model arguments as they were on its command line (unset options are absent
+or None) and its parameters under the names its code gave them. An unset option takes today's
+default when the model is built, so a default that changed, or an option that was renamed, would
+silently build another model. Each step below recognises the arguments it concerns and writes the
+values that rebuild the model those arguments were trained as:
+
+* a renamed option is recognised by its old attribute (only arguments stored before the rename
+  have it);
+* a changed default is recognised by the readings marker ``posmix_paper_readings``, a model option
+  whose argparse default is :data:`READINGS_VERSION`, so every command line stores it (fairseq
+  applies no argparse defaults to a checkpoint's stored arguments). A step declares the version
+  that introduced its change (``readings_below``) and runs on arguments stored with a lower
+  version or without the marker; they get the former default written in explicitly.
+
+:func:`upgrade_stored_args` runs every step in order and then stamps the current version. It is the
+one entry point, run by every architecture function (fairseq runs the arch function on a loaded
+checkpoint's arguments before building the model) and by ``build_model``, before any default fills
+the unset options; it is idempotent. :func:`upgrade_stored_parameters` renames and drops stored
+parameters; the model's ``upgrade_state_dict_named`` runs it when a checkpoint is loaded.
+
+``tests/test_house.py`` loads checkpoints made before each step (``tests/data/legacy_checkpoints``)
+and reproduces the log-probs recorded when they were made.
+"""
+import logging
+from dataclasses import dataclass
+from typing import Callable, List, Optional
+
+from ..core.placement import PLACEMENTS, SIDES
+from ..mixers.engine import MIXER_REGISTRY, EnergyMixingAttention
+from ..position_encodings.base import POSITION_ENCODING_REGISTRY
+from .sublayers import sublayers
+
+logger = logging.getLogger(__name__)
+
+READINGS_MARKER = "posmix_paper_readings"
+#: the version of the defaults this code builds; steps with ``readings_below`` <= it pin former ones
+READINGS_VERSION = 12
+
+
+def stored_readings(args) -> int:
+    """The readings version stored with ``args`` (0: stored without the marker)."""
+    return getattr(args, READINGS_MARKER, None) or 0
+
+
+def mixer_options(args, placement):
+    """The options declared by the stored mixer of ``placement`` (none for an unknown mixer)."""
+    mixer = placement.read(args, "mixer", "mha")
+    return MIXER_REGISTRY.get(mixer, placement.flag("mixer")).options if mixer in MIXER_REGISTRY else {}
+
+
+def encoding_options(args, side):
+    """The options declared by the stored position encoding of ``side``."""
+    name = side.read(args, "position-encoding")
+    return POSITION_ENCODING_REGISTRY.get(name, side.flag("position-encoding")).options \
+        if name in POSITION_ENCODING_REGISTRY else {}
+
+
+def pin_mixer_option(option: str, former: Callable, mixers: Optional[tuple] = None):
+    """Writes ``former(args, placement)`` where the sublayer's mixer reads ``option`` (and is one of
+    ``mixers`` if given) and the stored arguments leave it unset."""
+    def apply(args) -> bool:
+        changed = False
+        for placement in PLACEMENTS:
+            if option in mixer_options(args, placement) and placement.read(args, option) is None and \
+                    (mixers is None or placement.read(args, "mixer") in mixers):
+                placement.write(args, option, former(args, placement))
+                changed = True
+        return changed
+    return apply
+
+
+def pin_encoding_option(option: str, former: Callable):
+    """Writes ``former(args, side)`` where the side's position encoding reads ``option`` and the
+    stored arguments leave it unset."""
+    def apply(args) -> bool:
+        changed = False
+        for side in SIDES:
+            if option in encoding_options(args, side) and side.read(args, option) is None:
+                side.write(args, option, former(args, side))
+                changed = True
+        return changed
+    return apply
+
+
+def rename(scopes, renames):
+    """Moves each stored old option to its new name (unless the new one is set) and deletes the old."""
+    def stored(args) -> bool:
+        return any(scope.stored(args, old) for scope in scopes for old in renames)
+
+    def apply(args) -> bool:
+        for scope in scopes:
+            for old, new in renames.items():
+                value = scope.read(args, old)
+                if scope.stored(args, old):
+                    delattr(args, scope.attr(old))
+                if value is not None and scope.read(args, new) is None:
+                    scope.write(args, new, value)
+        return True
+    return stored, apply
+
+
+def keep_positions_within(option: str, mixer: str):
+    """Stored max source/target positions above the table of ``option`` of ``mixer`` sublayers are
+    lowered to it: beyond the table such a model crashed; fairseq's own size filter now applies."""
+    def apply(args) -> bool:
+        for placement in PLACEMENTS:
+            if placement.read(args, "mixer") != mixer:
+                continue
+            table = placement.read(args, option)
+            for side in placement.sides:
+                limit = getattr(args, side.max_positions_attr, None)
+                if limit is None or limit > table:
+                    setattr(args, side.max_positions_attr, table)
+        return True
+    return apply
+
+
+def all_of(*steps):
+    def apply(args) -> bool:
+        return any([step(args) for step in steps])  # a list: every step runs
+    return apply
+
+
+# ---- renamed options -------------------------------------------------------------------------------
+
+MIXER_OPTION_RENAMES = {"position-embedding": "position-table", "value-projection": "gaussian-value-projection"}
+POSNET_EMBED_RENAMES = {f"posnet-{o}": f"posnet-embed-{o}" for o in ("dim", "max-positions", "dropout", "activation")}
+
+_mixer_renames_stored, _rename_mixer_options = rename(PLACEMENTS, MIXER_OPTION_RENAMES)
+
+
+def _rename_mixer_options_and_drop_unread(args) -> bool:
+    """The code that stored the old names stored every mixer option for every sublayer, and had no
+    --position-blind (the no-PE arch then was position-blind by construction)."""
+    from .options import side_has_position_signal
+
+    _rename_mixer_options(args)
+    for placement in PLACEMENTS:
+        read = mixer_options(args, placement)
+        for option in MIXER_REGISTRY.declared_options():
+            if option not in read and placement.read(args, option) is not None:
+                placement.write(args, option, None)
+    if getattr(args, "position_blind", None) is None:
+        blind = [s.name for s in SIDES if not side_has_position_signal(args, s)]
+        args.position_blind = ",".join(blind) or None
+    return True
+
+
+_posnet_embed_renames_stored, _rename_posnet_embed_options = rename(SIDES, POSNET_EMBED_RENAMES)
+
+
+@dataclass(frozen=True)
+class ArgsUpgrade:
+    name: str  # what changed
+    apply: Callable  # args -> whether anything was written
+    applies: Optional[Callable] = None  # args -> bool (renames: the old attributes are stored)
+    readings_below: Optional[int] = None  # changed defaults: stored readings version < this
+
+    def concerns(self, args) -> bool:
+        if self.readings_below is not None and stored_readings(args) >= self.readings_below:
+            return False
+        return self.applies is None or self.applies(args)
+
+
+ARGS_UPGRADES: List[ArgsUpgrade] = [
+    # renames first: every later step reads today's names
+    ArgsUpgrade("--S-position-embedding renamed --S-position-table, --S-value-projection renamed "
+                "--S-gaussian-value-projection", _rename_mixer_options_and_drop_unread, applies=_mixer_renames_stored),
+    ArgsUpgrade("PosNet-Embed's --<side>-posnet-* options renamed --<side>-posnet-embed-*",
+                _rename_posnet_embed_options, applies=_posnet_embed_renames_stored),
+    # defaults that changed with the paper readings (docs/choices.md)
+    ArgsUpgrade("relative-distance embeddings laid out as each arch's paper does (were shared by the heads)",
+                pin_mixer_option("relative-embedding-heads", lambda args, p: "shared"), readings_below=11),
+    ArgsUpgrade("sinusoidal relative tables take the first D_h dims of the D-dim encoding (were a D_h-dim one)",
+                pin_mixer_option("relative-sinusoids", lambda args, p:
+                                 "head" if p.read(args, "position-table") == "sinusoidal" else None),
+                readings_below=11),
+    ArgsUpgrade("the shaw archs drop Shaw's a^V term (GPA Table 8)",
+                pin_mixer_option("shaw-value-term", lambda args, p: "on"), readings_below=11),
+    ArgsUpgrade("RPE's first layer is multi-head attention over all of m_j (was head-sliced)",
+                pin_encoding_option("rpe-reading", lambda args, side: "sliced-legacy"), readings_below=11),
+    ArgsUpgrade("RPE's recurrent heads t default per arch (was 1)",
+                pin_encoding_option("rpe-heads", lambda args, side: 1), readings_below=11),
+    ArgsUpgrade("LSTM position encoding width 2D per direction (was D/2 in the encoder, D in the decoder)",
+                pin_encoding_option("position-lstm-units",
+                                    lambda args, side: side.read(args, "embed-dim") // (1 if side.causal else 2)),
+                readings_below=11),
+    ArgsUpgrade("LinearNet's matrix covers 128 positions (was 256), and the model's max positions stay within it",
+                all_of(pin_mixer_option("linear-max-positions", lambda args, p: 256),
+                       keep_positions_within("linear-max-positions", "linear")), readings_below=11),
+    ArgsUpgrade("PosNet-Attn's kernel is shared by the heads, covers 128 positions and has dropout (was per head, "
+                "256, none), and the model's max positions stay within it",
+                all_of(pin_mixer_option("posnet-kernel", lambda args, p: "head"),
+                       pin_mixer_option("posnet-max-positions", lambda args, p: 256),
+                       pin_mixer_option("posnet-dropout", lambda args, p: 0.0),
+                       keep_positions_within("posnet-max-positions", "posnet")), readings_below=11),
+    ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (the former cumulative increments are "
+                "--S-t5-adaptive cumulative)", lambda args: _t5_adaptive_cumulative(args), readings_below=11),
+    ArgsUpgrade("PosNet-Embed's activation is ReLU (was GeLU)",
+                pin_encoding_option("posnet-embed-activation", lambda args, side: "gelu"), readings_below=11),
+    ArgsUpgrade("PosNet-Attn's activation is ReLU, as PosNet-Embed's (was GeLU)",
+                pin_mixer_option("posnet-activation", lambda args, p: "gelu"), readings_below=12),
+]
+
+
+def _t5_adaptive_cumulative(args) -> bool:
+    changed = False
+    for placement in PLACEMENTS:
+        if placement.read(args, "mixer") == "t5bias" and placement.read(args, "t5-adaptive") == "on":
+            placement.write(args, "t5-adaptive", "cumulative")
+            changed = True
+    return changed
+
+
+def upgrade_stored_args(args) -> List[str]:
+    """Runs every step that concerns ``args`` (in order) and stamps the current readings version.
+    Returns the names of the steps that ran (empty for arguments of this code)."""
+    ran = []
+    for step in ARGS_UPGRADES:
+        if step.concerns(args):
+            step.apply(args)
+            ran.append(step.name)
+    if stored_readings(args) < READINGS_VERSION:
+        setattr(args, READINGS_MARKER, READINGS_VERSION)
+    for name in ran:
+        logger.info("stored arguments upgraded: %s", name)
+    return ran
+
+
+# ---- stored parameters ----------------------------------------------------------------------------
+
+#: parameters of a mixer that moved under its Values hook: old suffix -> new suffix
+VALUES_PARAMETER_RENAMES = {
+    "v_proj.": "values.projection.",
+    "gating.value_norm.": "values.norm.",
+    "energy.relative_values.": "values.relative_values.",
+    "kernels.": "values.kernels.",
+}
+
+
+def move_value_parameters(model, state_dict, prefix: str):
+    """W^V, the gate's value LayerNorm, Shaw's a^V and PosNet-Attn's kernels live under ``values.``."""
+    for sublayer in sublayers(model):
+        if not isinstance(sublayer.module, EnergyMixingAttention):
+            continue
+        base = prefix + sublayer.path + "."
+        for key in [k for k in state_dict if k.startswith(base)]:
+            for old, new in VALUES_PARAMETER_RENAMES.items():
+                if key[len(base):].startswith(old):
+                    state_dict[base + new + key[len(base) + len(old):]] = state_dict.pop(key)
+                    break
+
+
+def drop_unbuilt_position_tables(model, state_dict, prefix: str):
+    """A cross-attention rPosNet reads only the target side's n~: checkpoints that stored an unused
+    learned source table in the decoder lose it on load."""
+    for side in SIDES:
+        tables = prefix + f"{side.name}.mixer_position_tables."
+        built = getattr(model, side.name).mixer_position_tables
+        for key in [k for k in state_dict if k.startswith(tables)]:
+            if key[len(tables):].split(".")[0] not in built:
+                del state_dict[key]
+
+
+PARAMETER_UPGRADES = (move_value_parameters, drop_unbuilt_position_tables)
+
+
+def upgrade_stored_parameters(model, state_dict, prefix: str = ""):
+    """Every parameter step, in order, on ``state_dict`` (in place) for ``model``."""
+    prefix = prefix + "." if prefix else ""
+    for step in PARAMETER_UPGRADES:
+        step(model, state_dict, prefix)

@@ -1,0 +1,142 @@
+"""``--lr-scheduler validation_plateau``: multiply the learning rate by ``--lr-shrink`` when
+``--lr-patience`` consecutive validations brought no improvement of the best validation score.
+
+APE Section 4.1: "We use a batch size of 4700 tokens and save a model checkpoint 8 times per epoch.
+The learning rate is scaled by a factor of 0.9 if no improvement in perplexity on the development set
+has been observed for 6 consecutive evaluation checkpoints." fairseq's ``reduce_lr_on_plateau`` steps
+once per epoch, with the end-of-epoch validation only: validations in the middle of an epoch
+(``--validate-interval-updates`` / ``--save-interval-updates``) do not count, so with 8 evaluations
+per epoch the rate would decay 8 times too rarely. This scheduler counts every validation:
+
+- at the end of an epoch fairseq hands it the validation score (``step``);
+- a validation in the middle of an epoch runs after update u and is followed by a checkpoint save,
+  which records fairseq's best validation score so far (``checkpoint_utils.save_checkpoint.best``);
+  the next update's ``step_update(u + 1)`` compares that best with the best it saw before. A
+  validation improved on the best exactly when fairseq's best moved. (fairseq has no hook between a
+  validation and the next update, so a reduction there applies from update u + 2.)
+
+Counting follows the paper's words: the rate shrinks at the ``patience``-th consecutive validation
+without improvement (torch's ReduceLROnPlateau waits for patience + 1), and the count restarts after
+each reduction and after each improvement. An improvement is any decrease of the metric (or increase
+with ``--maximize-best-checkpoint-metric``), more than ``--lr-threshold`` relative. Every validation
+must be a save, so that fairseq's best moves with it: ``--validate-interval-updates`` must be 0 or a
+multiple of ``--save-interval-updates``.
+"""
+from dataclasses import dataclass, field
+from typing import List
+
+from fairseq.dataclass import FairseqDataclass
+from fairseq.optim.lr_scheduler import LR_SCHEDULER_REGISTRY, FairseqLRScheduler, register_lr_scheduler
+from omegaconf import II
+
+
+@dataclass
+class ValidationPlateauConfig(FairseqDataclass):
+    lr_shrink: float = field(default=0.9, metadata={"help": "factor of each reduction (APE 4.1: 0.9)"})
+    lr_patience: int = field(default=6, metadata={
+        "help": "consecutive validations without improvement before each reduction (APE 4.1: 6)"})
+    lr_threshold: float = field(default=0.0, metadata={
+        "help": "relative improvement a validation needs to count as one (default 0: any)"})
+    lr: List[float] = II("optimization.lr")
+    maximize_best_checkpoint_metric: bool = II("checkpoint.maximize_best_checkpoint_metric")
+    save_interval_updates: int = II("checkpoint.save_interval_updates")
+    validate_interval_updates: int = II("dataset.validate_interval_updates")
+    validate_after_updates: int = II("dataset.validate_after_updates")
+    disable_validation: bool = II("dataset.disable_validation")
+
+
+class ValidationPlateauSchedule(FairseqLRScheduler):
+    def __init__(self, cfg: ValidationPlateauConfig, optimizer):
+        super().__init__(cfg, optimizer)
+        if len(cfg.lr) != 1:
+            raise ValueError("--lr-scheduler validation_plateau takes one --lr (got "
+                             f"{', '.join(map(str, cfg.lr))})")
+        if not 0.0 < cfg.lr_shrink < 1.0:
+            raise ValueError(f"--lr-shrink must be in (0, 1) (got {cfg.lr_shrink})")
+        if cfg.lr_patience < 1:
+            raise ValueError(f"--lr-patience must be >= 1 (got {cfg.lr_patience})")
+        if cfg.lr_threshold < 0:
+            raise ValueError(f"--lr-threshold must be >= 0 (got {cfg.lr_threshold})")
+        vi, si = cfg.validate_interval_updates, cfg.save_interval_updates
+        if vi > 0 and (si <= 0 or vi % si != 0):
+            raise ValueError(f"--lr-scheduler validation_plateau counts validations through the checkpoint saves that "
+                             f"follow them: --validate-interval-updates ({vi}) must be 0 or a multiple of "
+                             f"--save-interval-updates ({si})")
+        self.lr = cfg.lr[0]
+        self.optimizer.set_lr(self.lr)
+        self.plateau_best = None
+        self.bad_validations = 0
+        self.observed_update = -1
+        self.num_updates = 0
+        self.reductions: List[int] = []  # updates at which the rate shrank
+
+    # --- the plateau rule -------------------------------------------------------------------------
+    def _improves(self, value: float) -> bool:
+        if self.plateau_best is None:
+            return True
+        margin = abs(self.plateau_best) * self.cfg.lr_threshold
+        if self.cfg.maximize_best_checkpoint_metric:
+            return value > self.plateau_best + margin
+        return value < self.plateau_best - margin
+
+    def observe(self, value: float, update: int) -> float:
+        """One validation (its score, or fairseq's best score after it) at ``update``."""
+        if update <= self.observed_update:
+            return self.lr
+        self.observed_update = update
+        if self._improves(value):
+            self.plateau_best = value
+            self.bad_validations = 0
+            return self.lr
+        self.bad_validations += 1
+        if self.bad_validations >= self.cfg.lr_patience:
+            self.lr *= self.cfg.lr_shrink
+            self.optimizer.set_lr(self.lr)
+            self.bad_validations = 0
+            self.reductions.append(update)
+        return self.lr
+
+    def validated_mid_epoch(self, update: int) -> bool:
+        """Whether fairseq validates (and saves) after ``update`` inside an epoch (train.py's
+        validate_and_save)."""
+        cfg = self.cfg
+        if cfg.disable_validation or update <= 0 or update < cfg.validate_after_updates:
+            return False
+        vi, si = cfg.validate_interval_updates, cfg.save_interval_updates
+        return (vi > 0 and update % vi == 0) or (si > 0 and update % si == 0)
+
+    # --- fairseq's hooks --------------------------------------------------------------------------
+    def step(self, epoch, val_loss=None):
+        """End of an epoch: fairseq passes that validation's score."""
+        if val_loss is not None:
+            self.observe(float(val_loss), self.num_updates)
+        return self.optimizer.get_lr()
+
+    def step_update(self, num_updates):
+        previous = num_updates - 1
+        if previous > self.observed_update and self.validated_mid_epoch(previous):
+            from fairseq import checkpoint_utils
+
+            best = getattr(checkpoint_utils.save_checkpoint, "best", None)
+            if best is not None:
+                self.observe(float(best), previous)
+        self.num_updates = num_updates
+        return self.optimizer.get_lr()
+
+    def state_dict(self):
+        return {"lr": self.lr, "plateau_best": self.plateau_best, "bad_validations": self.bad_validations,
+                "observed_update": self.observed_update, "reductions": list(self.reductions)}
+
+    def load_state_dict(self, state_dict):
+        if "plateau_best" not in state_dict:
+            return  # a checkpoint of another scheduler: start counting afresh
+        self.lr = state_dict["lr"]
+        self.plateau_best = state_dict["plateau_best"]
+        self.bad_validations = state_dict["bad_validations"]
+        self.observed_update = state_dict["observed_update"]
+        self.reductions = list(state_dict.get("reductions", []))
+        self.optimizer.set_lr(self.lr)
+
+
+if "validation_plateau" not in LR_SCHEDULER_REGISTRY:  # idempotent: the plugin may be imported under two names
+    register_lr_scheduler("validation_plateau", dataclass=ValidationPlateauConfig)(ValidationPlateauSchedule)

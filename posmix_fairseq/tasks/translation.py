@@ -1,0 +1,110 @@
+"""``posmix_translation``: fairseq's ``translation`` task with ``--source-prefix eos``, which starts
+every source sentence with EOS (it still ends with EOS).
+
+The released code of Gated position-based attention (github.com/apptek/posnet-position_based_attention,
+``pytorchmt/pytorchmt/util/data.py``, ``TranslationDataset.ptrs_to_tensor``) feeds every source as
+[EOS] x [EOS]; targets are as in fairseq ([EOS] y in, y [EOS] out). What a source sentence holds is a
+property of the data, so the prefix is added where fairseq builds the data: training and validation
+sets, ``fairseq-generate`` (``--score-reference`` too) and ``fairseq-interactive``. Each sentence's
+length counts the prefix, so ``--max-source-positions`` filters as the released code does
+(``len(src) + 2 <= max_sentence_length``).
+
+The model keeps the prefix it was trained with in its stored arguments. Building it with another task,
+or with this task and another ``--source-prefix``, is an error (:meth:`PosMixTranslationTask.
+require_source_prefix`, called by the model), so generation cannot silently drop the prefix; with the
+option unset, the task takes the model's. Without a prefix the task is ``translation`` exactly.
+"""
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+from fairseq import utils
+from fairseq.tasks import TASK_REGISTRY, register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask, load_langpair_dataset
+
+SOURCE_PREFIXES = ("none", "eos")
+OPTION = "--source-prefix"
+
+
+def source_prefix_value(value) -> Optional[str]:
+    """``value`` checked against :data:`SOURCE_PREFIXES` (None: not given)."""
+    if value is not None and value not in SOURCE_PREFIXES:
+        raise ValueError(f"{OPTION} {value!r}: valid values are {', '.join(SOURCE_PREFIXES)}")
+    return value
+
+
+def source_prefix_length(args) -> int:
+    """Tokens the task puts before each source of a model with the stored arguments ``args``."""
+    return 1 if getattr(args, "source_prefix", None) == "eos" else 0
+
+
+def check_source_prefix(task, args):
+    """Called by the model's ``build_model``: the task must make the sources the model reads (its
+    stored ``source_prefix``; none when absent). This task takes the model's prefix or refuses a
+    different one; another task can only feed sources without a prefix."""
+    prefix = source_prefix_value(getattr(args, "source_prefix", None)) or "none"
+    if isinstance(task, PosMixTranslationTask):
+        task.require_source_prefix(prefix)
+    elif prefix != "none":
+        raise ValueError(f"the model reads sources that start with EOS ({OPTION} {prefix}, e.g. set by the *_released "
+                         f"archs), which --task {getattr(task.cfg, '_name', None) or type(task).__name__} does not "
+                         f"make: use --task posmix_translation (at generation it takes the model's {OPTION})")
+
+
+@dataclass
+class PosMixTranslationConfig(TranslationConfig):
+    source_prefix: Optional[str] = field(
+        default=None,
+        metadata={"help": "token before every source sentence: eos (the released code of Gated position-based "
+                          "attention starts sources with EOS) or none. Default: the arch's (eos for the "
+                          "*_released archs, none otherwise); at generation, the model's"})
+
+
+class PosMixTranslationTask(TranslationTask):
+    """``translation`` whose sources may start with EOS (``--source-prefix eos``)."""
+
+    def __init__(self, cfg, src_dict, tgt_dict):
+        super().__init__(cfg, src_dict, tgt_dict)
+        self.source_prefix = source_prefix_value(getattr(cfg, "source_prefix", None))
+
+    @property
+    def prefix_token(self) -> Optional[int]:
+        return self.src_dict.eos() if self.source_prefix == "eos" else None
+
+    def require_source_prefix(self, prefix: str):
+        """The model's stored prefix (``none`` when it has none): taken when ``--source-prefix`` is
+        unset, an error when it differs."""
+        prefix = source_prefix_value(prefix) or "none"
+        if self.source_prefix is None:
+            self.source_prefix = prefix
+        elif self.source_prefix != prefix:
+            raise ValueError(f"{OPTION} {self.source_prefix}, but the model was trained with {OPTION} {prefix}: "
+                             f"drop {OPTION} (the task then takes the model's) or give {prefix}")
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        if self.prefix_token is None:
+            return super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        # TranslationTask.load_dataset's call, with fairseq's own prepend_bos_src
+        paths = utils.split_paths(self.cfg.data)
+        if split != self.cfg.train_subset:
+            paths = paths[:1]
+        self.datasets[split] = load_langpair_dataset(
+            paths[(epoch - 1) % len(paths)], split, self.cfg.source_lang, self.src_dict, self.cfg.target_lang,
+            self.tgt_dict, combine=combine, dataset_impl=self.cfg.dataset_impl,
+            upsample_primary=self.cfg.upsample_primary, left_pad_source=self.cfg.left_pad_source,
+            left_pad_target=self.cfg.left_pad_target, max_source_positions=self.cfg.max_source_positions,
+            max_target_positions=self.cfg.max_target_positions, load_alignments=self.cfg.load_alignments,
+            truncate_source=self.cfg.truncate_source, num_buckets=self.cfg.num_batch_buckets,
+            shuffle=(split != "test"), pad_to_multiple=self.cfg.required_seq_len_multiple,
+            prepend_bos_src=self.prefix_token)
+
+    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
+        token = self.prefix_token
+        if token is not None:  # fairseq-interactive: the encoded lines
+            src_tokens = [torch.cat([t.new_tensor([token]), t]) for t in src_tokens]
+            src_lengths = [n + 1 for n in src_lengths]
+        return super().build_dataset_for_inference(src_tokens, src_lengths, constraints=constraints)
+
+
+if "posmix_translation" not in TASK_REGISTRY:
+    register_task("posmix_translation", dataclass=PosMixTranslationConfig)(PosMixTranslationTask)
