@@ -1,8 +1,17 @@
-"""The every-arch configurations and their fixture; the helpers live in :mod:`helpers`."""
+"""The every-arch configurations and their fixture; the helpers live in :mod:`helpers`.
+
+``POSMIX_TEST_DEVICE=cuda`` builds the models and batches of the tests on that device (torch's
+default device): posmix-bench-gpu runs the rPosNet exactness tests on the GPU this way."""
+import os
+
 import pytest
+import torch
 
 from helpers import TINY, build_model, make_dictionary, parse_model_args, random_batch  # noqa: F401  (re-exported)
 from posmix_fairseq.models.architectures import ARCHITECTURES
+
+if os.environ.get("POSMIX_TEST_DEVICE"):
+    torch.set_default_device(os.environ["POSMIX_TEST_DEVICE"])
 
 # every registered arch, plus the sublayer placements/gating switches the archs do not name
 EXTRA_CONFIGS = {

@@ -2,6 +2,7 @@
 clear errors for bad combinations, and checkpoints made before the reshaping."""
 import ast
 import os
+import re
 
 import pytest
 import torch
@@ -231,6 +232,22 @@ def test_a_new_mixer_is_one_file(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "OK PreviousToken torch.Size([2, 5, 44])" in result.stdout, result.stdout
+
+
+def test_package_and_scripts_do_not_reach_into_tests():
+    """Code shared by tests and benchmarks lives in posmix_fairseq.testing: nothing in the package or
+    scripts/ imports the tests' helpers or puts tests/ on sys.path."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    offenders = []
+    for top in ("posmix_fairseq", "scripts"):
+        for folder, _, files in os.walk(os.path.join(repo, top)):
+            for name in files:
+                if name.endswith((".py", ".sh")):
+                    path = os.path.join(folder, name)
+                    text = open(path).read()
+                    if re.search(r"^\s*(from helpers import|import helpers)|sys\.path\.insert\(.*tests", text, re.M):
+                        offenders.append(os.path.relpath(path, repo))
+    assert not offenders, offenders
 
 
 def test_energy_contract_has_one_abstract_method_and_two_kinds():

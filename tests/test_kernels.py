@@ -299,6 +299,20 @@ def test_absolute_triton_block_boundaries(triton_device):
 
 
 # --------------------------------------------------------------------------------------------
+# FlexAttention formulations (kernels/flex.py, what posmix-bench-gpu measures the kernels against):
+# forward on the CPU (eager FlexAttention; it has no CPU backward), in float32
+@pytest.mark.parametrize("name,causal", [("left_padded", True), ("gamma_1.3", False), ("empty_rows", False)])
+def test_flex_formulations_equal_dense(name, causal):
+    from posmix_fairseq.kernels.flex import absolute_mixing_flex, relative_mixing_flex
+    table, qp, values, lengths, gamma = (t.detach() if torch.is_tensor(t) else t for t in relative_inputs(name))
+    expected = relative_mixing_dense(table, qp, values, lengths, gamma, causal)
+    assert_close(relative_mixing_flex(table, qp, values, lengths, gamma, causal), expected, 1e-5, f"rel {name}")
+    table, qp, values, lengths = (t.detach() for t in absolute_inputs(name))
+    expected = absolute_mixing_dense(table, qp, values, lengths, causal)
+    assert_close(absolute_mixing_flex(table, qp, values, lengths, causal), expected, 1e-5, f"abs {name}")
+
+
+# --------------------------------------------------------------------------------------------
 # constant-state decoding
 def _decode_run(backend, k=2, steps=20, device="cpu"):
     g = torch.Generator().manual_seed(5)
@@ -526,11 +540,8 @@ try:
     raise SystemExit("the blocker did not hide fairseq")
 except ModuleNotFoundError:
     pass
-import importlib.util
 import posmix_fairseq.kernels as k
-spec = importlib.util.spec_from_file_location("bench_kernels", "scripts/bench_kernels.py")  # the wrapper and bench.py
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+import posmix_fairseq.benchmarks.kernels as bench
 assert not any(m == "fairseq" or m.startswith("fairseq.") for m in sys.modules)
 print("ok", k.relative_position_mixing.__name__, bench.main.__name__)
 """
@@ -546,12 +557,12 @@ def test_kernels_and_benchmark_import_without_fairseq():
 
 @pytest.mark.skipif(IN_CHILD, reason="runs in the parent")
 def test_benchmark_runs_end_to_end():
-    """scripts/bench_kernels.py end to end at tiny sizes, its Triton rows through the interpreter (a
+    """posmix-bench-kernels end to end at tiny sizes, its Triton rows through the interpreter (a
     subprocess): every rPosNet output in it equals the dense reference's."""
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
-    command = [sys.executable, os.path.join(ROOT, "scripts", "bench_kernels.py"), "--device", "cpu",
+    command = [sys.executable, "-m", "posmix_fairseq.benchmarks.kernels", "--device", "cpu",
                "--force-triton", "--lengths", "16,40", "--tokens", "40", "--dim", "32", "--heads", "2", "--k", "2",
                "--repeats", "1", "--warmup", "0", "--hypotheses", "2", "--decode-t", "8"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

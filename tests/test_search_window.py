@@ -34,7 +34,7 @@ def run_both(mixer, x, real, **kwargs):
     """Outputs of the dense and window impls of one mixer, and the gradients of the same loss
     (a fixed random projection of the outputs at real queries) w.r.t. its parameters."""
     g = torch.Generator().manual_seed(7)
-    probe = torch.randn(x.shape, generator=g, dtype=x.dtype)
+    probe = torch.randn(x.shape, generator=g, dtype=x.dtype, device="cpu").to(x.device)
     # the mixer's parameters and the shared learned n~ table it reads (owned by the side, not the mixer)
     params = {**dict(mixer.named_parameters()),
               **{"n~." + n: p for n, p in mixer.energy.query_table.named_parameters()}}
@@ -130,8 +130,51 @@ def test_window_has_no_dropout_and_no_weights():
     dense_out, weights = mix(mixer, x, need_head_weights=True)
     assert weights.shape == (4, 2, 6, 6) and torch.allclose(dense_out, out, atol=TOL)
     with pytest.raises(ValueError, match=r"--encoder-self-rposnet-impl: 'banded' is not a mixing implementation "
-                                         r"of rposnet; valid values: dense, window"):
+                                         r"of rposnet; valid values: auto, dense, window"):
         build_mixer(mixer_spec("rposnet", "encoder_self", rposnet_impl="banded"))
+
+
+def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch):
+    """``--S-rposnet-impl auto`` (the default) reads kernels/gpu_defaults.py for CUDA tensors only."""
+    from posmix_fairseq.kernels import gpu_defaults
+    spec = mixer_spec("rposnet", "encoder_self", k=2)
+    spec.attention_dropout = 0.1
+    mixer = build_mixer(spec).eval()
+    window = mixer.paths[0]
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert mixer.path_names == ("window", "dense") and window.auto
+    assert not window.chosen(mixer, cpu) and not window.chosen(mixer, cuda)  # the GPU default: dense
+    mix(mixer.train(), torch.randn(6, 2, 16), need_weights=False)  # dense in training with dropout: no error
+    monkeypatch.setitem(gpu_defaults.GPU_DEFAULTS, "rposnet_impl", ("window", "a test"))
+    assert window.chosen(mixer.eval(), cuda) and not window.chosen(mixer, cpu)
+    assert not window.chosen(mixer.train(), cuda)  # attention dropout in training: the dense form
+    monkeypatch.setenv("POSMIX_GPU_DEFAULTS", '{"rposnet_impl": "dense"}')  # one run's override
+    assert not window.chosen(mixer.eval(), cuda)
+    monkeypatch.setenv("POSMIX_GPU_DEFAULTS", '{"impl": "dense"}')
+    with pytest.raises(ValueError, match=r"POSMIX_GPU_DEFAULTS: \['impl'\] is not an object of GPU defaults; "
+                                         r"valid keys: rposnet_impl, gating"):
+        window.chosen(mixer, cuda)
+    monkeypatch.delenv("POSMIX_GPU_DEFAULTS")
+    monkeypatch.setitem(gpu_defaults.GPU_DEFAULTS, "rposnet_impl", ("banded", "a test"))
+    with pytest.raises(ValueError, match=r"gpu_defaults.py: rposnet_impl = 'banded'; valid values: dense, window"):
+        window.chosen(mixer, cuda)
+
+
+def test_gating_kernels_where_gpu_defaults_say_so_compute_eq4(monkeypatch):
+    """The model's calls of the fused gating kernels (kernels.gelu_layernorm, kernels.gelu_gate: on a
+    GPU where kernels/gpu_defaults.py says triton) give what its PyTorch ops give; here the kernels'
+    dispatch runs their references on the CPU."""
+    from posmix_fairseq.mixers.engine import gating, values
+    mixer = build_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
+    with torch.no_grad():
+        mixer.values.norm.weight.uniform_(0.5, 1.5)
+        mixer.values.norm.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(7, 2, 16)
+    expected, _ = mix(mixer, x, need_weights=False)
+    for module in (gating, values):
+        monkeypatch.setattr(module, "use_gating_kernels", lambda tensor: True)
+    actual, _ = mix(mixer, x, need_weights=False)
+    assert (actual - expected).abs().max().item() <= 1e-6
 
 
 def state_bytes(state):

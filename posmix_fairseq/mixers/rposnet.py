@@ -10,8 +10,9 @@ Gating (Eq. 4) is on by default. Training-time parameters per layer (gated):
 4(D^2 + D) + 2D + (2K + 1) D (``--S-relative-embedding-heads shared``: (2K + 1) D_h).
 
 Mixing implementations (``--S-rposnet-impl``; the paths in mixers/paths/): ``dense`` (the (T, S)
-energies) or ``window`` (band + far sums, O(T (2K+3) D_h)); decoder self-attention always decodes
-with the constant state (last K values, far sum, count). Trained and frozen (``posmix-freeze``)
+energies) or ``window`` (band + far sums, O(T (2K+3) D_h)); ``auto`` (default) is dense on the CPU
+and, for CUDA tensors, the GPU default of kernels/gpu_defaults.py; decoder self-attention always
+decodes with the constant state (last K values, far sum, count). Trained and frozen (``posmix-freeze``)
 energies share the table contract these paths read.
 """
 from torch import Tensor
@@ -22,10 +23,12 @@ from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, Pos
 from .paths.constant_state import ConstantStateDecoding
 from .paths.relative_window import RelativeWindowMixing
 
-#: implementations of rPosNet mixing (``--S-rposnet-impl``)
-RELATIVE_IMPLS = ("dense", "window")
-#: ``--S-rposnet-impl`` default, chosen by measurement (docs/search-time.md)
-DEFAULT_IMPL = "dense"
+#: implementations of rPosNet mixing (``--S-rposnet-impl``): ``auto`` runs ``dense`` on the CPU and, for
+#: CUDA tensors, the choice of posmix_fairseq/kernels/gpu_defaults.py (chosen by posmix-bench-gpu)
+RELATIVE_IMPLS = ("auto", "dense", "window")
+#: ``--S-rposnet-impl`` default: dense on the CPU, chosen by measurement (docs/search-time.md); for CUDA
+#: tensors the GPU default of kernels/gpu_defaults.py, chosen by posmix-bench-gpu (docs/gpu.md)
+DEFAULT_IMPL = "auto"
 
 
 class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
@@ -61,9 +64,12 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                                               help="rPosNet mixing: dense ((T, S) energies, the reference) or window "
                                                    "(2K+1 band keys plus far-left/far-right sums, O(T (2K+3) D_h); "
                                                    "no attention dropout, no attention weights: a call that asks "
-                                                   f"for weights runs dense) (default {DEFAULT_IMPL})")})
+                                                   "for weights runs dense); auto: dense on the CPU, on a GPU the "
+                                                   "choice of posmix_fairseq/kernels/gpu_defaults.py (default "
+                                                   f"{DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec):
-    # checkpoints made before the option get its default (MixerPlan.spec reads unset options as defaults): dense
+    # checkpoints made before the option get its default (MixerPlan.spec reads unset options as defaults): auto,
+    # which is dense on the CPU as then, and the same function everywhere
     paths = rposnet_paths(spec.placement, spec.options["rposnet-impl"])
     return EnergyMixingAttention(spec, spec.energy(RelativePositionEnergy), paths=paths)
 
@@ -71,7 +77,8 @@ def build_rposnet(spec: MixerSpec):
 def rposnet_paths(placement, impl: str, constant_state: bool = True):
     """The mixing paths of an rPosNet sublayer: constant-state decoding in decoder self-attention
     (``constant_state=False`` caches every value like dense mixing: a reference for benchmarks),
-    then the window form for ``impl`` window; dense mixing closes every list."""
+    then the window form for ``impl`` window (for ``auto``: on CUDA tensors where kernels/gpu_defaults.py
+    says window); dense mixing closes every list."""
     flag = placement.flag("rposnet-impl")
     if impl not in RELATIVE_IMPLS:
         raise ValueError(f"{flag}: {impl!r} is not a mixing implementation of rposnet; valid values: "
@@ -79,6 +86,6 @@ def rposnet_paths(placement, impl: str, constant_state: bool = True):
     paths = []
     if constant_state and placement.causal and not placement.cross:
         paths.append(ConstantStateDecoding())
-    if impl == "window":
-        paths.append(RelativeWindowMixing(flag))
+    if impl in ("window", "auto"):
+        paths.append(RelativeWindowMixing(flag, auto=impl == "auto"))
     return paths

@@ -12,6 +12,8 @@ from typing import Optional
 
 from torch import Tensor, nn
 
+from ... import kernels
+from ...kernels.gpu_defaults import use_gating_kernels
 from .energy import split_heads, xavier_linear
 
 
@@ -33,6 +35,8 @@ class Values(nn.Module):
         """(S, B, D) projected (and, gated, normalised) values, before the split into heads."""
         v = self.projection(value)
         if self.norm is not None:
+            if use_gating_kernels(v):  # the fused kernel on a GPU, where kernels/gpu_defaults.py says so
+                return kernels.gelu_layernorm(v, self.norm.weight, self.norm.bias, self.norm.eps)
             v = self.norm(nn.functional.gelu(v))
         return v
 

@@ -3,8 +3,13 @@ plus the far-left and far-right sums, O(T (2K+3) D_h) (:func:`.rposnet_window.wi
 
 It serves a call when no attention weights are asked for (it never forms them) and the only mask
 is none or the decoder's future mask; attention dropout in training is an error (it has none).
-Other calls fall through to dense mixing.
+Other calls fall through to dense mixing. For ``--S-rposnet-impl auto`` it serves only calls on CUDA
+tensors where posmix_fairseq/kernels/gpu_defaults.py chooses ``window``, and never a training call
+with attention dropout (auto then chooses dense).
 """
+import torch
+
+from ...kernels.gpu_defaults import gpu_default
 from .base import MixingCall, MixingPath
 from .rposnet_window import is_future_mask, window_context
 
@@ -12,12 +17,24 @@ from .rposnet_window import is_future_mask, window_context
 class RelativeWindowMixing(MixingPath):
     name = "window"
 
-    def __init__(self, impl_flag: str):
+    def extra_repr(self) -> str:
+        return "window (auto: on CUDA where kernels/gpu_defaults.py says so)" if self.auto else self.name
+
+    def __init__(self, impl_flag: str, auto: bool = False):
         super().__init__()
         self.impl_flag = impl_flag  # e.g. --encoder-self-rposnet-impl, for the error message
+        self.auto = auto  # --S-rposnet-impl auto: the GPU default decides, for CUDA tensors only
+
+    def chosen(self, mixer, device: torch.device) -> bool:
+        """Whether this path is the sublayer's implementation for tensors on ``device``."""
+        if not self.auto:
+            return True
+        if device.type != "cuda" or (mixer.training and mixer.attention_dropout > 0):
+            return False
+        return gpu_default("rposnet_impl") == "window"
 
     def serves(self, mixer, call: MixingCall) -> bool:
-        if call.weights_requested:
+        if call.weights_requested or not self.chosen(mixer, call.query.device):
             return False
         if call.attn_mask is not None and not (mixer.placement.causal and is_future_mask(call.attn_mask)):
             return False

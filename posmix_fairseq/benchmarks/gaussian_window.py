@@ -1,23 +1,19 @@
 #!/usr/bin/env python
 """Forward time of one hard-coded Gaussian mixer, ``--S-gaussian-impl full`` vs ``window``.
 
-    python scripts/bench_gaussian_window.py                     # N = 32, 128, 512; batch 8; D 512; K 16
-    python scripts/bench_gaussian_window.py --lengths 64,1024 --threads 2
+    posmix-bench-gaussian-window                     # N = 32, 128, 512; batch 8; D 512; K 16
+    posmix-bench-gaussian-window --lengths 64,1024 --threads 2
 
 Reports the median of ``--repeats`` calls (after two warm-up calls) for each length.
 """
 import argparse
-import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import torch
 
-import torch  # noqa: E402
-
-from helpers import mix, mixer_spec  # noqa: E402
-from posmix_fairseq.mixers import build_mixer  # noqa: E402
+from posmix_fairseq.mixers import build_mixer
+from posmix_fairseq.testing import mix, mixer_spec
 
 
 def main(argv=None):

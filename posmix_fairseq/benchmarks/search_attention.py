@@ -1,8 +1,8 @@
 #!/usr/bin/env python
-"""Search-time rPosNet against MHA, one sublayer at a time, measured side by side in one run (issue 9).
+"""Search-time rPosNet against MHA, one sublayer at a time, measured side by side in one run.
 
-    python scripts/bench_search_attention.py                     # both tables, CPU, one thread
-    python scripts/bench_search_attention.py --steps 16,1024 --lengths 64,512 --repeats 5
+    posmix-bench-search-attention                     # both tables, CPU, one thread
+    posmix-bench-search-attention --steps 16,1024 --lengths 64,512 --repeats 5
 
 1. Decoder self-attention, one decoding step of ``--hyps`` hypotheses at step t: fairseq's
    ``MultiheadAttention`` with its key/value cache, rPosNet with a cache of every value (the dense
@@ -23,16 +23,15 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import torch  # noqa: E402
 from fairseq.modules import MultiheadAttention  # noqa: E402
 
-from helpers import mixer_spec  # noqa: E402  (tests/helpers.py)
 from posmix_fairseq.core.positions import PositionFrame  # noqa: E402
 from posmix_fairseq.mixers import build_mixer  # noqa: E402
 from posmix_fairseq.mixers.rposnet import rposnet_paths  # noqa: E402
+from posmix_fairseq.testing import mixer_spec  # noqa: E402
 
 
 def rposnet(placement, args, impl="dense"):

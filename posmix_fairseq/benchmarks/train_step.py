@@ -1,25 +1,21 @@
 #!/usr/bin/env python
 """CPU (or GPU) training-step time of several architectures, measured in the same run.
 
-    python scripts/bench_train_step.py                       # rposnet vs transformer, Small size
-    python scripts/bench_train_step.py --archs rposnet_iwslt_de_en,aposnet_iwslt_de_en \
+    posmix-bench-train-step                       # rposnet vs transformer, Small size
+    posmix-bench-train-step --archs rposnet_iwslt_de_en,aposnet_iwslt_de_en \
         --batch 32 --src-len 30 --tgt-len 30 --steps 10
 
 One step = forward + backward + Adam update on a fixed random batch (label-smoothed cross
 entropy). Reports the median step time of each arch and its ratio to the first arch.
 """
 import argparse
-import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import torch
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from helpers import build_model_from_args, make_dictionary, parse_model_args  # noqa: E402  (tests/helpers.py)
+from posmix_fairseq.testing import build_model_from_args, make_dictionary, parse_model_args
 
 
 def build(arch, extra, vocab):
@@ -27,7 +23,7 @@ def build(arch, extra, vocab):
     return model
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--archs", default="posmix_transformer_iwslt_de_en,rposnet_iwslt_de_en")
     p.add_argument("--batch", type=int, default=32)
@@ -39,7 +35,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu")
     p.add_argument("--model-args", default="", help="extra fairseq model flags, e.g. '--encoder-layers 3'")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     vocab = make_dictionary(args.vocab - 4)
     g = torch.Generator().manual_seed(0)

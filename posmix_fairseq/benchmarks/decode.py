@@ -4,8 +4,8 @@ frozen (search-time, posmix-freeze) aPosNet / rPosNet, measured side by side in 
 paper's Table 4 reports it (000_56daf9cf6f59e3ab.txt, Section 7.1: "average CPU decoding speeds and
 variances measured across ten runs").
 
-    python scripts/bench_decode.py         # default: 30 tokens, beams 12 and 5, batch 1, 10 runs (~3 CPU-min)
-    python scripts/bench_decode.py --sizes typical,long --beams 12,5 --batch-sizes 1,4 --runs 10   # full
+    posmix-bench-decode         # default: 30 tokens, beams 12 and 5, batch 1, 10 runs (~3 CPU-min)
+    posmix-bench-decode --sizes typical,long --beams 12,5 --batch-sizes 1,4 --runs 10   # full
 
 Models: Base size (``*_wmt_en_de``: D 512, 6+6 layers, 8 heads, K 16) with random weights and a
 shared vocabulary of --vocab words; the frozen models come from the random trained ones through
@@ -20,18 +20,16 @@ the Transformer (ratio of means).
 import argparse
 import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import torch  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa: E402
 
-from helpers import build_model_from_args, make_dictionary, parse_model_args, random_batch  # noqa: E402
 from posmix_fairseq.freeze import freeze_model  # noqa: E402
+from posmix_fairseq.testing import build_model_from_args, make_dictionary, parse_model_args, random_batch  # noqa: E402
 
 MODELS = {  # name -> (arch, frozen)
     "Transformer": ("posmix_transformer", False),

@@ -9,10 +9,10 @@ and the PyTorch implementations of the same sublayer (window, and the dense refe
 decoding step of rPosNet self-attention with the constant-size state against an MHA step with a
 key/value cache of t keys. Prints Markdown tables with the device name.
 
-    python scripts/bench_kernels.py                          # GPU, the issue's sizes
-    python scripts/bench_kernels.py --device cpu --quick     # CPU smoke run, torch backends only
+    posmix-bench-kernels                          # GPU: N = 64 ... 4096, D = 512, bf16
+    posmix-bench-kernels --device cpu --quick     # CPU smoke run, torch backends only
 
-(also ``posmix-bench-kernels`` once installed, or ``python -m posmix_fairseq.kernels.bench``).
+(or ``python -m posmix_fairseq.benchmarks.kernels``; it imports without fairseq).
 """
 import argparse
 import math

@@ -1,0 +1,258 @@
+"""``posmix-bench-gpu``: the GPU measurement of posmix_fairseq in one command, in sections.
+
+    posmix-bench-gpu --quick --json $OUT/bench.json            # ~10 min on an H100 (kernels, sublayer, train, decode)
+    posmix-bench-gpu --json bench.json                           # the full run, ~25 min: run it in sections
+    posmix-bench-gpu --sections sublayer --set sublayer.dims=[1024] --json d1024.json
+    posmix-bench-gpu --merge a.json b.json --json all.json --markdown tables.md     # no device needed
+    posmix-bench-gpu --dry-run-cpu --sections sublayer,train,decode                # tiny sizes on the CPU (CI)
+
+Sections (``--sections``, in this order): ``kernels`` (the kernel tests and the rPosNet exactness
+suites compiled and run on the GPU), ``sublayer`` (one gated rPosNet / aPosNet sublayer against MHA
+through SDPA flash, eager MHA and FlexAttention, forward and forward+backward, with peak memory),
+``train`` (fairseq-train at Base size: words/s, peak memory, loss curves), ``decode`` (beam search at
+Base size: tokens/s, peak memory, the decoder state at t = 1024) and ``quality`` (Multi30k de->en to
+near convergence: BLEU, chrF++; only when named). Each section's module says what it measures.
+
+Every section is written to the ``--json`` file as soon as it ends, and a run skips the sections that
+file already holds (``--redo`` runs them again), so a run cut short by a time limit resumes where it
+stopped, and sections run in separate calls merge with ``--merge``. The Markdown tables (stdout, and
+``--markdown``) carry the device name and the torch, Triton and CUDA versions; each section ends with
+its targets (value, goal, met or short). ``--dry-run-cpu`` runs tiny sizes on the CPU so that the
+script cannot rot: its figures are no GPU results and are marked so.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+
+import torch
+
+SECTIONS = ("kernels", "sublayer", "train", "decode", "quality")
+DEFAULT_SECTIONS = ("kernels", "sublayer", "train", "decode")
+#: expected minutes per section on an H100 (printed before each section; the calls' plan in docs/gpu.md)
+BUDGET_MIN = {"quick": dict(kernels=2, sublayer=4, train=3, decode=2, quality=9),
+              "full": dict(kernels=2, sublayer=10, train=9, decode=6, quality=17),
+              "dry": dict(kernels=0.5, sublayer=0.2, train=0.7, decode=0.2, quality=0.7)}
+
+
+def device_info(device):
+    info = dict(device=str(device), torch=torch.__version__, python=platform.python_version(),
+                cuda=torch.version.cuda,
+                date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    if device.type == "cuda":
+        info["name"] = torch.cuda.get_device_name(device)
+        info["capability"] = ".".join(map(str, torch.cuda.get_device_capability(device)))
+    else:
+        info["name"] = f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    try:
+        import triton
+        info["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001
+        info["triton"] = None
+    return info
+
+
+def parse_set(items):
+    """``--set section.key=JSON`` overrides -> {section: {key: value}}."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        section, dot, name = key.partition(".")
+        if not sep or not dot or section not in SECTIONS:
+            raise SystemExit(f"--set {item!r}: write SECTION.KEY=VALUE with SECTION one of {', '.join(SECTIONS)}")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        out.setdefault(section, {})[name] = parsed
+    return out
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def save(path, results):
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(results, f, indent=1)
+        os.replace(tmp, path)
+
+
+#: the identity of a row per section: rows of one section from several files are joined (later
+#: files win for the same row) and the section's targets are computed again
+ROW_KEYS = dict(sublayer=("D", "N", "implementation"), train=("system", "precision"),
+                decode=("output", "beam", "batch", "model"), quality=("system",))
+
+
+def merge(paths):
+    """One result from several files: sections of different names side by side; one section from
+    several files (e.g. ``sublayer`` at D = 512 and at D = 1024, ``quality`` one system a call) has
+    its rows joined and its targets computed again; each section keeps the meta of its run."""
+    from . import decoding, quality, sublayer, training
+    modules = dict(sublayer=sublayer, train=training, decode=decoding, quality=quality)
+    merged = dict(meta=None, sections={})
+    for path in paths:
+        r = load(path)
+        merged["meta"] = merged["meta"] or r["meta"]
+        for name, section in r["sections"].items():
+            section = dict(section, meta=section.get("meta") or r["meta"])
+            old = merged["sections"].get(name)
+            if old and name in ROW_KEYS and "rows" in old and "rows" in section:
+                key = ROW_KEYS[name]
+                rows = {tuple(row.get(k) for k in key): row for row in old["rows"] + section["rows"]}
+                section = dict(section, rows=list(rows.values()),
+                               elapsed_s=old.get("elapsed_s", 0) + section.get("elapsed_s", 0))
+                if name == "decode":
+                    section["state_bytes"] = {**old.get("state_bytes", {}), **section.get("state_bytes", {})}
+                    section["targets"] = decoding.targets(section["rows"], section["state_bytes"], section["config"])
+                elif name == "sublayer":
+                    section["targets"] = sublayer.targets(section["rows"])
+                    section["winners"] = sublayer.winners(section["rows"])
+                    section["config"] = dict(section["config"], dims=sorted({row["D"] for row in section["rows"]}))
+                else:
+                    section["targets"] = modules[name].targets(section["rows"])
+            merged["sections"][name] = section
+    return merged
+
+
+def section_markdown(name, section):
+    from . import decoding, kernel_tests, quality, sublayer, training
+    module = dict(kernels=kernel_tests, sublayer=sublayer, train=training, decode=decoding, quality=quality)[name]
+    meta = section.get("meta") or {}
+    lines = [f"\n## {name} ({meta.get('mode', '?')} mode, {section.get('elapsed_s', 0):.0f} s on "
+             f"{meta.get('name', '?')})"]
+    if "error" in section and name != "kernels":
+        lines.append(f"\nfailed: {section['error']}")
+    else:
+        lines.append(module.markdown(section))
+    if section.get("targets"):
+        lines += ["\nTargets:\n", "| target | value | goal | met |", "|---|---|---|---|"]
+        for t in section["targets"]:
+            value = t["value"]
+            value = f"{value:.3g}" if isinstance(value, float) else value
+            met = {True: "met", False: "SHORT", None: "-"}[t["met"]]
+            lines.append(f"| {t['target']} | {value if value is not None else '-'} | {t['goal']} | {met} |")
+    return "\n".join(lines)
+
+
+def markdown(results):
+    meta = results["meta"]
+    head = (f"# posmix-bench-gpu: {meta['name']}\n\ntorch {meta['torch']}, Triton {meta.get('triton')}, CUDA "
+            f"{meta.get('cuda')}, Python {meta['python']}; {meta['date']}; mode {meta['mode']}")
+    if meta["mode"] == "dry":
+        head += "\n\n**CPU dry run at tiny sizes: a check that the benchmark runs, not a measurement.**"
+    parts = [head] + [section_markdown(n, results["sections"][n]) for n in SECTIONS if n in results["sections"]]
+    from .defaults import suggestions
+    parts.append(suggestions(results))
+    return "\n".join(parts) + "\n"
+
+
+def run_section(name, mode, device, dtype, args, overrides, log):
+    work = args.work
+    if name == "kernels":
+        from . import kernel_tests
+        return kernel_tests.run(mode, device, log)
+    if name == "sublayer":
+        from . import sublayer
+        return sublayer.run(mode, device, dtype, log, overrides)
+    if name == "train":
+        from . import training
+        return training.run(mode, device, log, work, overrides)
+    if name == "decode":
+        from . import decoding
+        return decoding.run(mode, device, dtype, log, overrides)
+    from . import quality
+    return quality.run(mode, device, log, work, args.multi30k, overrides, args.quality_prepare_only)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(prog="posmix-bench-gpu", description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__.split("\n\n", 1)[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="smaller sizes: about 10 minutes on an H100")
+    mode.add_argument("--dry-run-cpu", action="store_true", help="tiny sizes on the CPU (CI): not a measurement")
+    ap.add_argument("--sections", default=None,
+                    help=f"comma list of {', '.join(SECTIONS)} (default: {', '.join(DEFAULT_SECTIONS)})")
+    ap.add_argument("--json", default=None, help="results file: written after every section, resumed from")
+    ap.add_argument("--markdown", default=None, help="also write the Markdown tables here")
+    ap.add_argument("--redo", action="store_true", help="run the sections even if --json already holds them")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge these results (no run) into --json/--markdown")
+    ap.add_argument("--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "posmix-bench-gpu"),
+                    help="scratch folder: corpora, checkpoints, generate outputs")
+    ap.add_argument("--multi30k", default=os.environ.get("POSMIX_MULTI30K"),
+                    help="quality: the raw Multi30k folder (default $POSMIX_MULTI30K)")
+    ap.add_argument("--quality-prepare-only", action="store_true",
+                    help="quality: prepare the binarized data in --work and stop (no GPU needed)")
+    ap.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                    help="override a section setting, VALUE as JSON: sublayer.dims=[1024], train.updates=300, "
+                         "train.precisions=[\"fp16\"], decode.beams=[12], quality.systems=[\"rPosNet\"], ...")
+    ap.add_argument("--device", default=None, help="default: cuda (cpu with --dry-run-cpu)")
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.merge:
+        results = merge(args.merge)
+        save(args.json, results)
+        text = markdown(results)
+        print(text)
+        if args.markdown:
+            open(args.markdown, "w").write(text)
+        return results
+    mode = "dry" if args.dry_run_cpu else "quick" if args.quick else "full"
+    device = torch.device(args.device or ("cpu" if mode == "dry" or args.quality_prepare_only else "cuda"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("posmix-bench-gpu: no CUDA device here; --dry-run-cpu runs the tiny CPU check")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    names = [s.strip() for s in (args.sections or ",".join(DEFAULT_SECTIONS)).split(",") if s.strip()]
+    bad = [s for s in names if s not in SECTIONS]
+    if bad:
+        raise SystemExit(f"--sections: {', '.join(bad)} unknown; valid: {', '.join(SECTIONS)}")
+    overrides = parse_set(args.set)
+    os.makedirs(args.work, exist_ok=True)
+    meta = dict(device_info(device), mode=mode)
+    results = dict(meta=meta, sections={})
+    if args.json and os.path.exists(args.json):
+        results = load(args.json)
+        results["meta"] = results.get("meta") or meta
+    total = sum(BUDGET_MIN[mode][n] for n in names)
+    print(f"posmix-bench-gpu: {meta['name']}; torch {meta['torch']}, Triton {meta['triton']}, CUDA {meta['cuda']}; "
+          f"mode {mode}; sections {', '.join(names)} (expected about {total:g} min on an H100)", flush=True)
+
+    def log(message):
+        print(message, flush=True)
+
+    for name in [n for n in SECTIONS if n in names]:
+        if name in results["sections"] and not args.redo:
+            print(f"[{name}] already in {args.json}: skipped (--redo runs it again)", flush=True)
+            continue
+        print(f"[{name}] start, expected about {BUDGET_MIN[mode][name]:g} min", flush=True)
+        start = time.perf_counter()
+        try:
+            section = run_section(name, mode, device, dtype, args, overrides.get(name), log)
+        except Exception as exc:  # noqa: BLE001  (the next sections still run; the error is recorded)
+            section = dict(error=f"{type(exc).__name__}: {exc}", targets=[])
+        section.update(elapsed_s=time.perf_counter() - start, meta=meta)
+        results["sections"][name] = section
+        save(args.json, results)
+        print(section_markdown(name, section), flush=True)
+        print(f"[{name}] done in {section['elapsed_s']:.0f} s", flush=True)
+    text = markdown(results)
+    if args.markdown:
+        open(args.markdown, "w").write(text)
+    failed = [n for n in names if "error" in results["sections"].get(n, {})
+              or any(s.get("ok") is False for s in results["sections"].get(n, {}).get("suites", []))]
+    print(f"\nposmix-bench-gpu: finished; {'failed sections: ' + ', '.join(failed) if failed else 'all sections ran'}"
+          + (f"; results in {args.json}" if args.json else ""))
+    if failed:
+        sys.exit(1)
+    return results

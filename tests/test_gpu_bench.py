@@ -1,0 +1,99 @@
+"""posmix-bench-gpu end to end in its CPU dry mode (tiny sizes), so that the GPU benchmark cannot rot:
+every section runs (the kernel and exactness suites' commands, the sublayer table with its Triton
+rows in the interpreter and FlexAttention's forward, fairseq-train children with their logs parsed,
+decoding with forced lengths and the state sizes, the Multi30k recipe with posmix-freeze and
+posmix-score), the results file resumes and merges. Its figures are no measurement. About 1-2
+minutes on the 2-core machine (child processes importing fairseq are most of it)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from posmix_fairseq.benchmarks import gpu
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MULTI30K = os.environ.get("POSMIX_MULTI30K", "")
+HAVE_MULTI30K = os.path.isfile(os.path.join(MULTI30K, "train.en.gz"))
+
+
+def test_dry_run_runs_every_section_and_resumes_and_merges(tmp_path, capsys):
+    sections = "kernels,sublayer,train,decode" + (",quality" if HAVE_MULTI30K else "")
+    results_path, markdown_path = tmp_path / "bench.json", tmp_path / "bench.md"
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
+        [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    command = [sys.executable, "-m", "posmix_fairseq.benchmarks.gpu", "--dry-run-cpu", "--sections", sections,
+               "--json", str(results_path), "--markdown", str(markdown_path), "--work", str(tmp_path / "work"),
+               "--set", "sublayer.force_triton=true"]
+    if HAVE_MULTI30K:
+        command += ["--multi30k", MULTI30K]
+    result = subprocess.run(command, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
+    results = json.loads(results_path.read_text())
+    assert results["meta"]["mode"] == "dry" and set(results["sections"]) == set(sections.split(","))
+    got = results["sections"]
+
+    assert all(s["ok"] for s in got["kernels"]["suites"]), got["kernels"]
+    rows = {r["implementation"]: r for r in got["sublayer"]["rows"]}
+    for name in ("rPosNet Triton window", "rPosNet PyTorch window", "rPosNet FlexAttention", "aPosNet Triton",
+                 "aPosNet FlexAttention"):
+        assert rows[name]["max_error"] <= 1e-5 and rows[name]["fwd_ms"] > 0, rows[name]
+    assert rows["MHA SDPA flash"]["fwd_bwd_ms"] > 0 and "no backward" in rows["rPosNet FlexAttention"]["fwd_bwd_error"]
+
+    train = {r["system"]: r for r in got["train"]["rows"]}
+    assert all(r["wps"] > 0 and len(r["losses"]) == 3 for r in train.values()), train
+    assert [t["met"] for t in got["train"]["targets"]] == [True]  # dense == window loss curves (fp32)
+
+    decode = got["decode"]
+    assert {r["model"] for r in decode["rows"]} == {"Transformer", "rPosNet", "rPosNet frozen"}
+    assert len({(r["output"], r["beam"], r["batch"], r["tokens"]) for r in decode["rows"]}) == 4  # same tokens
+    assert decode["state_bytes"]["rPosNet frozen"] < decode["state_bytes"]["Transformer"]
+
+    if HAVE_MULTI30K:
+        quality = {r["system"]: r for r in got["quality"]["rows"]}
+        assert quality["rPosNet frozen"]["differing_hypotheses"] == 0
+        assert quality["rPosNet"]["BLEU"] >= 0 and quality["rPosNet"]["valid_curve"]
+
+    text = markdown_path.read_text()
+    assert text.startswith("# posmix-bench-gpu: CPU") and "not a measurement" in text and "## decode" in text
+
+    # a second run with the same results file skips what it holds; --merge joins files
+    gpu.main(["--dry-run-cpu", "--sections", "sublayer", "--json", str(results_path), "--work", str(tmp_path)])
+    assert "[sublayer] already in" in capsys.readouterr().out
+    partial = tmp_path / "decode.json"
+    partial.write_text(json.dumps(dict(meta=results["meta"], sections={"decode": got["decode"]})))
+    merged = gpu.main(["--merge", str(results_path), str(partial), "--json", str(tmp_path / "all.json")])
+    assert set(merged["sections"]) == set(sections.split(","))
+
+
+def test_bad_section_and_setting_are_clear_errors():
+    with pytest.raises(SystemExit, match="--sections: speed unknown; valid: kernels, sublayer, train, decode, quality"):
+        gpu.main(["--dry-run-cpu", "--sections", "speed"])
+    with pytest.raises(SystemExit, match="--set 'dims=1': write SECTION.KEY=VALUE"):
+        gpu.main(["--dry-run-cpu", "--sections", "sublayer", "--set", "dims=1"])
+
+
+def test_merge_joins_the_rows_of_one_section_from_several_runs(tmp_path):
+    """Sections run in separate calls (D = 512 and D = 1024; one quality system a call) join."""
+    meta = dict(name="GPU", torch="t", triton="x", cuda="c", python="3.12", date="d", mode="full")
+
+    def sublayer_rows(dim):
+        return [dict(D=dim, H=dim // 64, K=16, N=n, batch=16384 // n, implementation=impl, family="rposnet",
+                     fwd_ms=1.0, fwd_bwd_ms=ms * n / 64) for n in (64, 256, 1024) for impl, ms in
+                (("rPosNet Triton window", 1.0), ("MHA SDPA flash", 1.5), ("rPosNet PyTorch window", 4.0),
+                 ("rPosNet FlexAttention", 2.0))]
+    files = []
+    for i, (dim, system, bleu) in enumerate(((512, "Transformer", 30.0), (1024, "rPosNet", 30.2))):
+        section = dict(config=dict(tokens=16384, dims=[dim]), rows=sublayer_rows(dim), targets=[])
+        quality = dict(config=dict(beam=5), rows=[dict(system=system, BLEU=bleu)], targets=[])
+        path = tmp_path / f"{i}.json"
+        path.write_text(json.dumps(dict(meta=meta, sections=dict(sublayer=section, quality=quality))))
+        files.append(str(path))
+    merged = gpu.main(["--merge", *files, "--json", str(tmp_path / "all.json")])
+    sub = merged["sections"]["sublayer"]
+    assert sub["config"]["dims"] == [512, 1024] and len(sub["rows"]) == 24
+    assert [t["met"] for t in sub["targets"] if "SDPA" in t["target"]] == [True, True]
+    assert [t["met"] for t in sub["targets"] if "flat" in t["target"] or "per token" in t["target"]] == [False, False]
+    bleu = [t for t in merged["sections"]["quality"]["targets"] if "BLEU" in t["target"]]
+    assert len(bleu) == 1 and abs(bleu[0]["value"] - 0.2) < 1e-9 and bleu[0]["met"]
