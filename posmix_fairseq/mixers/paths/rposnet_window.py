@@ -3,8 +3,9 @@
 Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt), Eqs. 9-10: the
 energy of query n and key m is E[n, clip(floor(gamma n) - m, K) + K], a function of the query
 position and the clipped distance only (Section 4.2: a table after training). Both paths below
-read the energies only through the :class:`~.position_energy.RelativeTableEnergy` contract
-(``energy_table`` / ``energy_rows``), so they serve trained and frozen energies alike, and mix with
+read the energies only through the :class:`~..engine.table_energy.RelativeTableEnergy` contract
+(``energy_table`` / ``energy_rows`` / ``decode_weights``), so they serve trained and frozen energies
+alike, and mix with
 the primitives of :mod:`posmix_fairseq.kernels` (PyTorch or Triton, see its dispatch).
 
 * :func:`window_context` (``--S-rposnet-impl window``): every key farther than K left of
@@ -95,8 +96,8 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
 
     The state holds every real token before the current one (decoding starts at the first target
     token: checked), so a step's weights depend on its position only (``energy.decode_weights``,
-    precomputed per position for frozen tables) and the state is the K window values and the far
-    sum in one tensor. With the PyTorch kernels a token is
+    read at search from a table of every position: mixers/engine/decode_weights.py) and the state
+    is the K window values and the far sum in one tensor. With the PyTorch kernels a token is
     :func:`~posmix_fairseq.kernels.decode_step.weighted_decode_step`: a concatenation and one
     batched product. With Triton each token goes through ``kernels.relative_decode_step``.
     """
@@ -127,9 +128,9 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     return torch.cat(outputs, dim=2)
 
 
-#: the padding mask last checked by :func:`has_padding` and its answer (the decoder's layers share
-#: one mask per step: one check per step, not per layer)
-_last_padding_check: list = [None, None, True]
+#: (mask, version, answer) of the padding mask last checked by :func:`has_padding` (the decoder's
+#: layers share one mask per step: one check per step, not per layer); one tuple, swapped whole
+_last_padding_check: list = [(None, None, True)]
 
 
 def has_padding(padding_mask: Tensor) -> bool:
@@ -138,12 +139,12 @@ def has_padding(padding_mask: Tensor) -> bool:
     never feeds padding, so the unmasked update is the common one."""
     if padding_mask.device.type != "cpu":
         return True
-    last = _last_padding_check
     version = None if padding_mask.is_inference() else padding_mask._version  # inference tensors have none
-    if last[0] is padding_mask and last[1] == version:
-        return last[2]
+    mask, last_version, answer = _last_padding_check[0]
+    if mask is padding_mask and last_version == version:
+        return answer
     answer = bool(padding_mask.any())
-    last[:] = [padding_mask, version, answer]
+    _last_padding_check[0] = (padding_mask, version, answer)
     return answer
 
 
