@@ -265,6 +265,10 @@ def test_decode_weight_table_equals_the_rows_of_each_step():
     change in place (it is recomputed)."""
     torch.manual_seed(0)
     energy = build_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="sinusoidal", d=16, h=4)).energy
+    learned = build_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="learned", d=16, h=4)).energy
+    for e in (energy, learned):  # the table is recomputed when any tensor the energies come from changes
+        every = [*e.parameters(), *e.buffers(), *e.query_table.parameters(), *e.query_table.buffers()]
+        assert {id(t) for t in e.decode_weight_sources()} == {id(t) for t in every} and every
     for positions in (torch.tensor([[0], [2], [5], [63]]), torch.tensor([[64], [150], [3], [149]])):
         expected = energy.decode_weights(positions)  # gradients enabled: from energy_rows
         with torch.no_grad():
