@@ -361,6 +361,75 @@ def test_decode_state_padding_rows_keep_their_state():
     assert torch.allclose(state.far_sum[0], first[0])
 
 
+def causal_relative_context(table, history, t, k):
+    """Eq. 10 written out for one hypothesis: softmax over its real keys m = 0..t (values
+    ``history`` (t+1, H, Dh)) of E[t, clip(t - m, K) + K], then the weighted sum."""
+    index = torch.tensor([min(t - m, k) + k for m in range(t + 1)])
+    probs = torch.softmax(table[:, t, index].double(), dim=-1)  # (H, t+1)
+    return torch.einsum("hm,mhd->hd", probs, history.double())
+
+
+@pytest.mark.parametrize("k", [2, 16])
+def test_weighted_decode_step_equals_general_step_and_definition(k):
+    """Search's step (packed state, weights of the position alone) against the general step
+    (relative_decode_step on RelativeDecodeState) and Eq. 10 written out, at every t = 0..40:
+    rows with 0, 5 and 17 padding steps first (a left-padded prefix: their state stays, their
+    output is 0) and a beam reordering at t = 20 (one hypothesis copied over another)."""
+    from posmix_fairseq.kernels.decode_step import (packed_state, position_decode_weights, unpack_state,
+                                                    weighted_decode_step)
+    g = torch.Generator().manual_seed(11)
+    batch, heads, dim, steps = 3, 2, 4, 41
+    table = torch.randn(heads, steps, 2 * k + 1, generator=g)
+    values = torch.randn(batch, heads, steps, dim, generator=g)
+    weight_table = position_decode_weights(table.transpose(0, 1), torch.arange(steps)[:, None]).unsqueeze(2)
+    padding_steps = torch.tensor([0, 5, 17])
+    state = packed_state(batch, heads, k, dim)
+    general = kernels.RelativeDecodeState.empty(batch, heads, k, dim)
+    histories = [[] for _ in range(batch)]
+    sizes = set()
+    for t in range(steps):
+        if t == 20:
+            order = torch.tensor([0, 0, 2])
+            state, histories = state.index_select(0, order), [list(histories[i]) for i in order]
+            general.reorder(order)
+            padding_steps = padding_steps[order]
+        valid = t >= padding_steps
+        positions = (t - padding_steps).clamp(min=0)
+        for b in range(batch):
+            if valid[b]:
+                histories[b].append(values[b, :, t])
+        out, state = weighted_decode_step(weight_table[positions], values[:, :, t:t + 1], state, valid)
+        general.push(values[:, :, t], valid=valid)
+        reference = kernels.relative_decode_step(table[:, positions].transpose(0, 1), *general.tensors(),
+                                                 backend="torch")
+        assert out.shape == (batch, heads, 1, dim) and torch.equal(out[~valid], torch.zeros_like(out[~valid]))
+        assert_close(out[valid, :, 0], reference[valid], 1e-5, f"K={k} t={t}: against the general step")
+        for b in range(batch):
+            if valid[b]:
+                expected = causal_relative_context(table, torch.stack(histories[b]), int(positions[b]), k)
+                assert_close(out[b, :, 0], expected, 1e-5, f"K={k} t={t} row {b}: against Eq. 10")
+        unpacked = unpack_state(state, positions, values.dtype)
+        for name, mine, theirs in zip(("window", "valid", "far sum", "far count"), unpacked, general.tensors()):
+            assert torch.equal(mine[valid], theirs[valid]) if name in ("valid", "far count") else \
+                torch.allclose(mine[valid], theirs[valid], atol=1e-5), f"K={k} t={t}: {name}"
+        sizes.add(state.numel())
+    assert sizes == {batch * heads * (k + 1) * dim}, "the packed state grows with t"
+
+
+def test_decode_weights_sum_to_one_over_the_keys():
+    """position_decode_weights: window weights and count x far weight form a distribution over the
+    t + 1 keys, with 0 on slots not yet filled and on the far sum before t = K."""
+    from posmix_fairseq.kernels.decode_step import position_decode_weights
+    k, steps = 3, 9
+    rows = torch.randn(steps, 2, 2 * k + 1, generator=torch.Generator().manual_seed(2))
+    weights = position_decode_weights(rows, torch.arange(steps)[:, None])  # (N, H, K+1)
+    for t in range(steps):
+        count = max(0, t + 1 - k)
+        total = weights[t, :, :k].sum(-1) + count * weights[t, :, k]
+        assert torch.allclose(total, torch.ones(2), atol=1e-6), t
+        assert (weights[t, :, min(t + 1, k):k] == 0).all() and (count > 0 or (weights[t, :, k] == 0).all()), t
+
+
 # --------------------------------------------------------------------------------------------
 # gating epilogue (Eq. 4)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -15,9 +15,12 @@ import torch.nn.functional as F
 
 from helpers import build_model, mix, mixer_spec, random_batch
 from posmix_fairseq.core.positions import PositionFrame
+from posmix_fairseq.kernels.decode_step import position_decode_weights, weighted_decode_step
 from posmix_fairseq.mixers import build_mixer
+from posmix_fairseq.mixers.paths import rposnet_window
 from posmix_fairseq.mixers.paths.rposnet_window import STATE_KEYS
 from posmix_fairseq.mixers.rposnet import rposnet_paths
+from test_freeze import trained_and_frozen
 
 TOL = 1e-5
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -178,10 +181,21 @@ def state_bytes(state):
     return sum(t.numel() * t.element_size() for buf in state.values() for t in buf.values() if torch.is_tensor(t))
 
 
-def test_constant_state_size_does_not_grow_and_matches_full_forward():
-    """K = 2: from step 3 on every step moves a value into the far sum; a left-padded prefix
-    (steps at padding) and a beam reordering on the way."""
-    model, d = build_model(["--arch", "rposnet_iwslt_de_en", "--decoder-self-max-relative-position", "2"])
+@pytest.mark.parametrize("k, frozen", [(2, False), (2, True), (16, True)], ids=["K2", "K2-frozen", "K16-frozen"])
+def test_constant_state_size_does_not_grow_and_matches_full_forward(k, frozen, monkeypatch):
+    """Steps t = 0..39 against the trained model's full forward: from step K on every step moves a
+    value into the far sum; a left-padded prefix (steps at padding) and a beam reordering on the way.
+    Frozen: the steps read the per-position weights of the frozen table (spied: the unmasked search
+    step runs at the real steps of an unpadded batch, the masked one at the padding steps)."""
+    model, frozen_model, d = trained_and_frozen(["--arch", "rposnet_iwslt_de_en",
+                                                 "--decoder-self-max-relative-position", str(k)])
+    decoder_model = frozen_model if frozen else model
+    calls = {"unmasked": 0, "masked": 0}
+
+    def spy(weights, values, state, valid=None):
+        calls["unmasked" if valid is None else "masked"] += 1
+        return weighted_decode_step(weights, values, state, valid)
+    monkeypatch.setattr(rposnet_window, "weighted_decode_step", spy)
     src, src_len = random_batch(d, [9], seed=1)
     src, src_len = src.repeat(2, 1), src_len.repeat(2)  # two hypotheses of one sentence, as in a beam
     tgt, _ = random_batch(d, [40, 37], seed=2, left_pad=True)
@@ -189,24 +203,84 @@ def test_constant_state_size_does_not_grow_and_matches_full_forward():
     prev[1, :4] = d.pad()  # left-padded prefix of the second hypothesis
     with torch.no_grad():
         full = F.log_softmax(model(src, src_len, prev)[0].double(), dim=-1)
-        encoder_out = model.encoder(src, src_len)
+        encoder_out = decoder_model.encoder(src, src_len)
         state, rows, sizes = {}, torch.arange(2), []
         for t in range(prev.size(1)):
             if t == 20:
                 new_order = torch.tensor([1, 1])
-                model.decoder.reorder_incremental_state_scripting(state, new_order)
-                encoder_out = model.encoder.reorder_encoder_out(encoder_out, new_order)
+                decoder_model.decoder.reorder_incremental_state_scripting(state, new_order)
+                encoder_out = decoder_model.encoder.reorder_encoder_out(encoder_out, new_order)
                 rows = rows[new_order]
-            logits, _ = model.decoder(prev[rows, : t + 1], encoder_out=encoder_out, incremental_state=state)
+            logits, _ = decoder_model.decoder(prev[rows, : t + 1], encoder_out=encoder_out, incremental_state=state)
             step = F.log_softmax(logits[:, -1].double(), dim=-1)
             real = prev[rows, t].ne(d.pad())
             diff = (step - full[rows, t])[real].abs().max().item()
             assert diff <= TOL, f"step {t}: incremental differs from the full forward by {diff:.2e}"
             sizes.append(state_bytes(state))
-    self_buffers = [buf for buf in state.values() if "window_values" in buf]
+    self_buffers = [buf for buf in state.values() if STATE_KEYS[0] in buf]
     assert len(self_buffers) == 2 and all(set(buf) == set(STATE_KEYS) for buf in self_buffers)
-    assert all(buf["window_values"].size(2) == 2 for buf in self_buffers)
+    assert all(buf[STATE_KEYS[0]].size(2) == k + 1 for buf in self_buffers)  # K window slots + the far sum
     assert sizes[2] == sizes[10] == sizes[-1], sizes  # constant from the first step, whatever t
+    # 2 layers x (4 steps at the second hypothesis' padding + the rest unmasked)
+    assert calls == {"masked": 2 * 4, "unmasked": 2 * (prev.size(1) - 4)}, calls
+
+
+def test_constant_state_checks_its_start_and_the_frozen_table():
+    """A first incremental call that starts a hypothesis after position 0 (it never saw the earlier
+    tokens) and a position beyond the frozen table are clear errors; several tokens in one call
+    equal one token per call; a frozen table that changes (loaded weights) changes the weights."""
+    model, frozen_model, d = trained_and_frozen(["--arch", "rposnet_iwslt_de_en",
+                                                 "--decoder-self-max-relative-position", "2"], num_positions=8)
+    src, src_len = random_batch(d, [5], seed=1)
+    prev = torch.cat([torch.full((1, 1), d.eos()), random_batch(d, [9], seed=2)[0]], dim=1)  # 10 tokens
+    with torch.no_grad():
+        encoder_out = frozen_model.encoder(src, src_len)
+        with pytest.raises(ValueError, match="starts at the first target token.*position 2"):
+            frozen_model.decoder(prev[:, :3], encoder_out=encoder_out, incremental_state={})
+        state = {}
+        with pytest.raises(ValueError, match="target position 8 is beyond the frozen rPosNet energy table"):
+            for t in range(10):
+                frozen_model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+        mixer = frozen_model.decoder.layers[0].self_attn
+        energy = mixer.energy
+        x = torch.randn(4, 1, 32)
+        positions = PositionFrame(torch.arange(4)[None], torch.zeros(1, 4, dtype=torch.bool))
+        together, _ = mixer(x, x, x, incremental_state={}, positions=positions)
+        state = {}
+        one_by_one = [mixer(x[t:t + 1], x[t:t + 1], x[t:t + 1], incremental_state=state,
+                            positions=PositionFrame(positions.positions[:, t:t + 1],
+                                                    positions.padding_mask[:, t:t + 1]))[0] for t in range(4)]
+        assert torch.allclose(together, torch.cat(one_by_one), atol=1e-6)
+        before = energy.decode_weights(torch.tensor([[3]])).clone()
+        energy.load_state_dict({"table": energy.table * 2})
+        after = energy.decode_weights(torch.tensor([[3]]))
+        assert not torch.allclose(before, after)
+        assert torch.allclose(after, position_decode_weights(energy.table[:, 3], torch.tensor([3]))[:, None], atol=1e-6)
+
+
+def test_decode_weight_table_equals_the_rows_of_each_step():
+    """Without gradients (search) the decode weights come from a table of every position
+    (mixers/decode_weights.py): equal to the weights from the step's own energy rows (the path with
+    gradients), also beyond its first 64 positions (the table grows) and after the trained weights
+    change in place (it is recomputed)."""
+    torch.manual_seed(0)
+    energy = build_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="sinusoidal", d=16, h=4)).energy
+    learned = build_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="learned", d=16, h=4)).energy
+    for e in (energy, learned):  # the table is recomputed when any tensor the energies come from changes
+        every = [*e.parameters(), *e.buffers(), *e.query_table.parameters(), *e.query_table.buffers()]
+        assert {id(t) for t in e.decode_weight_sources()} == {id(t) for t in every} and every
+    for positions in (torch.tensor([[0], [2], [5], [63]]), torch.tensor([[64], [150], [3], [149]])):
+        expected = energy.decode_weights(positions)  # gradients enabled: from energy_rows
+        with torch.no_grad():
+            table = energy.decode_weights(positions)
+        assert table.shape == expected.shape == (4, 4, 1, 4)
+        assert torch.allclose(table, expected, atol=1e-6)
+    assert energy.__dict__["_decode_weight_table"].size >= 151
+    with torch.no_grad():
+        energy.q_proj.weight.mul_(2.0)
+        table = energy.decode_weights(positions)
+    assert torch.allclose(table, energy.decode_weights(positions), atol=1e-6)
+    assert not torch.allclose(table, expected, atol=1e-3)
 
 
 CHILD = r"""

@@ -30,6 +30,7 @@ from fairseq.modules import MultiheadAttention  # noqa: E402
 
 from posmix_fairseq.core.positions import PositionFrame  # noqa: E402
 from posmix_fairseq.mixers import build_mixer  # noqa: E402
+from posmix_fairseq.mixers.paths.rposnet_window import STATE_KEYS  # noqa: E402
 from posmix_fairseq.mixers.rposnet import rposnet_paths  # noqa: E402
 from posmix_fairseq.testing import mixer_spec  # noqa: E402
 
@@ -79,12 +80,8 @@ def filled_state(kind, module, t, args):
                                          "key_positions": torch.arange(t).expand(b, t).contiguous(),
                                          "key_padding_mask": torch.zeros(b, t, dtype=torch.bool)})
     else:
-        k = args.k
-        module._set_input_buffer(state, {"window_values": torch.randn(b, h, k, dh, generator=g),
-                                         "window_valid": torch.ones(b, k, dtype=torch.bool) if t >= k else
-                                         torch.arange(k).expand(b, k) < t,
-                                         "far_sum": torch.randn(b, h, dh, generator=g),
-                                         "far_count": torch.full((b,), max(t - k, 0), dtype=torch.long)})
+        # the packed state (kernels.decode_step.packed_state): K window slots and the far sum
+        module._set_input_buffer(state, {STATE_KEYS[0]: torch.randn(b, h, args.k + 1, dh, generator=g)})
     return state
 
 

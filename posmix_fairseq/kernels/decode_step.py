@@ -9,6 +9,15 @@ whatever t.
 
     out = [ sum_{i<K, valid} exp(E[K+i]) v_i + exp(E[2K]) far_sum ] / Z,
     Z   = sum_{i<K, valid} exp(E[K+i]) + far_count exp(E[2K])
+
+When the state holds every real token before the current one (what decoding builds: padding
+steps leave it unchanged), which slots are valid and how many keys the far sum holds follow from
+the current position t alone: slot i is valid iff i <= t, far_count = max(0, t + 1 - K). The
+step's weights over (window slots, far sum) are then a function of t and the table row E[t] only
+(:func:`position_decode_weights`), shared by every hypothesis at position t, and precomputable
+once per frozen table; and the state needs no flags or count: search keeps it as one tensor
+(:func:`packed_state`: the K window values and the far sum) and a step is
+:func:`weighted_decode_step`, a concatenation and one batched matrix product.
 """
 from typing import Optional
 
@@ -21,12 +30,19 @@ from .common import compute_dtype
 def check_decode_inputs(energy_rows: Tensor, window_values: Tensor, window_valid: Tensor, far_sum: Tensor,
                         far_count: Tensor) -> int:
     """Validate shapes; returns K."""
-    if window_values.dim() != 4:
-        raise ValueError(f"relative_decode_step: window_values must be (B, H, K, Dh), got {tuple(window_values.shape)}")
-    batch, heads, k, dim = window_values.shape
+    k = check_decode_state(window_values, window_valid, far_sum, far_count)
+    batch, heads = window_values.shape[:2]
     if energy_rows.shape != (batch, heads, 2 * k + 1):
         raise ValueError(f"relative_decode_step: energy_rows must be (B, H, 2K+1) = {(batch, heads, 2 * k + 1)} "
                          f"for a window of K={k}, got {tuple(energy_rows.shape)}")
+    return k
+
+
+def check_decode_state(window_values: Tensor, window_valid: Tensor, far_sum: Tensor, far_count: Tensor) -> int:
+    """Validate the shapes of a decoding state; returns K."""
+    if window_values.dim() != 4:
+        raise ValueError(f"relative_decode_step: window_values must be (B, H, K, Dh), got {tuple(window_values.shape)}")
+    batch, heads, k, dim = window_values.shape
     if window_valid.shape != (batch, k) or window_valid.dtype != torch.bool:
         raise ValueError(f"relative_decode_step: window_valid must be a bool tensor (B, K) = {(batch, k)}, "
                          f"got {tuple(window_valid.shape)} {window_valid.dtype}")
@@ -57,6 +73,83 @@ def relative_decode_reference(energy_rows: Tensor, window_values: Tensor, window
     return out.to(window_values.dtype)
 
 
+def position_decode_weights(energy_rows: Tensor, positions: Tensor) -> Tensor:
+    """(..., K+1) weights of one decoding step at query position t, for a state that holds every
+    real token up to t (slot i valid iff i <= t, far_count = max(0, t + 1 - K)).
+
+    ``energy_rows`` (..., 2K+1) the table rows E[t] (Eq. 10), ``positions`` t, broadcastable to
+    ``energy_rows.shape[:-1]``. Entry i < K is the softmax weight of window slot i (0 where
+    i > t), entry K the weight of one far key, exp(E[2K]) / Z, applied to the far sum (0 when
+    t < K): the step's context is :func:`weighted_decode_step`. Computed in fp32 (fp64 for fp64).
+    """
+    k = (energy_rows.size(-1) - 1) // 2
+    rows = energy_rows.to(compute_dtype(energy_rows))
+    t = positions.unsqueeze(-1)
+    near = rows[..., k:2 * k].masked_fill(torch.arange(k, device=rows.device) > t, float("-inf"))
+    count = (t + 1 - k).clamp(min=0).to(rows.dtype)
+    far = (rows[..., 2 * k:] + torch.log(count.clamp(min=1))).masked_fill(count == 0, float("-inf"))
+    probs = torch.softmax(torch.cat([near, far], dim=-1), dim=-1)  # slot 0 (the current token) is always valid
+    return torch.cat([probs[..., :k], probs[..., k:] / count.clamp(min=1)], dim=-1)
+
+
+# ---- the packed state of search: (B, H, K+1, Dh), window slots 0..K-1 and the far sum in slot K ----------
+
+def packed_state(batch: int, heads: int, k: int, head_dim: int, dtype=torch.float32, device=None) -> Tensor:
+    """The empty packed state of a hypothesis batch: (B, H, K+1, Dh) zeros in the accumulation dtype
+    (fp32, fp64 for fp64 values). Slot i < K holds the value at distance i from the newest token
+    pushed, slot K the sum of the values at distance >= K. Which slots hold a token and how many the
+    far sum holds follow from the position of the newest token (module docstring), so nothing else
+    is kept: one tensor per layer, batch-first (beam search reorders it with one index_select). Slots
+    not yet filled hold zeros."""
+    if k < 1:
+        raise ValueError(f"packed_state: K (max relative position) must be >= 1, got {k}")
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    return torch.zeros(batch, heads, k + 1, head_dim, dtype=acc, device=device)
+
+
+def push_packed(state: Tensor, values: Tensor, valid: Optional[Tensor] = None) -> Tensor:
+    """The packed state after the new token's ``values`` (B, H, 1, Dh): the oldest window slot
+    joins the far sum (unmasked: a slot not yet filled holds zeros). Rows where ``valid`` (B,) is
+    False (padding tokens) keep their state."""
+    k = state.size(2) - 1
+    if values.dtype != state.dtype:
+        values = values.to(state.dtype)
+    window, oldest, far = state.split((k - 1, 1, 1), dim=2)
+    pushed = torch.cat([values, window, oldest + far], dim=2)
+    if valid is not None:
+        pushed = torch.where(valid[:, None, None, None], pushed, state)
+    return pushed
+
+
+def unpack_state(state: Tensor, positions: Tensor, dtype: torch.dtype):
+    """(window_values, window_valid, far_sum, far_count), the arguments of ``relative_decode_step``,
+    of a packed state whose newest token has position ``positions`` (B,): slot i holds a token iff
+    i <= t, the far sum max(0, t + 1 - K) of them. ``window_values`` in ``dtype`` (the values')."""
+    k = state.size(2) - 1
+    window_valid = torch.arange(k, device=state.device)[None, :] <= positions[:, None]
+    far_count = (positions.long() + 1 - k).clamp(min=0)
+    return state[:, :, :k].to(dtype), window_valid, state[:, :, k], far_count
+
+
+def weighted_decode_step(weights: Tensor, values: Tensor, state: Tensor, valid: Optional[Tensor] = None):
+    """One step of constant-state decoding from the (B, H, 1, K+1) weights of
+    :func:`position_decode_weights` at the new tokens' positions: push ``values`` (B, H, 1, Dh)
+    into the packed ``state`` and mix, sum_i w_i window_i + w_K far_sum: one batched product.
+    Returns (context (B, H, 1, Dh) in the values' dtype, the new state). Rows where ``valid`` (B,)
+    is False (padding) keep their state and get 0. PyTorch, in few operations: a step of the search
+    is dominated by per-operation overhead.
+    """
+    state = push_packed(state, values, valid)
+    if weights.dtype != state.dtype:
+        weights = weights.to(state.dtype)
+    context = torch.matmul(weights, state)
+    if valid is not None:
+        context = context.masked_fill(~valid[:, None, None, None], 0.0)
+    if context.dtype != values.dtype:
+        context = context.to(values.dtype)
+    return context, state
+
+
 class RelativeDecodeState:
     """The constant-size self-attention state of one rPosNet decoder layer during search.
 
@@ -65,13 +158,12 @@ class RelativeDecodeState:
     for float64 values) sum of the values at distance >= K, ``far_count`` (B,) their number. Its
     size does not depend on t. Usage per step: ``state.push(v_t)`` (the current token is its own
     key at distance 0), then ``relative_decode_step(table[:, t_b].transpose(0, 1), *state.tensors())``
-    with ``t_b`` (B,) the current position of each hypothesis.
+    with ``t_b`` (B,) the current position of each hypothesis. (Search keeps the same content packed
+    into one tensor: :func:`packed_state`.)
     """
 
     def __init__(self, window_values: Tensor, window_valid: Tensor, far_sum: Tensor, far_count: Tensor):
-        check_decode_inputs(window_values.new_zeros(window_values.size(0), window_values.size(1),
-                                                    2 * window_values.size(2) + 1),
-                            window_values, window_valid, far_sum, far_count)
+        check_decode_state(window_values, window_valid, far_sum, far_count)
         self.window_values, self.window_valid = window_values, window_valid
         self.far_sum, self.far_count = far_sum, far_count
 

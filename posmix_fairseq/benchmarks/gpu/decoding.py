@@ -7,7 +7,7 @@ EOS forbidden before it), so every model decodes the same number of steps: outpu
 tokens from sources of the same length, beams 5 and 12, batches of 1 and 64 sentences. The models
 take turns within each run; tokens/s is the mean over the runs. Then the decoder self-attention state
 of one hypothesis after t = 1024 steps: the key/value cache of the Transformer against rPosNet's
-constant state (the last K values, the far sum and its count).
+constant state (the last K values and the sum of the older ones).
 """
 import statistics
 import time

@@ -124,6 +124,12 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
         self.check_positions(torch.tensor([num_query_positions - 1]), self._query_role)
         return self.table[:, :num_query_positions]
 
+    def decode_weight_sources(self):
+        return [self.table]
+
+    def decode_weight_limit(self) -> int:
+        return self.num_positions
+
 
 class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):
     """aPosNet at search time: the (H, N_q, N_k) table of Eq. 8's energies (Section 4.1)."""

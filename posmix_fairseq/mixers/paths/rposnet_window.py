@@ -4,16 +4,17 @@ Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt), E
 energy of query n and key m is E[n, clip(floor(gamma n) - m, K) + K], a function of the query
 position and the clipped distance only (Section 4.2: a table after training). Both paths below
 read the energies only through the :class:`~..engine.table_energy.RelativeTableEnergy` contract
-(``energy_table`` / ``energy_rows``), so they serve trained and frozen energies alike, and mix with
-the primitives of :mod:`posmix_fairseq.kernels` (PyTorch or Triton, see its dispatch).
+(``energy_table`` / ``energy_rows`` / ``decode_weights``), so they serve trained and frozen energies
+alike, and mix with the primitives of :mod:`posmix_fairseq.kernels` (PyTorch or Triton, see its dispatch).
 
 * :func:`window_context` (``--S-rposnet-impl window``): every key farther than K left of
   floor(gamma n) shares the energy E[n, 2K], every key farther than K right of it E[n, 0], so the
   softmax has 2K+1 band terms plus count x exp(E) for the two far groups and the context reads the
   far groups from prefix / suffix sums of the values: O(T (2K+3) D_h) instead of O(T S D_h).
 * :func:`constant_state_step` (decoder self-attention while decoding, gamma = 1, causal): the
-  query at position t needs the last K values (distances 0..K-1), the sum of the older ones and
-  their count (distance >= K, energy index 2K): O(K D_h) time and memory per step, whatever t.
+  query at position t needs the last K values (distances 0..K-1) and the sum of the older ones
+  (distance >= K, energy index 2K; there are max(0, t + 1 - K) of them): O(K D_h) time and memory
+  per step, whatever t.
 
 Padding queries: a query at a padding slot is never read (padding keys are excluded from every
 mixer and the loss ignores padding targets). The window form gives it the same context as the
@@ -29,10 +30,11 @@ from torch import Tensor
 
 from ... import kernels
 from ...core.positions import left_aligned
+from ...kernels.decode_step import packed_state, push_packed, unpack_state, weighted_decode_step
 from ..engine.table_energy import RelativeTableEnergy
 
-#: the buffer entries of the constant decoding state (all batch-first: beam search reorders each)
-STATE_KEYS = ("window_values", "window_valid", "far_sum", "far_count")
+#: the buffer entry of the constant decoding state: (B, H, K+1, D_h), batch-first (beam search reorders it)
+STATE_KEYS = ("window_and_far_sum",)
 
 
 def is_future_mask(attn_mask: Tensor) -> bool:
@@ -74,11 +76,13 @@ def window_context(energy: RelativeTableEnergy, query_positions: Tensor, query_p
 
 
 def constant_state(buffer: Dict[str, Tensor], batch: int, heads: int, k: int, head_dim: int,
-                   like: Tensor) -> kernels.RelativeDecodeState:
-    """The state kept in the incremental buffer, or an empty one at the first step."""
-    if "window_values" in buffer:
-        return kernels.RelativeDecodeState(*(buffer[name] for name in STATE_KEYS))
-    return kernels.RelativeDecodeState.empty(batch, heads, k, head_dim, dtype=like.dtype, device=like.device)
+                   like: Tensor) -> Tensor:
+    """The packed state kept in the incremental buffer (``kernels.decode_step.packed_state``: the
+    last K values and the sum of the older ones), or an empty one at the first step."""
+    state = buffer.get(STATE_KEYS[0])
+    if state is None:
+        state = packed_state(batch, heads, k, head_dim, dtype=like.dtype, device=like.device)
+    return state
 
 
 def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], query_positions: Tensor,
@@ -88,18 +92,71 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     ``query_positions`` and ``padding_mask`` (B, T) of the new tokens (T = 1 in fairseq's search;
     several tokens are taken one after the other), ``values`` (B, H, T, D_h) their values.
     Returns (B, H, T, D_h). A padding token leaves the state unchanged and gets 0.
+
+    The state holds every real token before the current one (decoding starts at the first target
+    token: checked), so a step's weights depend on its position only (``energy.decode_weights``,
+    read at search from a table of every position: mixers/engine/decode_weights.py) and the state
+    is the K window values and the far sum in one tensor. With the PyTorch kernels a token is
+    :func:`~posmix_fairseq.kernels.decode_step.weighted_decode_step`: a concatenation and one
+    batched product. With Triton each token goes through ``kernels.relative_decode_step``.
     """
     batch, heads, steps, head_dim = values.shape
+    if STATE_KEYS[0] not in buffer:
+        check_first_step(query_positions, padding_mask)
     state = constant_state(buffer, batch, heads, energy.k, head_dim, values)
-    rows = energy.energy_rows(query_positions)  # (B, H, T, 2K+1)
+    torch_kernels = kernels.dispatch.resolve(None, values.device) == "torch"
+    if steps == 1 and torch_kernels:  # a step of the search: as few operations as possible
+        valid = None if not has_padding(padding_mask) else ~padding_mask.view(-1)
+        context, buffer[STATE_KEYS[0]] = weighted_decode_step(energy.decode_weights(query_positions), values, state,
+                                                              valid)
+        return context
+    weights = energy.decode_weights(query_positions) if torch_kernels else energy.energy_rows(query_positions)
     outputs = []
     for t in range(steps):
         pad = padding_mask[:, t]
-        # search never feeds padding: skip the masked update then (checked on the CPU only, where
-        # it costs no device synchronisation)
-        any_pad = bool(pad.any()) if pad.device.type == "cpu" else True
-        state.push(values[:, :, t], valid=~pad if any_pad else None)
-        out = kernels.relative_decode_step(rows[:, :, t], *state.tensors())
-        outputs.append(out.masked_fill(pad[:, None, None], 0.0) if any_pad else out)
-    buffer.update(zip(STATE_KEYS, state.tensors()))
-    return torch.stack(outputs, dim=2)
+        valid = ~pad if has_padding(pad) else None
+        if torch_kernels:
+            out, state = weighted_decode_step(weights[:, :, t:t + 1], values[:, :, t:t + 1], state, valid)
+        else:
+            state = push_packed(state, values[:, :, t:t + 1], valid)
+            out = kernels.relative_decode_step(weights[:, :, t], *unpack_state(state, query_positions[:, t],
+                                                                              values.dtype))
+            out = (out if valid is None else out.masked_fill(pad[:, None, None], 0.0))[:, :, None]
+        outputs.append(out)
+    buffer[STATE_KEYS[0]] = state
+    return torch.cat(outputs, dim=2)
+
+
+#: (mask, version, answer) of the padding mask last checked by :func:`has_padding` (the decoder's
+#: layers share one mask per step: one check per step, not per layer); one tuple, swapped whole
+_last_padding_check: list = [(None, None, True)]
+
+
+def has_padding(padding_mask: Tensor) -> bool:
+    """Whether any token of ``padding_mask`` is padding; True on devices other than the CPU, where
+    asking would cost a device synchronisation (the masked update is exact either way). Search
+    never feeds padding, so the unmasked update is the common one."""
+    if padding_mask.device.type != "cpu":
+        return True
+    version = None if padding_mask.is_inference() else padding_mask._version  # inference tensors have none
+    mask, last_version, answer = _last_padding_check[0]
+    if mask is padding_mask and last_version == version:
+        return answer
+    answer = bool(padding_mask.any())
+    _last_padding_check[0] = (padding_mask, version, answer)
+    return answer
+
+
+def check_first_step(query_positions: Tensor, padding_mask: Tensor) -> None:
+    """Constant-state decoding must see every target token from the first: a fresh state and a
+    real token at position > 0 (a decoder called incrementally on a longer prefix with an empty
+    incremental state) is an error, not a context over the tokens it never saw."""
+    if not query_positions.numel():
+        return
+    none = torch.iinfo(query_positions.dtype).max
+    first = query_positions.masked_fill(padding_mask, none).amin(dim=1)  # first real token of each row
+    late = first.masked_fill(first == none, 0).max()
+    if bool(late > 0):
+        raise ValueError(f"rPosNet constant-state decoding starts at the first target token, but its first "
+                         f"incremental call starts a hypothesis at position {int(late)}: feed the decoder "
+                         f"the target from its first token on (as fairseq's search does), or run a full forward")
