@@ -128,7 +128,7 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
         return [self.table]
 
     def decode_weight_limit(self) -> int:
-        return self.num_positions
+        return self.positions_of(self._query_role)
 
 
 class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):
