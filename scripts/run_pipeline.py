@@ -85,8 +85,11 @@ def decoding_speed(generate_out):
 
 def model_parameters(checkpoint, data_bin):
     """Parameters of the model a checkpoint builds (trainable or not: the frozen tables count)."""
+    import logging
+
     from fairseq import checkpoint_utils
 
+    logging.getLogger("fairseq").setLevel(logging.WARNING)  # the task's dictionary lines are not the job's output
     models, _ = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={"data": data_bin})
     return sum(p.numel() for p in models[0].parameters())
 
