@@ -21,6 +21,7 @@ unchanged. A position beyond a table raises a ValueError that names the table, i
 whether the original (unfrozen) model would have handled it: sinusoidal n~ / m~ are defined for
 any position, a learned table stops at ``--max-source/target-positions``.
 """
+from abc import ABCMeta, abstractmethod
 from typing import Dict
 
 import torch
@@ -34,13 +35,13 @@ FROZEN_OPTION = "frozen-energy-positions"  # per side: --encoder-frozen-energy-p
 FREEZE_FLAG = "posmix-freeze --max-positions"
 
 
-class FrozenTable:
+class FrozenTable(metaclass=ABCMeta):
     """The frozen table's sizes per side and what the trained model it came from could do beyond them."""
 
     @staticmethod
+    @abstractmethod
     def table_sides(placement):
         """The sides whose positions index the table (their sizes are needed to build it)."""
-        raise NotImplementedError
 
     def _setup_frozen(self, spec: MixerSpec, kind: str):
         sizes: Dict[str, int] = spec.frozen_positions

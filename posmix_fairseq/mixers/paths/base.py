@@ -7,6 +7,7 @@ Dense mixing (:class:`~.dense.DenseMixing`) closes every list and serves every c
 path may decline the calls it cannot reproduce (attention weights asked for, another mask).
 A new path is one small class: ``serves(mixer, call)`` and ``mix(mixer, call)``.
 """
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -40,19 +41,19 @@ class MixingCall:
         return self.incremental_state is not None and not self.static_kv
 
 
-class MixingPath(nn.Module):
+class MixingPath(nn.Module, metaclass=ABCMeta):
     """A strategy for mixing values. A path holds no parameters (the mixer's energy and values do):
     anything it registers is a non-persistent buffer, so checkpoints do not depend on the paths."""
 
     name: str = ""
 
+    @abstractmethod
     def serves(self, mixer, call: MixingCall) -> bool:
         """Whether this path computes ``call`` (it may raise a clear error for a call it refuses)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def mix(self, mixer, call: MixingCall) -> Tuple[Tensor, Optional[Tensor]]:
         """(contexts (B, H, T, D_h) before the gate and W^O, attention weights or None)."""
-        raise NotImplementedError
 
     def extra_repr(self) -> str:
         return self.name
