@@ -8,7 +8,7 @@ and how many of the frozen model's translations equal the trained model's.
     python scripts/run_pipeline.py                       # embedded synthetic corpus (default)
     python scripts/run_pipeline.py --data-dir ../shared/data/multi30k --src en --tgt de
 
-Without --data-dir, a deterministic synthetic corpus is generated (posmix_fairseq.toy_corpus: a
+Without --data-dir, a deterministic synthetic corpus is generated (posmix_fairseq.harness.toy_corpus: a
 seeded grammar whose target needs word reordering). With --data-dir, raw parallel text is read
 from DIR/{train,val|valid,test*}.{src,tgt}[.gz], a joint SentencePiece BPE model is trained on
 the training split, and BLEU/chrF are computed on detokenized output against the raw references.
@@ -166,16 +166,16 @@ def main():
     sp = None
     if args.data_dir:
         log(f"data: {args.data_dir} ({args.src}->{args.tgt}), SentencePiece BPE {args.vocab_size}")
-        from posmix_fairseq.raw_text import prepare_bpe
+        from posmix_fairseq.harness.raw_text import prepare_bpe
 
         texts, sp = prepare_bpe(args.data_dir, args.src, args.tgt, raw, args.vocab_size, args.max_train_sentences)
         references = texts[("test", args.tgt)]
     else:
-        from posmix_fairseq.toy_corpus import write_corpus
+        from posmix_fairseq.harness.toy_corpus import write_corpus
 
         log("data: embedded synthetic reordering corpus (20,000 train / 500 valid / 500 test pairs)")
         write_corpus(raw, seed=1, src=args.src, tgt=args.tgt)
-        from posmix_fairseq.raw_text import read_lines
+        from posmix_fairseq.harness.raw_text import read_lines
 
         references = read_lines(os.path.join(raw, f"test.{args.tgt}"))
 

@@ -145,7 +145,7 @@ def tiny_hc_sa(tmp_path_factory):
     heads at i-1, i), 8 updates on the toy corpus with a checkpoint every 2 updates: trained once per
     session for the evaluation and figure tests."""
     from helpers import binarize, run_train
-    from posmix_fairseq.toy_corpus import write_corpus
+    from posmix_fairseq.harness.toy_corpus import write_corpus
 
     root = tmp_path_factory.mktemp("eval_model")
     write_corpus(str(root / "raw"), sizes={"train": 300, "valid": 30, "test": 20})

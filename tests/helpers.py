@@ -1,4 +1,4 @@
-"""Helpers of the tests: the model builders of :mod:`posmix_fairseq.testing` (shared with the
+"""Helpers of the tests: the model builders of :mod:`posmix_fairseq.harness.testing` (shared with the
 benchmarks, re-exported here) and the CLI steps (preprocess, train, generate) on a toy corpus."""
 import os
 import subprocess
@@ -9,7 +9,7 @@ os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 from fairseq import options  # noqa: E402
 
 import posmix_fairseq  # noqa: E402
-from posmix_fairseq.testing import (TINY, TINY_POSNET_DIM, TINY_SIZES, build_model, build_model_from_args,  # noqa: E402,F401
+from posmix_fairseq.harness.testing import (TINY, TINY_POSNET_DIM, TINY_SIZES, build_model, build_model_from_args,  # noqa: E402,F401
                                     make_dictionary, meta_model, mix, mixer_spec, num_parameters, parse_model_args,
                                     random_batch)
 
@@ -17,8 +17,8 @@ from posmix_fairseq.testing import (TINY, TINY_POSNET_DIM, TINY_SIZES, build_mod
 # ---- the CLI on tiny data ------------------------------------------------------------------------
 
 def binarized_toy_corpus(root, sizes):
-    """The toy corpus (posmix_fairseq.toy_corpus) under root/raw, binarized into root/bin; returns root/bin."""
-    from posmix_fairseq.toy_corpus import write_corpus
+    """The toy corpus (posmix_fairseq.harness.toy_corpus) under root/raw, binarized into root/bin; returns root/bin."""
+    from posmix_fairseq.harness.toy_corpus import write_corpus
     write_corpus(os.path.join(str(root), "raw"), sizes=sizes)
     binarize(os.path.join(str(root), "raw"), os.path.join(str(root), "bin"))
     return os.path.join(str(root), "bin")

@@ -9,7 +9,7 @@ import torch
 
 from helpers import binarize, binarized_toy_corpus, run_train
 from helpers import run_generate as run_generate_raw
-from posmix_fairseq.toy_corpus import write_corpus
+from posmix_fairseq.harness.toy_corpus import write_corpus
 
 CASES = {
     "transformer": ["--arch", "posmix_transformer_iwslt_de_en"],

@@ -10,8 +10,8 @@ import pytest
 from conftest import parse_model_args  # fairseq's own parser with the plugin, as fairseq-train builds it
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from posmix_fairseq.evaluation import reproduce
-from posmix_fairseq.evaluation.paper_tables import TABLES
+from posmix_fairseq.harness.evaluation import reproduce
+from posmix_fairseq.harness.evaluation.paper_tables import TABLES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAPERS = os.path.join(ROOT, "..", "shared", "papers")
@@ -100,5 +100,5 @@ def test_training_log_gives_peak_memory_and_speed(tmp_path):
 def test_plan_mode_prints_each_systems_plan(capsys, tmp_path):
     plans = reproduce.main(["--table", "gpa-4", "--scale", "paper", "--plan", "--out", str(tmp_path)])
     assert len(plans) == 4 and all("## Plan: wmt14_en_de" in p for p in plans)
-    assert all(" -m posmix_fairseq.evaluation.decode_speed " in p and "--setting gpa-4" in p for p in plans)
+    assert all(" -m posmix_fairseq.harness.evaluation.decode_speed " in p and "--setting gpa-4" in p for p in plans)
     assert not os.listdir(tmp_path)

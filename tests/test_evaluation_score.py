@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from posmix_fairseq.evaluation import length_bins
-from posmix_fairseq.evaluation import score as score_mod
-from posmix_fairseq.evaluation.significance import paired_approximate_randomization, paired_bootstrap
+from posmix_fairseq.harness.evaluation import length_bins
+from posmix_fairseq.harness.evaluation import score as score_mod
+from posmix_fairseq.harness.evaluation.significance import paired_approximate_randomization, paired_bootstrap
 
 WORDS = "ein mann hund läuft über die straße frau kind spielt im park mit einem ball rot blau".split()
 
@@ -125,7 +125,7 @@ def spm_generate(tmp_path_factory):
     from helpers import binarize, run_train
 
     import posmix_fairseq
-    from posmix_fairseq.toy_corpus import write_corpus
+    from posmix_fairseq.harness.toy_corpus import write_corpus
 
     root = tmp_path_factory.mktemp("spm_generate")
     raw, pieces = root / "raw", root / "pieces"

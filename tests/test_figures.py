@@ -16,11 +16,11 @@ from test_cli_end_to_end import run_generate
 from test_evaluation_reproduce import _value_in
 
 from posmix_fairseq import freeze
-from posmix_fairseq.evaluation import attention, contrastive, forward_time, length_bins, ngram_orders, score
-from posmix_fairseq.evaluation.attention import AttentionRecorder
-from posmix_fairseq.evaluation.fairseq_loading import load_for_inference
-from posmix_fairseq.evaluation.paper_tables import TABLES
-from posmix_fairseq.figures import attention_maps, learned_positions, paper_numbers, plot, style
+from posmix_fairseq.harness.evaluation import attention, contrastive, forward_time, length_bins, ngram_orders, score
+from posmix_fairseq.harness.evaluation.attention import AttentionRecorder
+from posmix_fairseq.harness.evaluation.fairseq_loading import load_for_inference
+from posmix_fairseq.harness.evaluation.paper_tables import TABLES
+from posmix_fairseq.harness.figures import attention_maps, learned_positions, paper_numbers, plot, style
 from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask
 
 
@@ -253,7 +253,7 @@ def test_posnet_fig4_gaps_by_ngram_order_equal_sacrebleu(outputs, tmp_path):
         gap = np.subtract(block["scores"]["last"], block["scores"]["reversed"])
         assert lines_of(ax)["last"] == (block["orders"], pytest.approx(gap.tolist()))
     # the one-pass per-order statistics give sacreBLEU's own scores at each order
-    from posmix_fairseq.evaluation.generate_output import read_generate_output
+    from posmix_fairseq.harness.evaluation.generate_output import read_generate_output
 
     gen = read_generate_output(outputs["gen.last"])
     hyps, refs = gen.hypotheses, gen.references

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from posmix_fairseq.benchmarks import gpu
+from posmix_fairseq.harness.benchmarks import gpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI30K = os.environ.get("POSMIX_MULTI30K", "")
@@ -23,7 +23,7 @@ def test_dry_run_runs_every_section_and_resumes_and_merges(tmp_path, capsys):
     results_path, markdown_path = tmp_path / "bench.json", tmp_path / "bench.md"
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
         [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    command = [sys.executable, "-m", "posmix_fairseq.benchmarks.gpu", "--dry-run-cpu", "--sections", sections,
+    command = [sys.executable, "-m", "posmix_fairseq.harness.benchmarks.gpu", "--dry-run-cpu", "--sections", sections,
                "--json", str(results_path), "--markdown", str(markdown_path), "--work", str(tmp_path / "work"),
                "--set", "sublayer.force_triton=true"]
     if HAVE_MULTI30K:

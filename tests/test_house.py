@@ -239,7 +239,7 @@ def test_a_new_mixer_is_one_file(tmp_path):
 
 
 def test_package_and_scripts_do_not_reach_into_tests():
-    """Code shared by tests and benchmarks lives in posmix_fairseq.testing: nothing in the package or
+    """Code shared by tests and benchmarks lives in posmix_fairseq.harness.testing: nothing in the package or
     scripts/ imports the tests' helpers or puts tests/ on sys.path."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     offenders = []

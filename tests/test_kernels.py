@@ -541,7 +541,7 @@ try:
 except ModuleNotFoundError:
     pass
 import posmix_fairseq.kernels as k
-import posmix_fairseq.benchmarks.kernels as bench
+import posmix_fairseq.harness.benchmarks.kernels as bench
 assert not any(m == "fairseq" or m.startswith("fairseq.") for m in sys.modules)
 print("ok", k.relative_position_mixing.__name__, bench.main.__name__)
 """
@@ -562,7 +562,7 @@ def test_benchmark_runs_end_to_end():
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
-    command = [sys.executable, "-m", "posmix_fairseq.benchmarks.kernels", "--device", "cpu",
+    command = [sys.executable, "-m", "posmix_fairseq.harness.benchmarks.kernels", "--device", "cpu",
                "--force-triton", "--lengths", "16,40", "--tokens", "40", "--dim", "32", "--heads", "2", "--k", "2",
                "--repeats", "1", "--warmup", "0", "--hypotheses", "2", "--decode-t", "8"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from fairseq.data import data_utils
 
-from posmix_fairseq.raw_text import prepare_bpe
+from posmix_fairseq.harness.raw_text import prepare_bpe
 from helpers import binarize, run_train
 
 MULTI30K = os.environ.get("POSMIX_MULTI30K", "")

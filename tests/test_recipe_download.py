@@ -8,8 +8,8 @@ import tarfile
 import pytest
 from sacremoses import MosesTokenizer
 
-from posmix_fairseq.recipes import download
-from posmix_fairseq.recipes.settings import TASKS
+from posmix_fairseq.harness.recipes import download
+from posmix_fairseq.harness.recipes.settings import TASKS
 
 
 def directions(task):

@@ -12,9 +12,9 @@ import os
 import pytest
 import sacrebleu
 
-from posmix_fairseq.evaluation import score as score_mod
-from posmix_fairseq.recipes.settings import resolve
-from posmix_fairseq.recipes.stages import run_recipe
+from posmix_fairseq.harness.evaluation import score as score_mod
+from posmix_fairseq.harness.recipes.settings import resolve
+from posmix_fairseq.harness.recipes.stages import run_recipe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI30K = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))

@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from posmix_fairseq.recipes.plan import relevant_keys
-from posmix_fairseq.recipes.settings import SIZES, TASKS, resolve
-from posmix_fairseq.recipes.stages import DEFAULT_STAGES, run_recipe
+from posmix_fairseq.harness.recipes.plan import relevant_keys
+from posmix_fairseq.harness.recipes.settings import SIZES, TASKS, resolve
+from posmix_fairseq.harness.recipes.stages import DEFAULT_STAGES, run_recipe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI30K = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
@@ -83,7 +83,7 @@ def test_plan_of_every_recipe_and_size(task, paper, size, tmp_path):
     listed = set(re.findall(r"^- ([A-Z0-9_]+) = ", text.split("Settings the paper does not state")[1], re.M))
     assert listed == unstated
     assert re.search(r"^- (train|test) ", text.split("Data sources:")[1], re.M)
-    score = command(text, "posmix_fairseq.evaluation.score")
+    score = command(text, "posmix_fairseq.harness.evaluation.score")
     assert value_after(score, "--tokenize") == recipe["TOKENIZE"]
     if paper == "hc":
         assert recipe["TOKENIZE"] == "intl"  # HC footnote 13, for every pair it reports
@@ -106,7 +106,7 @@ def test_ape_plan_validates_8_times_per_epoch_and_shows_the_decay_points(tmp_pat
 
 def test_posnet_plan_names_what_the_paper_states_and_what_comes_from_its_code(tmp_path):
     recipe, _, text = plan("wmt14_en_de", tmp_path / "out", PAPER="posnet", VARIANT="posnet_embed")
-    assert value_after(command(text, "posmix_fairseq.recipes.prepare_data"), "--vocab-size") == "40000"
+    assert value_after(command(text, "posmix_fairseq.harness.recipes.prepare_data"), "--vocab-size") == "40000"
     assert recipe.values["VOCAB"].stated and recipe.values["BEAM"].stated and recipe.values["LENPEN"].stated
     assert re.search(r"^- AVG = last 5: released code: .*the paper states no averaging", text, re.M)
     train = command(text, "fairseq_cli.train")
@@ -124,7 +124,7 @@ def test_hc_trains_its_own_transformer_baseline_at_its_small_size(tmp_path):
 
 def test_hc_en_ro_uses_sennrichs_romanian_normalisation(tmp_path):
     _, _, text = plan("wmt16_en_ro", tmp_path / "out")
-    assert "--romanian" in command(text, "posmix_fairseq.recipes.prepare_data")
+    assert "--romanian" in command(text, "posmix_fairseq.harness.recipes.prepare_data")
     assert "object.pouta.csc.fi/OPUS-SETIMES" in text
 
 
@@ -139,7 +139,7 @@ def test_gpa_en_zh_has_separate_unshared_vocabularies_matching_table_7(tmp_path)
     """GPA Table 1: 32k/45k; Table 7's 107M Transformer needs them unshared (source and target embeddings
     and the output projection: 44.1M + (32k + 2 x 45k) x 512)."""
     _, _, text = plan("wmt18_en_zh", tmp_path / "out", VARIANT="posmix_transformer")
-    prepare = command(text, "posmix_fairseq.recipes.prepare_data")
+    prepare = command(text, "posmix_fairseq.harness.recipes.prepare_data")
     assert "--separate" in prepare and value_after(prepare, "--target-vocab-size") == "45000"
     assert "--share-all-embeddings" not in command(text, "fairseq_cli.train")
     params = int(re.search(r"model: ([\d,]+) parameters", text).group(1).replace(",", ""))

@@ -8,7 +8,7 @@ import torch
 from conftest import ALL_CONFIGS
 from helpers import build_model, random_batch
 
-from posmix_fairseq.recipes.position_limits import position_limits
+from posmix_fairseq.harness.recipes.position_limits import position_limits
 
 BEYOND = 64 + 17  # tiny models are configured with 64 max positions
 CONFIGS = sorted(n for n in ALL_CONFIGS if not n.endswith(("_wmt_en_de", "_wmt_en_de_big")))

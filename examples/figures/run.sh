@@ -68,7 +68,7 @@ SYSTEMS=(
 
 if [ ! -f "$OUT/data-bin/dict.de.txt" ]; then
   say "prepare: SentencePiece BPE 4000 on the first 10,000 pairs, fairseq-preprocess"
-  "$PY" -m posmix_fairseq.raw_text "$RAW" en de "$OUT/bpe" --vocab-size 4000 --max-train-sentences 10000
+  "$PY" -m posmix_fairseq.harness.raw_text "$RAW" en de "$OUT/bpe" --vocab-size 4000 --max-train-sentences 10000
   "$BIN/fairseq-preprocess" --source-lang en --target-lang de --trainpref "$OUT/bpe/train" --validpref "$OUT/bpe/valid" \
       --testpref "$OUT/bpe/test" --destdir "$OUT/data-bin" --joined-dictionary --workers 1 > "$OUT/logs/preprocess.log"
 fi
@@ -92,7 +92,7 @@ generate() {  # name subset
   "$BIN/fairseq-generate" "$OUT/data-bin" --user-dir "$UD" --path "$OUT/ckpt/$name/checkpoint_last.pt" \
       --gen-subset "$subset" --beam 4 --max-tokens 4000 --required-batch-size-multiple 1 --cpu \
       > "$OUT/generate.$name.$subset.txt" 2> "$OUT/logs/generate.$name.$subset.log"
-  "$PY" -m posmix_fairseq.evaluation.score "$OUT/generate.$name.$subset.txt" --names "$name" \
+  "$PY" -m posmix_fairseq.harness.evaluation.score "$OUT/generate.$name.$subset.txt" --names "$name" \
       --spm-model "$OUT/bpe/spm.model" --ref "$ref" --metrics bleu,chrf++ --bootstrap-samples 0 \
       --json "$OUT/scores/scores.$name.$subset.json" > "$OUT/logs/score.$name.$subset.md"
 }

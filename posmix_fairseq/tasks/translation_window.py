@@ -30,6 +30,7 @@ import torch
 from fairseq.tasks import TASK_REGISTRY, register_task
 from omegaconf import II
 
+from ..checkpoint_files import load_mapped
 from .translation import PosMixTranslationConfig, PosMixTranslationTask
 
 logger = logging.getLogger(__name__)
@@ -55,8 +56,6 @@ def interval_checkpoints(directory: str) -> List[str]:
 
 def read_extra_state(path: str) -> dict:
     """A checkpoint's extra_state, its tensors memory-mapped instead of read."""
-    from ..evaluation.average import load_mapped
-
     return load_mapped(path).get("extra_state") or {}
 
 
@@ -112,8 +111,6 @@ if "translation_window" not in TASK_REGISTRY:  # idempotent: the plugin may be i
 def strip_optimizer_state(path: str) -> bool:
     """Rewrites ``path`` without ``last_optimizer_state`` (atomically, as fairseq's
     ``--no-save-optimizer-state`` leaves it); False if it had none."""
-    from ..evaluation.average import load_mapped
-
     state = load_mapped(path)
     if "last_optimizer_state" not in state:
         return False

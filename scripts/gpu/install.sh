@@ -4,7 +4,7 @@
 # checks that fairseq, its compiled modules and the plugin import.
 #
 #   bash scripts/gpu/install.sh [DIR] [TARGET]        # defaults: .whl and /tmp/posmix-site
-#   export PYTHONPATH=TARGET:$PWD                      # then: python3 -m posmix_fairseq.benchmarks.gpu ...
+#   export PYTHONPATH=TARGET:$PWD                      # then: python3 -m posmix_fairseq.harness.benchmarks.gpu ...
 #
 # PYTHON (default python3) is the host's interpreter that holds torch. Its version must be the one
 # the set was gathered for (DIR/MANIFEST.txt). A set that carries fairseq's source (no wheel fitted

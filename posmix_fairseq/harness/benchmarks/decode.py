@@ -1,0 +1,134 @@
+#!/usr/bin/env python
+"""Whole-model beam-search decoding speed (tokens/s) of Transformer, Shaw, aPosNet, rPosNet and the
+frozen (search-time, posmix-freeze) aPosNet / rPosNet, measured side by side in one run, as the GPA
+paper's Table 4 reports it (000_56daf9cf6f59e3ab.txt, Section 7.1: "average CPU decoding speeds and
+variances measured across ten runs").
+
+    posmix-bench-decode         # default: 30 tokens, beams 12 and 5, batch 1, 10 runs (~3 CPU-min)
+    posmix-bench-decode --sizes typical,long --beams 12,5 --batch-sizes 1,4 --runs 10   # full
+
+Models: Base size (``*_wmt_en_de``: D 512, 6+6 layers, 8 heads, K 16) with random weights and a
+shared vocabulary of --vocab words; the frozen models come from the random trained ones through
+``posmix_fairseq.freeze.freeze_model`` with N = the longest position the setting needs. Every
+model decodes exactly the same number of steps: fairseq's SequenceGenerator with min_len = max_len
+= the output length (EOS forbidden before it, forced at it). One run decodes --batches batches of
+random source sentences; the models take turns within each run (round-robin), so a load change
+on the shared cores hits all of them alike. Tokens = generated tokens of the best hypotheses (EOS
+included). Reported: mean ± std and variance of tokens/s over the runs, and each model's ratio to
+the Transformer (ratio of means).
+"""
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+
+import torch  # noqa: E402
+from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
+from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa: E402
+
+from posmix_fairseq.freeze import freeze_model  # noqa: E402
+from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args, random_batch  # noqa: E402
+
+MODELS = {  # name -> (arch, frozen)
+    "Transformer": ("posmix_transformer", False),
+    "Shaw": ("shaw", False),
+    "aPosNet": ("aposnet", False),
+    "rPosNet": ("rposnet", False),
+    "aPosNet frozen": ("aposnet", True),
+    "rPosNet frozen": ("rposnet", True),
+}
+SIZES = {"typical": (30, 30), "long": (512, 512)}  # name -> (source length, output length)
+
+
+def build(name, size, dictionary, num_positions):
+    arch, frozen = MODELS[name]
+    args = parse_model_args(["--arch", f"{arch}_{size}", "--share-all-embeddings", "--max-source-positions", "1024",
+                             "--max-target-positions", "1024"], tiny=False)
+    model, _ = build_model_from_args(args, dictionary, seed=1)
+    model.eval()
+    if frozen:
+        task = TranslationTask(TranslationConfig(data="unused-data-dir"), dictionary, dictionary)
+        model, _ = freeze_model(task, model, args, num_positions)
+    return model
+
+
+def decode(generator, model, batches):
+    tokens, start = 0, time.perf_counter()
+    with torch.inference_mode():
+        for src, src_len in batches:
+            hypos = generator.generate([model], {"net_input": {"src_tokens": src, "src_lengths": src_len}})
+            tokens += sum(int(h[0]["tokens"].numel()) for h in hypos)
+    if src.is_cuda:
+        torch.cuda.synchronize()
+    return tokens, time.perf_counter() - start
+
+
+def bench_setting(models, dictionary, beam, batch, src_len, out_len, runs, n_batches, device="cpu"):
+    batches = [tuple(t.to(device) for t in random_batch(dictionary, [src_len] * batch, seed=100 + i))
+               for i in range(n_batches)]
+    generators = {name: SequenceGenerator([m], dictionary, beam_size=beam, max_len_a=0, max_len_b=out_len,
+                                          min_len=out_len) for name, m in models.items()}
+    for name, m in models.items():  # untimed warm-up pass
+        decode(generators[name], m, batches[:1])
+    speeds = {name: [] for name in models}
+    tokens = {}
+    for _ in range(runs):
+        for name, m in models.items():
+            n, secs = decode(generators[name], m, batches)
+            tokens.setdefault(name, n)
+            if n != tokens[name] or n != tokens[next(iter(models))]:
+                raise RuntimeError(f"{name} decoded {n} tokens, not the same number as the others")
+            speeds[name].append(n / secs)
+    return speeds, tokens[next(iter(models))]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="typical", help="typical (30 -> 30 tokens), long (512 -> 512), comma list")
+    p.add_argument("--beams", default="12,5")
+    p.add_argument("--batch-sizes", default="1", help="sentences per batch, comma list (the full table: 1,4)")
+    p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--batches", type=int, default=1, help="batches decoded per run")
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--vocab", type=int, default=10000)
+    p.add_argument("--model-size", default="wmt_en_de", help="arch suffix: wmt_en_de (Base), iwslt_de_en, ...")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--device", default="cpu", help="cpu (the paper's Table 4) or cuda")
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    names = [n.strip() for n in a.models.split(",")]
+    for n in names:
+        if n not in MODELS:
+            raise SystemExit(f"--models: {n!r} is not one of {', '.join(MODELS)}")
+    sizes = [s.strip() for s in a.sizes.split(",")]
+    for s in sizes:
+        if s not in SIZES:
+            raise SystemExit(f"--sizes: {s!r} is not one of {', '.join(SIZES)}")
+    if a.runs < 2:
+        raise SystemExit("--runs must be >= 2 (mean and variance)")
+    dictionary = make_dictionary(a.vocab - 4)
+    print(f"{a.device.upper()} decoding, {a.model_size} models with random weights, vocabulary {a.vocab}, {a.threads} thread(s), "
+          f"{a.runs} runs of {a.batches} batch(es); tokens/s mean ± std (variance); ratio = mean / Transformer's\n")
+    print("| output | beam | batch | model | tokens/run | tokens/s | variance | ratio |\n|---|---:|---:|---|---:|---:|---:|---:|")
+    for size in sizes:
+        src_len, out_len = SIZES[size]
+        positions = max(src_len, out_len) + 2
+        models = {n: build(n, a.model_size, dictionary, positions).to(a.device) for n in names}
+        for beam in (int(b) for b in a.beams.split(",")):
+            for batch in (int(b) for b in a.batch_sizes.split(",")):
+                speeds, tokens = bench_setting(models, dictionary, beam, batch, src_len, out_len, a.runs, a.batches,
+                                               a.device)
+                base = statistics.fmean(speeds[names[0]])
+                for n in names:
+                    s = speeds[n]
+                    mean = statistics.fmean(s)
+                    print(f"| {size} ({out_len}) | {beam} | {batch} | {n} | {tokens} | {mean:.1f} ± "
+                          f"{statistics.stdev(s):.1f} | {statistics.variance(s):.2f} | {mean / base:.2f} |", flush=True)
+        del models
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+#!/usr/bin/env python
+"""Forward time of one hard-coded Gaussian mixer, ``--S-gaussian-impl full`` vs ``window``.
+
+    posmix-bench-gaussian-window                     # N = 32, 128, 512; batch 8; D 512; K 16
+    posmix-bench-gaussian-window --lengths 64,1024 --threads 2
+
+Reports the median of ``--repeats`` calls (after two warm-up calls) for each length.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+from posmix_fairseq.mixers import build_mixer
+from posmix_fairseq.harness.testing import mix, mixer_spec
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", default="32,128,512")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--k", type=int, default=16, help="window half-width K (GPA: 16 Small/Base, 8 Big)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    for n in [int(v) for v in args.lengths.split(",")]:
+        times = {}
+        for impl in ("full", "window"):
+            mixer = build_mixer(mixer_spec("gaussian", gaussian_impl=impl, k=args.k, d=args.dim, h=args.heads)).eval()
+            x = torch.randn(n, args.batch, args.dim)
+            samples = []
+            with torch.no_grad():
+                for i in range(args.repeats + 2):
+                    start = time.perf_counter()
+                    mix(mixer, x, need_weights=False)
+                    if i >= 2:
+                        samples.append((time.perf_counter() - start) * 1000)
+            times[impl] = statistics.median(samples)
+        print(f"N={n} batch={args.batch} D={args.dim} H={args.heads} K={args.k} threads={args.threads}: "
+              f"full {times['full']:.1f} ms, window {times['window']:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""fairseq-train, -generate or -preprocess in this process, as posmix-bench-gpu runs them in a child:
+
+    python -m posmix_fairseq.harness.benchmarks.gpu.fairseq_child train|generate|preprocess FAIRSEQ-ARGS...
+
+The arguments are fairseq's own. Two differences from the console scripts, both for a single GPU:
+
+- ``--bf16`` trains and decodes in bfloat16 on the GPU. fairseq 0.12 reads ``--bf16`` as a TPU
+  setting (its options set ``args.tpu``, which then imports torch_xla); here ``args.tpu`` is reset
+  after parsing, so the trainer keeps the CUDA device and casts the model to bfloat16.
+- At the end a line ``POSMIX_CHILD {"peak_bytes": ..., "seconds": ...}`` gives the peak GPU memory
+  allocated during the run (``torch.cuda.max_memory_allocated``) and the wall time of the command.
+"""
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+
+import torch  # noqa: E402
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("train", "generate", "preprocess"):
+        raise SystemExit("usage: python -m posmix_fairseq.harness.benchmarks.gpu.fairseq_child train|generate|preprocess ARGS")
+    verb, args_list = argv[0], argv[1:]
+    from fairseq import options
+    start = time.perf_counter()
+    if verb == "preprocess":
+        from fairseq_cli import preprocess
+        preprocess.main(options.get_preprocessing_parser().parse_args(args_list))
+    else:
+        parser = options.get_training_parser() if verb == "train" else options.get_generation_parser()
+        args = options.parse_args_and_arch(parser, args_list)
+        args.tpu = False  # --bf16 on a GPU (see the module docstring)
+        if verb == "train":
+            from fairseq_cli import train
+            train.main(args)
+        else:
+            from fairseq_cli import generate
+            generate.main(args)
+    peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None
+    print("POSMIX_CHILD " + json.dumps(dict(peak_bytes=peak, seconds=time.perf_counter() - start)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""``posmix-average``: average the parameters of fairseq checkpoints (torch >= 2.6 safe).
+
+fairseq's ``scripts/average_checkpoints.py`` is not in the fairseq wheel and fails under torch >= 2.6
+(``weights_only`` loading rejects the stored ``argparse.Namespace``). This does the same averaging:
+every floating-point entry of ``state["model"]`` is summed in fp32/fp64 and divided by the number of
+checkpoints (integer entries are floor-divided, as fairseq's script does); everything else (``cfg``,
+``args``, ``extra_state``) comes from the newest checkpoint, so ``fairseq-generate --path`` loads the
+result like any checkpoint.
+
+Selection (``--inputs`` for explicit files, or a checkpoint directory with one of):
+
+- ``--last N``: the N newest checkpoints (PosNet paper: the last 5);
+- ``--best-and-next N``: the best checkpoint (lowest validation loss stored in its
+  ``extra_state["val_loss"]``) and the N-1 saved after it; "if there are enough checkpoints to average,
+  or else ... an average over the last checkpoints" (GPA paper Section 5.3: 30 x 300 updates Small,
+  7 x 1000 Base, 20 x 600 Big).
+
+Checkpoints are ``checkpoint_<epoch>_<updates>.pt`` (``--save-interval-updates``, ordered by updates)
+or ``checkpoint<epoch>.pt`` (ordered by epoch); ``--kind`` picks one family when both exist. Checkpoints
+are memory-mapped: choosing the best reads each one's ``extra_state``, not its weights or Adam's state,
+and the average holds one running sum. The recipes' ``--task translation_window`` keeps only the
+interval checkpoints such an average can use, without their optimizer state.
+"""
+import argparse
+import collections
+import os
+import re
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from ...checkpoint_files import load_mapped
+
+UPDATE_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
+EPOCH_RE = re.compile(r"^checkpoint(\d+)\.pt$")
+
+
+def list_checkpoints(directory: str, kind: str = "auto") -> List[str]:
+    """Checkpoints of one family in directory, oldest first."""
+    if not os.path.isdir(directory):
+        raise ValueError(f"checkpoint directory {directory!r} does not exist")
+    names = os.listdir(directory)
+    updates = sorted(((int(m.group(2)), n) for n in names for m in [UPDATE_RE.match(n)] if m))
+    epochs = sorted(((int(m.group(1)), n) for n in names for m in [EPOCH_RE.match(n)] if m))
+    if kind not in ("auto", "updates", "epochs"):
+        raise ValueError(f"--kind {kind!r}: valid values are auto, updates, epochs")
+    chosen = updates if kind == "updates" or (kind == "auto" and updates) else epochs
+    if not chosen:
+        raise ValueError(f"{directory}: no checkpoint_<epoch>_<updates>.pt or checkpoint<epoch>.pt files "
+                         f"(kind={kind}); train with --save-interval-updates or keep epoch checkpoints")
+    return [os.path.join(directory, n) for _, n in chosen]
+
+
+def select_last(paths: List[str], n: int) -> List[str]:
+    if n < 1:
+        raise ValueError(f"--last must be >= 1 (got {n})")
+    if n > len(paths):
+        raise ValueError(f"--last {n}: only {len(paths)} checkpoints available")
+    return paths[-n:]
+
+
+def validation_loss(path: str) -> float:
+    extra = load_mapped(path).get("extra_state") or {}  # memory-mapped: the weights are not read
+    if extra.get("val_loss") is None:
+        raise ValueError(f"{path}: no extra_state['val_loss'] (was validation disabled?); use --last instead")
+    return float(extra["val_loss"])
+
+
+def select_best_and_next(paths: List[str], n: int) -> Tuple[List[str], str]:
+    """(selection, how): the best checkpoint and the n-1 after it, or the last n if too few follow it."""
+    if n < 1:
+        raise ValueError(f"--best-and-next must be >= 1 (got {n})")
+    if n > len(paths):
+        raise ValueError(f"--best-and-next {n}: only {len(paths)} checkpoints available")
+    losses = [validation_loss(p) for p in paths]
+    best = min(range(len(paths)), key=lambda i: (losses[i], i))
+    if best + n <= len(paths):
+        return paths[best:best + n], f"best ({os.path.basename(paths[best])}, valid loss {losses[best]:.4f}) and the {n - 1} after it"
+    return paths[-n:], (f"the last {n}: only {len(paths) - best - 1} checkpoints follow the best "
+                        f"({os.path.basename(paths[best])})")
+
+
+def average_checkpoints(paths: List[str]) -> dict:
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    sums: Dict[str, torch.Tensor] = collections.OrderedDict()
+    keys = None
+    new_state = None
+    for path in paths:
+        state = load_mapped(path)
+        new_state = state  # metadata of the newest (last) checkpoint
+        params = state["model"]
+        if keys is None:
+            keys = list(params.keys())
+        elif list(params.keys()) != keys:
+            raise ValueError(f"{path}: its parameters differ from {paths[0]}'s ({len(params)} vs {len(keys)} keys); "
+                             "only checkpoints of one model can be averaged")
+        for k, p in params.items():
+            p = p.detach()
+            acc = p.to(torch.float64) if p.is_floating_point() else p.clone()
+            sums[k] = acc if k not in sums else sums[k] + acc
+    averaged = collections.OrderedDict()
+    ref = new_state["model"]
+    new_state.pop("last_optimizer_state", None)  # the average never resumes training
+    for k, total in sums.items():
+        if total.is_floating_point():
+            averaged[k] = (total / len(paths)).to(ref[k].dtype)
+        else:
+            averaged[k] = torch.div(total, len(paths), rounding_mode="floor")
+    new_state["model"] = averaged
+    return new_state
+
+
+def main(argv: Optional[List[str]] = None):
+    p = argparse.ArgumentParser(prog="posmix-average", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--inputs", nargs="+", help="checkpoint files to average")
+    src.add_argument("--dir", help="a --save-dir of fairseq-train")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--last", type=int, help="average the N newest checkpoints")
+    how.add_argument("--best-and-next", type=int, metavar="N", help="the best checkpoint and the N-1 after it")
+    p.add_argument("--kind", default="auto", help="checkpoint family in --dir: auto, updates, epochs")
+    p.add_argument("--output", required=True, help="where to write the averaged checkpoint")
+    a = p.parse_args(argv)
+    try:
+        if a.inputs:
+            if a.last or a.best_and_next:
+                raise ValueError("--last/--best-and-next select from --dir; with --inputs every file is averaged")
+            chosen, how_text = a.inputs, f"{len(a.inputs)} given files"
+        else:
+            if not (a.last or a.best_and_next):
+                raise ValueError("with --dir, give --last N or --best-and-next N")
+            paths = list_checkpoints(a.dir, a.kind)
+            if a.last:
+                chosen, how_text = select_last(paths, a.last), f"the last {a.last}"
+            else:
+                chosen, how_text = select_best_and_next(paths, a.best_and_next)
+        for path in chosen:
+            if not os.path.isfile(path):
+                raise ValueError(f"no such checkpoint: {path}")
+        state = average_checkpoints(chosen)
+    except ValueError as e:
+        raise SystemExit(f"posmix-average: {e}")
+    os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
+    torch.save(state, a.output)
+    print(f"posmix-average: averaged {len(chosen)} checkpoints ({how_text}): "
+          f"{', '.join(os.path.basename(c) for c in chosen)} -> {a.output}", flush=True)
+    return chosen
+
+
+def cli():
+    """Console entry point: main() returns results for tests; the process exits 0 on success."""
+    main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,84 @@
+"""The longest source and target a model takes, read from its position-indexed tables.
+
+A model extrapolates on a side when no table is indexed by that side's positions (sinusoidal
+embeddings, clipped relative embeddings, T5 buckets, recurrent encodings, Gaussian or convolution
+kernels): its ``--max-source-positions`` / ``--max-target-positions`` can then be raised at
+generation. A side with a table stops at the table's size: fairseq's learned position embeddings
+(as many rows as the max positions), the learned n~ / m~ tables of aPosNet and rPosNet
+(:class:`~posmix_fairseq.core.position_tables.LearnedPositionTable`), PosNet-Embed's kernels
+(``--S-posnet-embed-max-positions``), PosNet-Attn's kernels, LinearNet's mixing matrix and the frozen
+search-time energy tables. Each of these raises a ValueError naming its option beyond its size
+(README, "Length generalisation"); this module reads the same sizes off the modules, so it works on
+a model built on torch's meta device (no weights needed). Lengths count tokens with the EOS, as
+fairseq's size filter does.
+"""
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from torch import nn
+
+SIDES = ("source", "target")
+OPTION = {"source": "--max-source-positions", "target": "--max-target-positions"}
+
+
+@dataclass(frozen=True)
+class Limit:
+    tokens: int      # the longest sentence (tokens, EOS included) the side takes
+    option: str      # the option that sizes the table
+    module: str      # where the table is
+
+    def describe(self, side: str) -> str:
+        return f"{self.tokens} {side} tokens ({self.option}, {self.module})"
+
+
+def _sublayer_sides(name: str) -> Tuple[str, str]:
+    """(query side, key side) of the sublayer that owns module ``name``."""
+    if name.startswith("encoder."):
+        return "source", "source"
+    if ".encoder_attn" in name:
+        return "target", "source"
+    return "target", "target"
+
+
+def _tables(model: nn.Module) -> List[Tuple[str, int, str, str]]:
+    """(side, size, option, module name) of every position-indexed table of ``model``."""
+    from fairseq.modules.learned_positional_embedding import LearnedPositionalEmbedding
+
+    from ...core.position_tables import LearnedPositionTable
+    from ...mixers.engine.frozen_energy import FrozenTable
+    from ...mixers.linear import LinearSpatialWeights
+    from ...mixers.posnet import PositionKernelValues
+    from ...position_encodings.posnet import PosNetEmbedding
+
+    found = []
+    for name, module in model.named_modules():
+        query, key = _sublayer_sides(name)
+        if isinstance(module, LearnedPositionalEmbedding):
+            found.append((query, int(module.max_positions), OPTION[query], name))
+        elif isinstance(module, LearnedPositionTable):
+            side = "source" if "source" in module.option else "target"
+            found.append((side, int(module.max_positions), module.option, name))
+        elif isinstance(module, PosNetEmbedding):
+            found.append((query, int(module.kernels.size(0)), module.max_positions_option, name))
+        elif isinstance(module, PositionKernelValues):  # kernels indexed by the key (value) positions
+            found.append((key, int(module.kernel_weight.size(0)), module.max_positions_option, name))
+        elif isinstance(module, LinearSpatialWeights):
+            found += [(s, int(module.max_positions), module.option, name) for s in {query, key}]
+        elif isinstance(module, FrozenTable):
+            found += [(role, n, module.option_of(role), name) for role, n in module.table_sizes().items()]
+    return found
+
+
+def position_limits(model: nn.Module) -> Dict[str, Optional[Limit]]:
+    """{"source": Limit or None, "target": Limit or None}; None: the side extrapolates."""
+    limits: Dict[str, Optional[Limit]] = {side: None for side in SIDES}
+    for side, size, option, name in _tables(model):
+        if limits[side] is None or size < limits[side].tokens:
+            limits[side] = Limit(size, option, name)
+    return limits
+
+
+def configured_limits(model: nn.Module) -> Dict[str, int]:
+    """The model's own --max-source-positions / --max-target-positions."""
+    src, tgt = model.max_positions()
+    return {"source": int(src), "target": int(tgt)}
