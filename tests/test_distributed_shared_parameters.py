@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from fairseq.distributed import ModuleProxyWrapper
+from fairseq.distributed import LegacyDistributedDataParallel, ModuleProxyWrapper
 from torch.nn.parallel import DistributedDataParallel
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
@@ -106,23 +106,33 @@ def shared_configs():
     return found
 
 
+#: fairseq's --ddp-backend values as it wraps the model (fully_sharded needs fairscale, not installed here)
+BACKENDS = {
+    "pytorch_ddp": lambda model: ModuleProxyWrapper(DistributedDataParallel(model, find_unused_parameters=False)),
+    "legacy_ddp": lambda model: ModuleProxyWrapper(LegacyDistributedDataParallel(model, dist.group.WORLD)),
+}
+
+
 def _rank(rank, init_file, configs, result_dir):
-    """One data-parallel worker: each config under pytorch_ddp's wrapper with checkpointed layers,
-    its half of the batch, one backward; an error is recorded as the config's result."""
+    """One data-parallel worker: each config under each backend's wrapper with checkpointed layers,
+    its half of the batch, one backward; an error is recorded as the result."""
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD_SIZE,
                             timeout=datetime.timedelta(seconds=120))
     results = {}
     for name in configs:
-        model, d = build_model(ALL_CONFIGS[name] + CHECKPOINTED, seed=SEED)
-        model.train()
-        wrapped = ModuleProxyWrapper(DistributedDataParallel(model, find_unused_parameters=False))
-        loss = half_loss(wrapped, d, rank)
-        try:
-            loss.backward()
-            results[name] = (loss.detach(), gradients(model))
-        except RuntimeError as error:
-            results[name] = str(error)
+        for backend, wrap in BACKENDS.items():
+            model, d = build_model(ALL_CONFIGS[name] + CHECKPOINTED, seed=SEED)
+            model.train()
+            wrapped = wrap(model)
+            loss = half_loss(wrapped, d, rank)
+            try:
+                loss.backward()
+                if backend == "legacy_ddp":
+                    wrapped.all_reduce_grads()  # what fairseq's trainer calls after the backward
+                results[name, backend] = (loss.detach(), gradients(model))
+            except RuntimeError as error:
+                results[name, backend] = str(error)
     dist.barrier()
     dist.destroy_process_group()
     torch.save(results, os.path.join(result_dir, f"rank{rank}.pt"))
@@ -143,16 +153,18 @@ def test_two_ddp_ranks_with_checkpointed_layers_equal_one_process_accumulating(s
     find_unused_parameters=False))`` of the model built with ``--checkpoint-activations``, each
     backpropagating its half of a batch, against one process without the wrapper accumulating both
     halves (``--update-freq 2``): the same losses, and the ranks' averaged gradients times 2 equal
-    the accumulated ones, for every config whose layers share a parameter.
+    the accumulated ones, for every config whose layers share a parameter; the same with fairseq's
+    ``legacy_ddp`` (``no_c10d``) wrapper, which all-reduces after the backward.
 
-    Fails when a shared parameter is read inside the checkpointed layers: every such config raised
-    "Expected to mark a variable ready only once ... has been marked as ready twice".
+    Fails when a shared parameter is read inside the checkpointed layers: under pytorch_ddp every
+    such config raised "Expected to mark a variable ready only once ... has been marked as ready
+    twice".
     """
     configs = sorted(shared_configs)
     mp.spawn(_rank, args=(str(tmp_path / "init"), configs, str(tmp_path)), nprocs=WORLD_SIZE, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(WORLD_SIZE)]
-    errors = {name: ranks[0][name] for name in configs if isinstance(ranks[0][name], str)}
-    assert not errors, f"{len(errors)} of {len(configs)} configs failed under DDP: {errors}"
+    errors = {key: result for key, result in ranks[0].items() if isinstance(result, str)}
+    assert not errors, f"{len(errors)} of {len(ranks[0])} runs (config, backend) failed: {errors}"
     for name in configs:
         reference, d = build_model(ALL_CONFIGS[name], seed=SEED)
         reference.train()
@@ -162,12 +174,15 @@ def test_two_ddp_ranks_with_checkpointed_layers_equal_one_process_accumulating(s
             loss.backward()  # accumulates
             losses.append(loss.detach())
         expected = gradients(reference)
-        for rank, (loss, grads) in enumerate(r[name] for r in ranks):
-            assert torch.allclose(loss, losses[rank], rtol=1e-5, atol=1e-5), (name, rank, loss, losses[rank])
-            assert grads.keys() == expected.keys(), name
-            for param, grad in grads.items():  # DDP averages over the ranks; accumulation sums
-                diff, scale = (grad * WORLD_SIZE - expected[param]).abs().max().item(), expected[param].abs().max().item()
-                assert diff <= 1e-6 + 1e-5 * scale, f"{name} rank {rank}: {param} differs by {diff:.3g} ({scale:.3g})"
+        for (rank, result), backend in ((r, b) for r in enumerate(ranks) for b in BACKENDS):
+            loss, grads = result[name, backend]
+            what = f"{name} {backend} rank {rank}"
+            assert torch.allclose(loss, losses[rank], rtol=1e-5, atol=1e-5), (what, loss, losses[rank])
+            assert grads.keys() == expected.keys(), what
+            for param, grad in grads.items():  # both backends average over the ranks; accumulation sums
+                diff = (grad * WORLD_SIZE - expected[param]).abs().max().item()
+                scale = expected[param].abs().max().item()
+                assert diff <= 1e-6 + 1e-5 * scale, f"{what}: {param} differs by {diff:.3g} ({scale:.3g})"
 
 
 @pytest.fixture
