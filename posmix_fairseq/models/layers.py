@@ -1,6 +1,6 @@
 """The posmix encoder and decoder layers: fairseq's layers whose attention sublayers come from the
 build plan, removable sublayers (-SA, -FF ablations), and activation-checkpoint wrapping that keeps
-each layer's positions with its inputs."""
+each layer's positions and its views of the side's shared parameters with its inputs."""
 import functools
 
 from torch import nn
@@ -9,26 +9,28 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 
 from ..core.placement import DECODER_CROSS, DECODER_SELF, ENCODER_SELF
-from ..core.positions import PositionRoute
 from ..mixers.none import NoMixing
 from .plan import MixerPlan
 
 
-def _forward_with_frame(route: PositionRoute, checkpointed_forward, *args, **kwargs):
-    return checkpointed_forward(*args, positions=route.frame, **kwargs)
+def _forward_with_frame(plan: MixerPlan, checkpointed_forward, *args, **kwargs):
+    return checkpointed_forward(*args, positions=plan.route.frame, **plan.shared_parameters.as_arguments(), **kwargs)
 
 
-def wrap_layer(cfg, layer, route: PositionRoute):
+def wrap_layer(cfg, layer, plan: MixerPlan):
     """Activation checkpointing and FSDP wrapping, as fairseq's own build_*_layer hooks do.
 
-    Under checkpointing the layer gets the running frame as an explicit argument, which the
-    checkpoint keeps with the layer's inputs: the recomputation in the backward pass, which runs
-    after the forward call has returned, sees the positions of the forward it repeats.
+    Under checkpointing the layer gets the running frame and the side's views of its shared
+    parameters (:mod:`..core.shared_parameters`) as explicit arguments, which the checkpoint keeps
+    with the layer's inputs: the recomputation in the backward pass, which runs after the forward
+    call has returned, sees the positions of the forward it repeats, and the gradients of the
+    shared parameters leave each layer as input gradients, summed before the parameters receive
+    them (once per backward, as DistributedDataParallel requires).
     """
     checkpoint = cfg.checkpoint_activations
     if checkpoint:
         layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
-        layer.forward = functools.partial(_forward_with_frame, route, layer.forward)
+        layer.forward = functools.partial(_forward_with_frame, plan, layer.forward)
     return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
 
 
@@ -47,8 +49,9 @@ class PosMixLayer:
     """Mixin of the posmix layers.
 
     A removed sublayer (mixer ``none``, ``--no-*-ffn``) adds 0 to the residual, and its LayerNorm
-    becomes the identity, so the layer equals one without it. ``forward(..., positions=frame)``
-    (checkpointing only) runs the layer inside that frame.
+    becomes the identity, so the layer equals one without it. ``forward(..., positions=frame,
+    **views)`` (checkpointing only) runs the layer inside that frame, its shared tables reading the
+    given views in place of their parameters.
     """
 
     def build_fc1(self, input_dim, output_dim, q_noise, qn_block_size):
@@ -70,7 +73,8 @@ class PosMixLayer:
     def forward(self, *args, positions=None, **kwargs):
         if positions is None:
             return super().forward(*args, **kwargs)
-        with self._mixer_plan.route.carrying(positions):
+        shared = self._mixer_plan.shared_parameters
+        with self._mixer_plan.route.carrying(positions), shared.substituted(shared.take_arguments(kwargs)):
             return super().forward(*args, **kwargs)
 
 

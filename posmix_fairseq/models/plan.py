@@ -5,6 +5,7 @@ import math
 from ..core.placement import DECODER_CROSS, ENCODER_SELF, SELF_ATTENTION, SIDES, Side
 from ..core.position_tables import SharedPositionTables
 from ..core.positions import PositionRoute
+from ..core.shared_parameters import SharedParameters
 from ..mixers import MIXER_REGISTRY, MixerSpec, build_mixer
 from ..mixers.engine import reads_absolute_table, shared_table
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
@@ -17,7 +18,8 @@ class MixerPlan:
 
     Layers are built in order by fairseq's list comprehension; ``next_layer_index`` hands out
     their explicit indices (fairseq's layer hooks take no index). ``shared_tables`` holds what
-    the side's layers share; ``route`` carries the positions of each forward call.
+    the side's layers share (``shared_parameters`` hands them to checkpointed layers); ``route``
+    carries the positions of each forward call.
     """
 
     def __init__(self, cfg, side: Side):
@@ -25,6 +27,7 @@ class MixerPlan:
         self.side = side
         self.shared_tables = SharedPositionTables()
         self.route = PositionRoute(side.name)
+        self.shared_parameters = SharedParameters(self.shared_tables.tables, side.name)
         self._built_layers = 0
 
     def next_layer_index(self) -> int:

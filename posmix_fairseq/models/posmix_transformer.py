@@ -9,8 +9,10 @@ Positions take one route: the encoder computes its sentence positions once per f
 (padding-aware), carries them through that call on its route, and returns them in
 ``encoder_out["encoder_positions"]``; the decoder computes the target positions once per forward
 (from the whole prefix, exact in incremental decoding) and carries them, with the encoder's, on
-its own route. Nothing is left on the routes between calls.
+its own route. Nothing is left on the routes between calls. Under activation checkpointing the
+layers' shared tables are used once per call, outside the layers (core/shared_parameters.py).
 """
+import contextlib
 import logging
 
 from fairseq.models import ARCH_CONFIG_REGISTRY, MODEL_REGISTRY, register_model
@@ -61,6 +63,14 @@ class PositionAwareSide:
             limit = (getattr(cfg, side.max_positions_attr), side.max_positions_option)
         self.__dict__["_learned_positions_limit"] = limit
         self.__dict__["_frozen_positions"] = side.read(cfg, FROZEN_OPTION)  # search-time tables (posmix-freeze)
+        self.__dict__["_checkpointed_layers"] = bool(cfg.checkpoint_activations)
+
+    def shared_parameters_of_call(self):
+        """Around a forward call: under --checkpoint-activations, the views of the shared tables'
+        parameters that the checkpointed layers receive (core/shared_parameters.py); else nothing."""
+        if self.__dict__["_checkpointed_layers"]:
+            return self._mixer_plan.shared_parameters.carrying()
+        return contextlib.nullcontext()
 
     def max_positions(self):
         """fairseq's limit; in a search-time model at most the side's frozen energy tables, so that
@@ -93,12 +103,12 @@ class PosMixEncoder(PositionAwareSide, TransformerEncoderBase):
     def build_encoder_layer(self, cfg):
         plan = self._mixer_plan
         layer = PosMixEncoderLayer(cfg, plan, plan.next_layer_index(), return_fc=self.return_fc)
-        return wrap_layer(cfg, layer, plan.route)
+        return wrap_layer(cfg, layer, plan)
 
     def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False, token_embeddings=None):
         frame = PositionFrame.of_tokens(src_tokens, self.padding_idx)
         self.check_learned_positions(frame.positions)
-        with self.position_route.carrying(frame):
+        with self.position_route.carrying(frame), self.shared_parameters_of_call():
             encoder_out = super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
         encoder_out["encoder_positions"] = [frame.positions]  # the decoder's cross-attention reuses them
         return encoder_out
@@ -124,7 +134,7 @@ class PosMixDecoder(PositionAwareSide, TransformerDecoderBase):
         plan = self._mixer_plan
         layer_idx = plan.next_layer_index()
         no_encoder_attn = no_encoder_attn or cross_heads(cfg)[layer_idx] == 0
-        return wrap_layer(cfg, PosMixDecoderLayer(cfg, plan, layer_idx, no_encoder_attn), plan.route)
+        return wrap_layer(cfg, PosMixDecoderLayer(cfg, plan, layer_idx, no_encoder_attn), plan)
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None,
                          full_context_alignment=False, alignment_layer=None, alignment_heads=None):
@@ -132,7 +142,7 @@ class PosMixDecoder(PositionAwareSide, TransformerDecoderBase):
         frame = PositionFrame.of_tokens(prev_output_tokens, self.padding_idx, source[0] if source else None,
                                         incremental_state)
         self.check_learned_positions(frame.positions)
-        with self.position_route.carrying(frame):
+        with self.position_route.carrying(frame), self.shared_parameters_of_call():
             return super().extract_features(prev_output_tokens, encoder_out, incremental_state,
                                             full_context_alignment, alignment_layer, alignment_heads)
 

@@ -1,0 +1,81 @@
+"""Parameters shared by the layers of an encoder or a decoder, used once per forward call when the
+layers are activation-checkpointed.
+
+The side's shared tables (GPA Section 4.1's n~, m~ and their LayerNorms, PosNet-Attn's kernels,
+T5/AT5 bucket tables) are read by every layer. fairseq's ``--checkpoint-activations`` is
+reentrant: the backward pass recomputes each layer and runs a backward of its own through it, so
+a parameter that the layers read directly would receive its gradient once per layer, and
+PyTorch's DistributedDataParallel (``find_unused_parameters=False``, fairseq's ``pytorch_ddp``)
+refuses a parameter marked ready twice.
+
+Under checkpointing the side therefore uses each shared parameter once per forward call, outside
+the layers: :meth:`SharedParameters.carrying` takes an identity view of every shared parameter,
+and the layers receive these views as explicit tensor arguments of their checkpoint (like their
+positions). Inside a layer the tables read the layer's copy of the view in place of their
+parameter (:meth:`SharedParameters.substituted`), so the checkpoint returns the gradient of the
+view as an input gradient; autograd sums the layers' gradients at the view and accumulates the
+parameter's gradient once. Without checkpointing nothing is substituted.
+"""
+import contextlib
+from typing import Dict, List, Tuple
+
+from torch import Tensor, nn
+
+#: the prefix of the keyword arguments that carry the shared views into a checkpointed layer
+ARGUMENT_PREFIX = "shared_parameter:"
+
+
+class SharedParameters:
+    """The parameters of ``tables`` (a module the side registers) and the views of the running call."""
+
+    def __init__(self, tables: nn.Module, side: str):
+        self.tables, self.side = tables, side
+        self._views: List[Dict[str, Tensor]] = []
+
+    def _slots(self) -> List[Tuple[str, nn.Module, str]]:
+        """(qualified name, owning module, attribute) of every parameter in the tables."""
+        return [(f"{prefix}.{name}" if prefix else name, module, name)
+                for prefix, module in self.tables.named_modules()
+                for name, value in module._parameters.items() if value is not None]
+
+    @contextlib.contextmanager
+    def carrying(self):
+        """Around the side's forward call: one identity view of each shared parameter, its one use
+        in this call's graph."""
+        views = {name: getattr(module, attr).view_as(getattr(module, attr)) for name, module, attr in self._slots()}
+        self._views.append(views)
+        try:
+            yield views
+        finally:
+            self._views.pop()
+
+    def as_arguments(self) -> Dict[str, Tensor]:
+        """The running call's views as keyword arguments of a checkpointed layer (tensor arguments,
+        which the checkpoint detaches and returns gradients for)."""
+        if not self._views:
+            raise RuntimeError(f"a checkpointed layer of the {self.side} was called outside its {self.side}'s "
+                               "forward; call the encoder/decoder")
+        return {ARGUMENT_PREFIX + name: view for name, view in self._views[-1].items()}
+
+    @staticmethod
+    def take_arguments(kwargs: dict) -> Dict[str, Tensor]:
+        """Removes the shared views from a layer's keyword arguments and returns them by name."""
+        return {key[len(ARGUMENT_PREFIX):]: kwargs.pop(key) for key in list(kwargs) if key.startswith(ARGUMENT_PREFIX)}
+
+    @contextlib.contextmanager
+    def substituted(self, tensors: Dict[str, Tensor]):
+        """Inside a layer: each table reads ``tensors[name]`` in place of its parameter ``name``."""
+        slots = self._slots()
+        missing = sorted({name for name, _, _ in slots} - set(tensors))
+        if tensors and missing:
+            raise RuntimeError(f"the {self.side}'s checkpointed layer got no view of its shared parameters {missing}")
+        swapped = []
+        try:
+            for name, module, attr in slots:
+                if name in tensors:
+                    swapped.append((module, attr, module._parameters[attr]))
+                    module._parameters[attr] = tensors[name]
+            yield
+        finally:
+            for module, attr, parameter in reversed(swapped):
+                module._parameters[attr] = parameter
