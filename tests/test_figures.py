@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from helpers import build_model_from_args, parse_model_args, random_batch
+from helpers import build_model_from_args, paper_text, parse_model_args, random_batch
 from test_cli_end_to_end import run_generate
 from test_evaluation_reproduce import _value_in
 
@@ -26,9 +26,6 @@ from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTran
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINGEVAL97_EXAMPLE = os.path.join(ROOT, "tests", "data", "lingeval97_tiny.json")
-# ../shared/papers beside a checkout, or beside the directory of a worktree
-PAPERS = next((p for p in (os.path.join(ROOT, "..", "shared", "papers"), os.path.join(ROOT, "..", "..", "shared", "papers"))
-               if os.path.isdir(p)), os.path.join(ROOT, "..", "shared", "papers"))
 
 
 def panels(fig):
@@ -302,10 +299,10 @@ def test_bad_inputs_are_clear_errors(outputs, tmp_path):
 
 
 def test_paper_numbers_drawn_beside_ours_are_in_the_paper_texts():
-    hc = open(os.path.join(PAPERS, paper_numbers.HC.split(" ")[0]), encoding="utf-8").read()
+    hc = paper_text(paper_numbers.HC)
     assert all(_value_in(hc, v) for v in paper_numbers.HC_FIG3_FF_GAP.values())
     assert "with a four layer encoder and decoder" in hc and paper_numbers.HC_FIG3_LAYERS == 4
-    gpa = open(os.path.join(PAPERS, paper_numbers.GPA.split(" ")[0]), encoding="utf-8").read()
+    gpa = paper_text(paper_numbers.GPA)
     comet = paper_numbers.gpa_fig2("COMET")
     assert len(comet) == 10 and all(_value_in(gpa, v) for v in comet.values())
     # the gains Section 7.1 states: 3.5 (aPosNet, rPosNet), 2.6 (relative), 2 (Transformer), 0.9 (Shaw)

@@ -1,4 +1,4 @@
-"""Gated position-based attention (000_56daf9cf6f59e3ab.txt), Fig. 2: the COMET of each approach
+"""GPA Fig. 2: the COMET of each approach
 with and without gating, the approaches ordered by what their queries and keys see (Section 7.1).
 
 Ours come from the ``scores.<system>.json`` of ``posmix-reproduce --table gpa-6`` (or any

@@ -1,4 +1,4 @@
-"""The figures of Hard-coded Gaussian attention (001_564739f35493473d.txt), from the analysis outputs.
+"""The figures of HC, from the analysis outputs.
 
 - Fig. 2: the mean distance from each head's query to the argmax of its attention, every head of
   every layer, one panel per sublayer (``posmix-attention``'s ``argmax_distance.csv``).
