@@ -386,6 +386,8 @@ def test_gaussian_pictures_from_a_trained_checkpoint(tiny_hc_sa, tmp_path):
     figs = plot.main(["positions", os.path.join(ckpt_dir, "checkpoint_last.pt"), "--out", str(tmp_path),
                       "--positions", "8"])
     assert set(figs) == {"gaussian.encoder_self", "gaussian.decoder_self"}
+    title = figs["gaussian.encoder_self"]._suptitle.get_text()
+    assert "encoder self-attention (hc_sa_iwslt_de_en)" in title and "checkpoint" not in title  # the model, not the file
     stored = json.load(open(tmp_path / "positions.json"))
     n, m = np.meshgrid(np.arange(8), np.arange(8), indexing="ij")
     for kind, offsets in (("encoder_self", (-1, 1, -1, 1)), ("decoder_self", (-1, 0, -1, 0))):

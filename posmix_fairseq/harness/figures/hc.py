@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import style
+from matplotlib.patches import Patch  # noqa: E402  (after style: it quiets matplotlib's logger first)
 from .data import FigureInputError
 from .paper_numbers import HC_FIG3_FF_GAP, HC_FIG3_LAYERS, absent_note
 
@@ -45,6 +46,9 @@ def fig2(rows: List[Dict], out_dir: str, formats=style.FORMATS, value: str = "me
             ax.set_xticks(x, [f"{r['layer']}.{r['head']}" for r in mine], rotation=90)
             ax.set_xlabel("layer.head")
             ax.set_title(SUBLAYER_TITLES[kind])
+        layers = sorted({r["layer"] for r in rows if r["sublayer"] in kinds})
+        fig.legend([Patch(color=style.colour(li - 1)) for li in layers], [f"layer {li}" for li in layers],
+                   loc="outside right upper", title="bar colour")
         axes[0][0].set_ylabel({"mean_argmax_distance": "argmax distance (key - query)",
                                "mean_abs_distance": "|argmax distance|",
                                "off_diagonal_share": "share with |distance| >= 2"}.get(value, value))
