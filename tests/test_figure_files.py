@@ -57,3 +57,15 @@ def test_hc_fig2_has_a_legend_for_the_layer_colours(tmp_path):
         tuple(matplotlib.colors.to_rgba(style.colour(i))) for i in range(3)]
     bars = fig.axes[0].patches
     assert tuple(bars[2].get_facecolor()) == tuple(matplotlib.colors.to_rgba(style.colour(1)))  # layer 2, head 1
+
+
+def test_a_partial_grid_is_said_on_the_figure(tmp_path):
+    from posmix_fairseq.harness.evaluation.paper_tables import TABLES
+    from posmix_fairseq.harness.figures import gpa
+
+    labels = [s.label for s in TABLES["gpa-6"].systems]
+    some = {labels[0]: 30.0, labels[1]: 31.0}
+    note = gpa.fig2(some, str(tmp_path), ["png"], metric="BLEU").texts[-1].get_text()
+    assert f"Partial grid: ours has 2 of the {len(labels)} systems of gpa-6 (missing: {labels[2]};" in note
+    full = gpa.fig2({label: 30.0 for label in labels}, str(tmp_path), ["png"], metric="BLEU")
+    assert "Partial grid" not in full.texts[-1].get_text()

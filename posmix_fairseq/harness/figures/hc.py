@@ -21,7 +21,7 @@ import numpy as np
 
 from . import style
 from matplotlib.patches import Patch  # noqa: E402  (after style: it quiets matplotlib's logger first)
-from .data import FigureInputError
+from .data import FigureInputError, partial_note
 from .paper_numbers import HC_FIG3_FF_GAP, HC_FIG3_LAYERS, absent_note
 
 SUBLAYER_TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
@@ -221,7 +221,8 @@ def fig7(values: Dict[str, float], out_dir: str, formats=style.FORMATS, metric: 
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_title("where to add cross-attention heads")
         ax.legend()
-        style.note(fig, "HC Fig. 7 (WMT16 En-Ro in the paper). " + absent_note("hc-fig7"))
+        style.note(fig, "HC Fig. 7 (WMT16 En-Ro in the paper). " + absent_note("hc-fig7")
+                   + partial_note("hc-fig7", values))
         style.save(fig, out_dir, "hc_fig7", formats)
     return fig
 
