@@ -5,14 +5,14 @@ setup(
     version="0.1.0",
     description="Position-based token mixing for fairseq NMT: aPosNet/rPosNet, Shaw, relative attention",
     packages=find_packages(include=["posmix_fairseq", "posmix_fairseq.*"]),
-    python_requires=">=3.10",
-    # fairseq-fixed provides the `fairseq` import package on Python 3.11; never list plain
-    # `fairseq` (pip would fetch 0.12.2, which does not import on 3.11). torch is pinned in
-    # constraints.txt: scripts/setup.sh installs the whole stack in a working order.
-    # Triton (posmix_fairseq.kernels) has wheels for Linux x86-64 only; >= 3.6 covers torch 2.11 (3.6.0)
-    # and torch 2.13 (3.7.1, pinned in constraints.txt).
-    install_requires=["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece", "sacremoses", "matplotlib", "tensorboardX",
-                      "triton>=3.6,<4; platform_system == 'Linux' and platform_machine == 'x86_64'"],
+    # Tested on CPython 3.11 (CPU, torch 2.13) and 3.12 (CUDA, torch 2.11).
+    python_requires=">=3.11,<3.13",
+    # torch and fairseq are NOT requirements: pip would replace the environment's own (a CUDA torch,
+    # a lab's fairseq fork or git checkout). `python -m posmix_fairseq.environment` checks them and
+    # says what to install; scripts/install.sh installs only what is missing; scripts/setup.sh builds
+    # the whole tested stack (torch 2.13.0, fairseq-fixed 0.12.3.1: constraints.txt) in .venv. Never
+    # list plain `fairseq` anywhere: pip would fetch 0.12.2, which does not import on Python 3.11.
+    install_requires=["sacrebleu>=2", "sentencepiece", "sacremoses", "matplotlib", "tensorboardX"],
     entry_points={"console_scripts": [
         "posmix-score=posmix_fairseq.harness.evaluation.score:cli",
         "posmix-average=posmix_fairseq.harness.evaluation.average:cli",
@@ -33,5 +33,8 @@ setup(
         "posmix-forward-time=posmix_fairseq.harness.evaluation.forward_time:cli",
         "posmix-ngram-orders=posmix_fairseq.harness.evaluation.ngram_orders:cli",
     ]},
-    extras_require={"eval": ["unbabel-comet==2.2.7", "bleurt-pytorch==0.0.1"], "test": ["pytest"]},
+    # triton: the GPU kernels (posmix_fairseq.kernels runs without it); Linux x86-64 wheels only, and the
+    # version must be the one the installed torch requires (3.6 for torch 2.11, 3.7.1 for torch 2.13).
+    extras_require={"eval": ["unbabel-comet==2.2.7", "bleurt-pytorch==0.0.1"], "test": ["pytest"],
+                    "triton": ["triton>=3.6,<4; platform_system == 'Linux' and platform_machine == 'x86_64'"]},
 )

@@ -1,6 +1,6 @@
 """``posmix-freeze IN.pt OUT.pt [--max-positions N | SOURCE,TARGET]``: a trained checkpoint -> a search-time one.
 
-Gated position-based attention (000_56daf9cf6f59e3ab.txt), Sections 4.1-4.2 and Table 8: the
+GPA Sections 4.1-4.2 and Table 8: the
 energies of aPosNet (Eq. 8) and rPosNet (Eqs. 9-10) depend on positions only, so after training
 each such sublayer's energy is replaced by its table (aPosNet H x N_q x N_k, rPosNet H x N_q x
 (2K+1), indexed by floor(gamma n) in cross-attention), and W^Q, W^K, the n~ / m~ tables and

@@ -1,4 +1,4 @@
-"""gamma, the length ratio of cross-attention (Gated position-based attention, Section 4.2):
+"""gamma, the length ratio of cross-attention (GPA Section 4.2):
 average source length / average target length over the binarized training set."""
 import logging
 import os

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The main job: data -> fairseq-preprocess -> fairseq-train -> posmix-freeze -> fairseq-generate ->
 sacreBLEU, for a small Transformer and a small rPosNet, then the search-time (frozen) rPosNet made
-from the trained one (Gated position-based attention, Sections 4.1-4.2), with a side-by-side table:
+from the trained one (GPA Sections 4.1-4.2), with a side-by-side table:
 scores, parameters at training and at search, decoding tokens/s (fairseq-generate's own count),
 and how many of the frozen model's translations equal the trained model's.
 

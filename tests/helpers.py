@@ -52,3 +52,22 @@ def run_generate(data, checkpoint, *extra, beam=4):
            "--required-batch-size-multiple", "1", *extra]
     env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+
+# The papers' texts on the development machine: ../shared/papers beside a checkout, or beside the
+# directory of a worktree; tests that read them skip where they are absent.
+PAPER_FILES = {"GPA": "000_56daf9cf6f59e3ab.txt", "HC": "001_564739f35493473d.txt", "PEA": "002_a771f701453efe8f.txt",
+               "RecPE": "003_b81e1389b968ba82.txt", "PosNet": "004_4d10d0edac194ef1.txt"}
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAPERS_DIR = next((p for p in (os.path.join(_ROOT, "..", "shared", "papers"), os.path.join(_ROOT, "..", "..", "shared", "papers"))
+                   if os.path.isdir(p)), os.path.join(_ROOT, "..", "shared", "papers"))
+
+
+def paper_text(citation):
+    """The text of the paper a citation such as ``paper_tables.GPA`` ("GPA: Schmidt and ...") names."""
+    import pytest
+    path = os.path.join(PAPERS_DIR, PAPER_FILES[citation.split(":")[0]])
+    if not os.path.isfile(path):
+        pytest.skip(f"the paper texts are not here ({PAPERS_DIR})")
+    with open(path, encoding="utf-8") as f:
+        return f.read()

@@ -9,12 +9,12 @@ import shlex
 import pytest
 from conftest import parse_model_args  # fairseq's own parser with the plugin, as fairseq-train builds it
 from fairseq.models import ARCH_MODEL_REGISTRY
+from helpers import paper_text
 
 from posmix_fairseq.harness.evaluation import reproduce
 from posmix_fairseq.harness.evaluation.paper_tables import TABLES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAPERS = os.path.join(ROOT, "..", "shared", "papers")
 SUFFIX = {("gpa", "small"): "iwslt_de_en", ("hc", "small"): "iwslt_small", ("*", "small"): "iwslt_de_en",
           ("*", "base"): "wmt_en_de", ("*", "big"): "wmt_en_de_big"}
 
@@ -54,7 +54,7 @@ def _value_in(text, v):
 @pytest.mark.parametrize("name", [n for n, t in sorted(TABLES.items()) if t.reported])
 def test_reported_numbers_are_in_the_paper_text(name):
     table = TABLES[name]
-    text = open(os.path.join(PAPERS, table.paper.split(" ")[0]), encoding="utf-8").read()
+    text = paper_text(table.paper)
     missing = [(lbl, c, v) for lbl, cols in table.reported.items() for c, v in cols.items() if not _value_in(text, v)]
     assert not missing
     assert set(table.reported) <= {s.label for s in table.systems}

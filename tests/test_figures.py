@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from helpers import build_model_from_args, parse_model_args, random_batch
+from helpers import build_model_from_args, paper_text, parse_model_args, random_batch
 from test_cli_end_to_end import run_generate
 from test_evaluation_reproduce import _value_in
 
@@ -26,9 +26,6 @@ from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTran
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINGEVAL97_EXAMPLE = os.path.join(ROOT, "tests", "data", "lingeval97_tiny.json")
-# ../shared/papers beside a checkout, or beside the directory of a worktree
-PAPERS = next((p for p in (os.path.join(ROOT, "..", "shared", "papers"), os.path.join(ROOT, "..", "..", "shared", "papers"))
-               if os.path.isdir(p)), os.path.join(ROOT, "..", "shared", "papers"))
 
 
 def panels(fig):
@@ -302,10 +299,10 @@ def test_bad_inputs_are_clear_errors(outputs, tmp_path):
 
 
 def test_paper_numbers_drawn_beside_ours_are_in_the_paper_texts():
-    hc = open(os.path.join(PAPERS, paper_numbers.HC.split(" ")[0]), encoding="utf-8").read()
+    hc = paper_text(paper_numbers.HC)
     assert all(_value_in(hc, v) for v in paper_numbers.HC_FIG3_FF_GAP.values())
     assert "with a four layer encoder and decoder" in hc and paper_numbers.HC_FIG3_LAYERS == 4
-    gpa = open(os.path.join(PAPERS, paper_numbers.GPA.split(" ")[0]), encoding="utf-8").read()
+    gpa = paper_text(paper_numbers.GPA)
     comet = paper_numbers.gpa_fig2("COMET")
     assert len(comet) == 10 and all(_value_in(gpa, v) for v in comet.values())
     # the gains Section 7.1 states: 3.5 (aPosNet, rPosNet), 2.6 (relative), 2 (Transformer), 0.9 (Shaw)
@@ -389,6 +386,8 @@ def test_gaussian_pictures_from_a_trained_checkpoint(tiny_hc_sa, tmp_path):
     figs = plot.main(["positions", os.path.join(ckpt_dir, "checkpoint_last.pt"), "--out", str(tmp_path),
                       "--positions", "8"])
     assert set(figs) == {"gaussian.encoder_self", "gaussian.decoder_self"}
+    title = figs["gaussian.encoder_self"]._suptitle.get_text()
+    assert "encoder self-attention (hc_sa_iwslt_de_en)" in title and "checkpoint" not in title  # the model, not the file
     stored = json.load(open(tmp_path / "positions.json"))
     n, m = np.meshgrid(np.arange(8), np.arange(8), indexing="ij")
     for kind, offsets in (("encoder_self", (-1, 1, -1, 1)), ("decoder_self", (-1, 0, -1, 0))):

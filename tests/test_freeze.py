@@ -1,4 +1,4 @@
-"""Search-time checkpoints (posmix-freeze; GPA 000_56daf9cf6f59e3ab.txt Sections 4.1-4.2, Table 8).
+"""Search-time checkpoints (posmix-freeze; GPA Sections 4.1-4.2, Table 8).
 
 The frozen model is checked against the trained model it came from (log-probs within 1e-5), against
 the exactness suite of every arch, and its parameter counts against the paper's Table 8 formulas,

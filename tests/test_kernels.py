@@ -1,5 +1,5 @@
 """posmix_fairseq.kernels: every implementation equals the dense reference, the dense references
-equal the definitions (Gated position-based attention, Eqs. 8-10 written as loops; Eq. 4 written
+equal the definitions (GPA Eqs. 8-10 written as loops; Eq. 4 written
 out), the decoding state equals causal dense mixing, and bad input or an impossible backend gets a
 clear error.
 

@@ -92,7 +92,7 @@ def test_shaw_value_term_equals_direct_sum():
         torch.testing.assert_close(term[0, :, n], expected, atol=1e-6, rtol=1e-5)
 
 
-# Table 8 of Gated position-based attention (000_56daf9cf6f59e3ab.txt), training column, per attention
+# GPA Table 8, training column, per attention
 # layer: Transformer 4D^2, Shaw K^D + 4D^2, aPosNet 5D^2 (gated), rPosNet K^D + 4D^2 (gated), with
 # K^ = 2K + 1. Rel. self-attention (Section 7.2, Table 6) is Shaw without W^K: K^D + 3D^2. The paper
 # counts weight matrices only; the layers also hold a bias per D x D map and, gated, Eq. 4's W^G and

@@ -2,7 +2,7 @@
 
 Models are built on torch's meta device (no memory, about 0.05 s each after the first).
 
-Gated position-based attention (GPA, /work/shared/papers/000_56daf9cf6f59e3ab.txt):
+GPA:
 vocabularies from its Table 1 with shared embeddings (its totals need them): En->De 44k joint
 (Transformer Base then counts 66.67M vs the table's 66.5M), De->En 10k joint; En->Zh 32k source /
 45k target, separate and with an untied output projection (Transformer 106.6M vs 107M). Each
@@ -10,7 +10,7 @@ total must be within 1%, and each row's difference to the same table's Transform
 rounding of the two printed totals: 0.1M for Base and Small (printed to 0.1M), 1M for Big and
 Table 7 (printed to 1M).
 
-PosNet (/work/shared/papers/004_4d10d0edac194ef1.txt) Table 1: the vocabulary (40k BPE) does not
+PosNet Table 1: the vocabulary (40k BPE) does not
 reproduce the SAPE total (a 40k joint dictionary gives 64.6M vs 63.08M), so rows are compared as
 differences to its SAPE row.
 

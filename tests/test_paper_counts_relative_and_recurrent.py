@@ -4,9 +4,8 @@ within 1% where the paper gives the vocabulary; differences to the paper's Trans
 compared within the rounding of the printed totals. Models are built on the meta device (shapes
 only, no memory, no initialisation cost).
 
-Papers (/work/shared/papers/): GPA = Gated position-based attention (000_56daf9cf6f59e3ab.txt),
-APE = Analysis of positional encodings (002_a771f701453efe8f.txt), RPE = Recurrent positional
-embedding (003_b81e1389b968ba82.txt).
+Papers (docs/papers.md): GPA, PEA (the positional-encoding analysis) and RecPE (recurrent positional
+embedding).
 """
 import argparse
 import math
@@ -93,7 +92,7 @@ def test_gpa_totals_exclude_the_shared_and_the_two_table_readings():
         assert abs(diff - 0.2) > 0.1, flags
 
 
-# ---- APE: relative variants and the LSTM positional encoding --------------------------------------
+# ---- PEA: relative variants and the LSTM positional encoding --------------------------------------
 # Section 4.1: Base (d_model 512, d_ff 2048, 8 heads, 6 layers); "Source embeddings, target embeddings
 # and target projection matrices are not shared"; K = 16 ("clipping distance of 16").
 def test_ape_relative_variants_parameter_claims():
@@ -113,7 +112,7 @@ def test_ape_relative_variants_parameter_claims():
 
 
 def test_ape_relative_sinusoids_are_the_first_d_k_dims_of_the_d_model_encoding():
-    """APE Eqs. 8-9 with Eqs. 1-2: a^K_{j'-j} = [PE_{clip(j'-j),1}, ..., PE_{clip(j'-j),d_k}],
+    """PEA Eqs. 8-9 with Eqs. 1-2: a^K_{j'-j} = [PE_{clip(j'-j),1}, ..., PE_{clip(j'-j),d_k}],
     PE_{p,2i} = sin(p / 10000^(2i/d_model)), PE_{p,2i+1} = cos(p / 10000^(2i/d_model))."""
     d_model, heads, k = 512, 8, 16
     d_k = d_model // heads
@@ -138,7 +137,7 @@ def test_ape_lstm_positional_encoding_adds_about_20_percent(pair, vocab):
     assert 0.15 <= (lstm - transformer) / transformer <= 0.25, (pair, (lstm - transformer) / transformer)
 
 
-# ---- RPE: WMT14 En->De Base, "#Param" column --------------------------------------------------------
+# ---- RecPE: WMT14 En->De Base, "#Param" column --------------------------------------------------------
 # Transformer(Base) 97.35M, +RPEHead 97.84M, +MPRHead 97.72M. The vocabulary is not given: differences
 # (+0.49M, +0.37M; printed to 0.01M). d_r = t D / H is tuned per model in the paper (its "Dimension"
 # figure), not stated for these rows: t = 3 (RPEHead) and 2 (MPRHead) with the default GRU cell are the
@@ -163,7 +162,7 @@ def test_rpe_first_layer_is_multi_head_attention_and_adds_only_the_recurrent_par
 
 
 def test_rpe_sinusoids_interleave_sine_and_cosine_so_every_head_slice_has_both():
-    """RPE Eq. 2: pe_(j,2i) = sin(j / 10000^(2i/d_p)), pe_(j,2i+1) = cos(j / 10000^(2i/d_p))."""
+    """RecPE Eq. 2: pe_(j,2i) = sin(j / 10000^(2i/d_p)), pe_(j,2i+1) = cos(j / 10000^(2i/d_p))."""
     opts = {o: kw["default"] for o, kw in RPE_OPTIONS.items()}
     opts["rpe-heads"] = 2
     module = POSITION_ENCODING_REGISTRY.get("mprhead", "x").builder(
@@ -179,7 +178,7 @@ def test_rpe_sinusoids_interleave_sine_and_cosine_so_every_head_slice_has_both()
 # ---- checkpoints stored without the readings marker -----------------------------------------------
 def test_arguments_stored_without_the_readings_marker_rebuild_their_shapes():
     """Stored arguments lack the posmix_paper_readings marker: the upgrade restores the old
-    layouts (shared relative tables with a^V, RPE's head-sliced first layer with t = 1, the LSTM at
+    layouts (shared relative tables with a^V, RecPE's head-sliced first layer with t = 1, the LSTM at
     D/2 | D units without projection), so their weights load unchanged."""
     shapes = {}
     for arch in ("shaw_iwslt_de_en", "rpehead_iwslt_de_en", "lstmpe_iwslt_de_en", "shaw_sin_iwslt_de_en"):

@@ -179,7 +179,7 @@ def test_rpe_backward_and_bidirectional_read_the_sentence_right_to_left():
 
 
 def test_rpehead_first_layer_is_the_transformers_multi_head_attention():
-    """RPE Eqs. 4-5: O_h = Att(Q W^Q_h, K W^K_h, V W^V_h) with Q, K, V from all of T (or M): the
+    """RecPE Eqs. 4-5: O_h = Att(Q W^Q_h, K W^K_h, V W^V_h) with Q, K, V from all of T (or M): the
     first layer is the side's own self-attention, so every head sees P and R."""
     model, d = build_model(["--arch", "rpehead_iwslt_de_en", "--encoder-rpe-heads", "1"])
     assert type(model.encoder.layers[0].self_attn).__name__ == "MultiheadAttention"

@@ -1,4 +1,4 @@
-"""APE's learning-rate schedule (validation_plateau: x0.9 after 6 validations without improvement, 8
+"""PEA's learning-rate schedule (validation_plateau: x0.9 after 6 validations without improvement, 8
 validations per epoch) against a simulation of fairseq-train's own order of calls, and the checkpoint
 window (translation_window) that keeps only what the final average can use. No training: fast."""
 import os
@@ -55,7 +55,7 @@ def simulate(scheduler, losses, updates_per_epoch, interval):
 
 
 def test_the_rate_shrinks_at_the_sixth_validation_without_improvement_every_time():
-    interval, per_epoch = 10, 80  # 8 validations per epoch (APE 4.1)
+    interval, per_epoch = 10, 80  # 8 validations per epoch (PEA 4.1)
     losses = [5.0 - 0.1 * i for i in range(10)] + [4.5] * 14 + [3.0] + [3.5] * 7
     scheduler, _ = make_scheduler(interval)
     lrs = simulate(scheduler, losses, per_epoch, interval)

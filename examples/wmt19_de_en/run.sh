@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# WMT19 De->En as the Analysis of positional encodings (APE) paper, Section 4: 50k joint BPE, base model,
+# WMT19 De->En as the Analysis of positional encodings (PEA) paper, Section 4: 50k joint BPE, base model,
 # lr 3e-4 without warmup, x0.9 after 6 validations without improvement, 8 validations per epoch,
 # 4700 tokens, training sentences <= 100 tokens, unshared embeddings; newstest2015 dev, newstest2018 test.
 # newstest_all (2008-2018 without 2015) is downloaded too: TEST_SET=newstest_all, and the stages

@@ -31,7 +31,7 @@ class SinusoidalPositionTable(nn.Module):
 
     ``layout`` ``concatenated``: fairseq's [sin | cos] (:func:`sinusoidal_encoding`);
     ``interleaved``: PE_{p,2i} = sin(p / 10000^(2i/D)), PE_{p,2i+1} = cos(p / 10000^(2i/D)), the
-    layout of Vaswani et al. (2017) and of the released code of Gated position-based attention
+    layout of Vaswani et al. (2017) and of the released code of GPA
     (:func:`interleaved_sinusoids`).
     """
 
@@ -73,7 +73,7 @@ class LearnedPositionTable(nn.Module):
 class SharedPositionTables:
     """Absolute position tables shared by all layers of an encoder or a decoder.
 
-    Gated position-based attention, Section 4.1: the position representations n~, m~ are shared
+    GPA Section 4.1: the position representations n~, m~ are shared
     across layers; only W^Q, W^K are per layer. The holder is a plain object (not a Module) so
     that mixers can reference it without registering the tables once per layer; the owner
     registers ``self.tables`` as its submodule.
@@ -115,7 +115,7 @@ RELATIVE_SINUSOIDS = ("d-model", "head")
 
 def interleaved_sinusoids(positions: Tensor, dim: int, d_model: int) -> Tensor:
     """The first ``dim`` dimensions of the d_model-dimensional sinusoidal encoding in the papers'
-    layout (Analysis of positional encodings, 002_a771f701453efe8f.txt, Eqs. 1-2; Vaswani et al.
+    layout (PEA Eqs. 1-2; Vaswani et al.
     2017): PE_{p,2i} = sin(p / 10000^(2i/d_model)), PE_{p,2i+1} = cos(p / 10000^(2i/d_model)),
     so every pair of dimensions is the sine and cosine of one frequency."""
     i = torch.arange((dim + 1) // 2, dtype=torch.float32, device=positions.device)
@@ -129,10 +129,10 @@ class RelativePositionTable(nn.Module):
 
     ``heads``:
       - ``sliced``: one D-dim vector per distance, head h uses slice h (D_h dims) of it: (2K+1) D
-        parameters per table (Gated position-based attention, 000_56daf9cf6f59e3ab.txt, Table 8:
+        parameters per table (GPA Table 8:
         (2K+1) D + 4D^2 for Shaw and rPosNet; Tables 2, 3, 6 need it);
       - ``shared``: one D_h-dim vector per distance shared by all heads, (2K+1) D_h parameters
-        (Shaw et al. 2018, Section 3.2; Analysis of positional encodings, Section 3.2: "the
+        (Shaw et al. 2018, Section 3.2; PEA Section 3.2: "the
         distance terms are shared across attention heads").
 
     ``kind`` ``learned``, or ``sinusoidal`` (no parameters; Analysis of positional encodings,

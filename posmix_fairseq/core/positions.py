@@ -41,7 +41,7 @@ def relative_distance(query_positions: Tensor, key_positions: Tensor, length_rat
 def clipped_relative_index(query_positions: Tensor, key_positions: Tensor, length_ratio: float, k: int) -> Tensor:
     """Index in [0, 2K] of the clipped distance clip(floor(gamma * n) - m, K) + K.
 
-    Gated position-based attention (000_56daf9cf6f59e3ab.txt), Eq. 10 (rPosNet):
+    GPA Eq. 10 (rPosNet):
     d_nm = Emb_rel(clip(floor(gamma n) - m, K)); gamma = 1 for self-attention. The same convention
     (query minus key) is used for Shaw et al. (2018) relative positions.
 

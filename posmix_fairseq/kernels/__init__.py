@@ -2,8 +2,8 @@
 
 Imports without fairseq (only torch; Triton when installed). Every primitive takes
 ``backend=None|"auto"|"torch"|"triton"`` (see :mod:`.dispatch`; also :func:`set_backend` and
-the ``POSMIX_KERNELS`` environment variable). The equations are those of "Gated position-based
-attention" (/work/shared/papers/000_56daf9cf6f59e3ab.txt): Eq. 8 (aPosNet), Eqs. 9-10 (rPosNet),
+the ``POSMIX_KERNELS`` environment variable). The equations are those of GPA (docs/papers.md):
+Eq. 8 (aPosNet), Eqs. 9-10 (rPosNet),
 Eq. 4 (gating).
 
 Conventions of the mixing primitives: ``values`` (B, H, S, Dh) are LEFT-ALIGNED (key slot m is

@@ -1,6 +1,6 @@
 """aPosNet mixing from a table of position energies: the dense PyTorch reference.
 
-Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt), Eq. 8: the energy
+GPA Eq. 8: the energy
 of query n and key m is (W^Q n~)(W^K m~)^T / sqrt(D_h), a function of the two absolute positions
 only, so a table E (H, Pq, Pk) holds every energy (the search-time table of Section 4.1, or
 computed from the parameters during training). Keys are left-aligned: slot m is position m.

@@ -48,7 +48,7 @@ def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, value
 
 
 def centres(query_positions: Tensor, length_ratio: float) -> Tensor:
-    """floor(gamma * p) (Gated position-based attention, Eq. 10), in float64 like
+    """floor(gamma * p) (GPA Eq. 10), in float64 like
     ``posmix_fairseq.core.positions.relative_distance``; gamma = 1 returns the positions."""
     if length_ratio <= 0:
         raise ValueError(f"length_ratio (gamma) must be > 0, got {length_ratio}")

@@ -1,6 +1,6 @@
 """One decoding step of rPosNet decoder self-attention with a constant-size state.
 
-Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt), Eq. 10 with
+GPA Eq. 10 with
 gamma = 1 and causal keys: the query at position t sees key t - i at distance i. Distances
 0..K-1 have their own energies (index K + i of the table row of position t); every key at
 distance >= K shares index 2K. So a step needs only the last K values, the sum of the older ones

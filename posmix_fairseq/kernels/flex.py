@@ -2,7 +2,7 @@
 a user would write instead of this package's kernels, measured against them by posmix-bench-gpu.
 
 FlexAttention computes softmax(score_mod(q.k / sqrt(d))) V over the keys a block mask allows. The
-position energies of Gated position-based attention do not depend on token content, so the
+position energies of GPA do not depend on token content, so the
 ``score_mod`` ignores the q.k score and returns the table entry (the queries and keys handed to
 FlexAttention are zeros of the smallest head size it accepts, 16, so that the unused q.k costs
 least):

@@ -1,10 +1,10 @@
-"""The gating epilogue of Gated position-based attention, Eq. 4 (PyTorch reference):
+"""The gating epilogue of GPA Eq. 4 (PyTorch reference):
 
     v_m = LayerNorm(GeLU(W^V x_m))            gelu_layernorm_reference(W^V x, weight, bias, eps)
     c_n * GeLU(W^G y_n)                       gelu_gate_reference(c, W^G y)
 
 GeLU is the exact (erf) form, as ``torch.nn.functional.gelu`` by default
-(/work/shared/papers/000_56daf9cf6f59e3ab.txt, Section 2.3).
+(GPA Section 2.3).
 """
 import torch.nn.functional as F
 from torch import Tensor

@@ -1,6 +1,6 @@
 """rPosNet mixing from a table of position energies: dense reference and O(K) window form.
 
-Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt), Eqs. 9-10: the
+GPA Eqs. 9-10: the
 energy of query n and key m is e(n, clip(floor(gamma n) - m, K)), a function of the query
 position and the clipped distance only, so a table E (H, Pq, 2K+1) indexed by query position
 and j = clip(floor(gamma p) - m, -K, K) + K holds every energy (the search-time table of Section

@@ -1,6 +1,6 @@
 """Triton kernels of aPosNet mixing from an energy table, forward and backward (flash-style).
 
-Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt), Eq. 8 with the
+GPA Eq. 8 with the
 energies read from a table E (H, Pq, Pk) instead of a Q K^T product: a program owns BLOCK_T
 queries of one (batch row, head) and walks the key blocks with an online softmax (running max
 and denominator in fp32), P V by ``tl.dot`` with fp32 accumulation. Backward: a key-major kernel

@@ -1,4 +1,4 @@
-"""Triton kernels of the gating epilogue (Gated position-based attention, Eq. 4), forward and
+"""Triton kernels of the gating epilogue (GPA Eq. 4), forward and
 backward, fp32 arithmetic whatever the storage dtype:
 
     gelu_layernorm: y = LayerNorm(GeLU(x))       one program per BLOCK_R rows of D features

@@ -1,7 +1,7 @@
 """Triton kernels of rPosNet mixing in the window + far-sum form, forward and backward.
 
 Same math as :func:`posmix_fairseq.kernels.relative_mixing.relative_mixing_window` (see its
-module docstring; Gated position-based attention, Eqs. 9-10). One program handles BLOCK_T queries
+module docstring; GPA Eqs. 9-10). One program handles BLOCK_T queries
 of one (batch row, head):
 
 - the maximum over each query's band and far energies comes from one (BLOCK_T, 2K+1) tile of its

@@ -1,4 +1,4 @@
-"""``aposnet``: aPosNet of Gated position-based attention (000_56daf9cf6f59e3ab.txt), Eq. 8.
+"""``aposnet``: aPosNet of GPA Eq. 8.
 The energies depend on positions only, never on token content:
 
     e_nm = (W^Q n~)(W^K m~)^T / sqrt(D_h)

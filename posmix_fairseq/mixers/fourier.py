@@ -1,4 +1,4 @@
-"""``fourier``: FourierNet, Gated position-based attention Eq. 11 (after FNet, Lee-Thorp et al. 2021).
+"""``fourier``: FourierNet, GPA Eq. 11 (after FNet, Lee-Thorp et al. 2021).
 
     c_n = Re( sum_m exp(-2 pi i n m / L) v_m ) = sum_m cos(2 pi n m / L) v_m,   v_m = W^V x_m
     out_n = W^O c_n

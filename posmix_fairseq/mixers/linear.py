@@ -1,4 +1,4 @@
-"""``linear``: LinearNet, Gated position-based attention Eq. 13; gLinearNet = LinearNet + Eq. 4.
+"""``linear``: LinearNet, GPA Eq. 13; gLinearNet = LinearNet + Eq. 4.
 
     c_n^h = sum_m W^h[n, m] v_m^h,   v_m = W^V x_m,   out_n = W^O c_n
 

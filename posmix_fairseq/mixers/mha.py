@@ -1,7 +1,7 @@
 """``mha``: the Transformer's multi-head attention (Vaswani et al. 2017), the baseline.
 
 Ungated, it is fairseq's own ``MultiheadAttention`` (bit-identical to ``--arch transformer``).
-Gated (Gated position-based attention, Table 6 "Transformer + gating"), it is content energies
+Gated (GPA Table 6 "Transformer + gating"), it is content energies
 e_nm = (W^Q y_n)(W^K x_m)^T / sqrt(D_h) inside :class:`EnergyMixingAttention` with Eq. 4.
 """
 from fairseq.modules import MultiheadAttention

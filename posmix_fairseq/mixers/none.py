@@ -1,4 +1,4 @@
-"""``none``: the sublayer removed (Hard-coded Gaussian attention, Section 5: BASE/-SA, SH-X/-SA).
+"""``none``: the sublayer removed (HC Section 5: BASE/-SA, SH-X/-SA).
 
 The mixer contributes nothing, and the posmix layers replace that sublayer's LayerNorm by the
 identity, so ``x + 0`` passes through unchanged: exactly a layer without the sublayer.

@@ -1,4 +1,4 @@
-"""``relattn``: token-position relative attention (Gated position-based attention, Section 7.2):
+"""``relattn``: token-position relative attention (GPA Section 7.2):
 queries from token content, keys from relative positions only (token-position interactions):
 
     e_nm = (W^Q y_n)(a^K_nm)^T / sqrt(D_h)

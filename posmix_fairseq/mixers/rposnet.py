@@ -1,4 +1,4 @@
-"""``rposnet``: rPosNet of Gated position-based attention (000_56daf9cf6f59e3ab.txt), Eqs. 9-10.
+"""``rposnet``: rPosNet of GPA Eqs. 9-10.
 The energies depend on positions only, never on token content:
 
     e_nm = (W^Q n~)(d~_nm)^T / sqrt(D_h),    d~_nm = Emb_rel(clip(floor(gamma n) - m, K))

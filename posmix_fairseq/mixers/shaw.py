@@ -11,7 +11,7 @@ head h uses slice h; 4(D^2 + D) + 2(2K + 1) D). Variants: K-only (``--S-shaw-val
 a^V term omitted: 4(D^2 + D) + (2K + 1) D_h shared, 4(D^2 + D) + (2K + 1) D sliced: GPA Table 8's
 "(2K+1) D + 4D^2", the reading of the ``shaw_<size>`` archs) and relative sinusoidal
 (``--S-position-table sinusoidal``: a^K, a^V are the first D_h dims of the D-dim sinusoidal
-encoding of the clipped distance, Analysis of positional encodings Eqs. 8-9; no parameters).
+encoding of the clipped distance, PEA Eqs. 8-9; no parameters).
 """
 from torch import nn
 

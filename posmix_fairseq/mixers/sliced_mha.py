@@ -1,6 +1,6 @@
 """``sliced_mha``: multi-head attention whose head h is computed from slice h of its input.
 
-Recurrent positional embedding (Chen et al. 2019), Eqs. 4-5: the input of self-attention is
+RecPE (Chen et al. 2019) Eqs. 4-5: the input of self-attention is
 m_j = [P : R] (RPEHead) or [p^1 : r^1, ..., p^H : r^H] (MPRHead), and head h attends with
 queries, keys and values projected from its own D/H-dimensional slice of m_j:
 
@@ -36,7 +36,7 @@ class HeadSlicedLinear(nn.Module):
 
 
 @register_mixer("sliced_mha", gated_by_default=False, uses_positions=False,
-                description="multi-head attention with head h computed from input slice h (RPE Eqs. 4-5)")
+                description="multi-head attention with head h computed from input slice h (RecPE Eqs. 4-5)")
 def build_sliced_mha(spec: MixerSpec):
     if spec.kdim != spec.embed_dim:
         raise ValueError(f"{spec.flag('mixer')} sliced_mha needs equal key and model dims "

@@ -1,6 +1,6 @@
 """Adaptive-T5 (AT5): the soft, learnable bucketing of Wu, Zhang, Mao & Chen (2021), "On scalar
 embedding of relative positions in attention models" (AAAI), the AT5 baseline of the PosNet paper
-(/work/shared/papers/004_4d10d0edac194ef1.txt, Table 1 "Adaptive-T5").
+(PosNet Table 1 "Adaptive-T5").
 
 T5 maps a distance to one of B hard, log-spaced buckets and looks up a scalar per bucket and head.
 Wu et al. replace the hard bucket by a soft one and the lookup by a small MLP, per head h and per

@@ -1,7 +1,7 @@
 """Named architectures: one readable table of (name -> flag defaults).
 
 ``<variant>_<size>`` for every variant and size below; every flag stays overridable on the
-command line. Sizes follow Gated position-based attention, Section 5.1:
+command line. Sizes follow GPA Section 5.1:
 Small (``iwslt_de_en``) = Base with FFN 1024 and dropout 0.3; Base (``wmt_en_de``);
 Big (``wmt_en_de_big``). K = 16 for Small/Base and 8 for Big.
 """
@@ -115,7 +115,7 @@ VARIANTS = {
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
 }
 
-# The released code of Gated position-based attention (github.com/apptek/posnet-position_based_attention, its
+# The released code of GPA (github.com/apptek/posnet-position_based_attention, its
 # models/posnet/models/posnet.py, pytorchmt/ and configs models/posnet/configs/posnet*.yaml) builds its models
 # differently from the paper's reading above; the *_released archs build them as it does (docs/choices.md,
 # "The released GPA code").
@@ -156,9 +156,9 @@ def rpe_heads(t):
     return {side.attr("rpe-heads"): per_side(side) for side in SIDES}
 
 
-# The relative-embedding layout of each arch's paper, and the RPE widths (docs/choices.md). GPA counts (2K+1) D per layer for Shaw, rPosNet and relative attention
+# The relative-embedding layout of each arch's paper, and the RecPE widths (docs/choices.md). GPA counts (2K+1) D per layer for Shaw, rPosNet and relative attention
 # (Table 8; Tables 2, 3, 6), with no a^V term in its Shaw (its totals exclude one); the positional-
-# encoding analysis shares the relative vectors across heads, as Shaw et al. do. RPE: t = 3 (RPEHead)
+# encoding analysis shares the relative vectors across heads, as Shaw et al. do. RecPE: t = 3 (RPEHead)
 # and 2 (MPRHead) come closest to the paper's +0.49M / +0.37M at Base.
 PAPER_LAYOUTS = {
     "rposnet": both_sides(self_relative_embedding_heads="sliced"),

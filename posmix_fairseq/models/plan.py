@@ -40,7 +40,7 @@ class MixerPlan:
             owner = placement.owner
             encoding = POSITION_ENCODING_REGISTRY.get(owner.read(self.cfg, "position-encoding", "sinusoidal"),
                                                       owner.flag("position-encoding"))
-            # RPE's sliced reading: the first layer's heads from input slices
+            # RecPE's sliced reading: the first layer's heads from input slices
             name = encoding.first_self_mixer_of(owner.read_declared(self.cfg, encoding.options)) or name
         return name
 

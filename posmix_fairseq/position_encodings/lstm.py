@@ -1,7 +1,7 @@
-"""``lstm``: LSTM positional encoding (Analysis of positional encodings).
+"""``lstm``: LSTM positional encoding (PEA).
 
 An LSTM between the embeddings and the first layer is the only position signal
-(002_a771f701453efe8f.txt, Section 3.3: "a single BiLSTM layer in the encoder", "a single LSTM
+(PEA Section 3.3: "a single BiLSTM layer in the encoder", "a single LSTM
 layer between the embedding layer and the first decoder layer"):
 
     encoder: x'_j = W [LSTM_fwd(x_1..x_j) : LSTM_bwd(x_j..x_J)] + b   (U units per direction)

@@ -1,4 +1,4 @@
-"""``mprhead``: MPRHead (Recurrent positional embedding, Eq. 5): every head gets a slice of P and of R.
+"""``mprhead``: MPRHead (RecPE Eq. 5): every head gets a slice of P and of R.
 See :mod:`.recurrent` for the equations and choices."""
 from .base import PositionEncodingSpec, register_position_encoding
 from .recurrent import RPE_OPTIONS, RecurrentPositionalEmbedding, first_self_mixer

@@ -1,5 +1,5 @@
 """The machinery of ``rpehead`` and ``mprhead`` (their modules register them): recurrent positional
-embedding (Chen et al. 2019, EMNLP; 003_b81e1389b968ba82.txt).
+embedding (Chen et al. 2019, EMNLP; RecPE).
 
 Each embedded word vector x_j (D) is split into x^p_j (its first d_p dims) and x^r_j (its last
 d_r dims), d_r = t D / H for t = ``--S-rpe-heads``:
@@ -22,7 +22,7 @@ also carries its memory c). Direction (``--S-rpe-direction``): forward by defaul
 may run backward or bidirectionally (two cells of d_r/2 units, r = [r_fwd : r_bwd]); the decoder
 must be forward (left to right), which makes decoding incremental: r_{j-1} (and c) are kept
 in fairseq's incremental state. Ablations: ``--S-rpe-sinusoids off`` drops pe_j (the "-PE"
-rows); an RPE-free side is simply ``--S-position-encoding sinusoidal``.
+rows); an RecPE-free side is simply ``--S-position-encoding sinusoidal``.
 ``--S-rpe-reading sliced-legacy`` is the reading of checkpoints stored without the readings marker (head h of
 the first layer computed from slice h of m_j only, the ``sliced_mha`` mixer, and pe_j in the
 [sin | cos] layout); kept so that they load as trained.
@@ -168,7 +168,7 @@ RPE_OPTIONS = {
                       help="t: heads fed by the recurrent part, d_r = t * D / H (default 1)"),
     "rpe-cell": dict(choices=tuple(CELLS), default="gru", help="f_RNN of Eq. 1 (default gru)"),
     "rpe-direction": dict(choices=DIRECTIONS, default="forward",
-                          help="direction of the RPE recurrence (decoder: forward only; default forward)"),
+                          help="direction of the RecPE recurrence (decoder: forward only; default forward)"),
     "rpe-sinusoids": dict(choices=("on", "off"), default="on",
                           help="add the d_p-dim sinusoids to P (Eqs. 2-3; off: the -PE ablation)"),
     "rpe-reading": dict(choices=READINGS, default="paper",

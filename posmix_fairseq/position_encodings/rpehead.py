@@ -1,4 +1,4 @@
-"""``rpehead``: RPEHead (Recurrent positional embedding, Eq. 4): [P : R], t heads fed by R.
+"""``rpehead``: RPEHead (RecPE Eq. 4): [P : R], t heads fed by R.
 See :mod:`.recurrent` for the equations and choices."""
 from .base import PositionEncodingSpec, register_position_encoding
 from .recurrent import RPE_OPTIONS, RecurrentPositionalEmbedding, first_self_mixer

@@ -1,7 +1,7 @@
 """``--lr-scheduler validation_plateau``: multiply the learning rate by ``--lr-shrink`` when
 ``--lr-patience`` consecutive validations brought no improvement of the best validation score.
 
-APE Section 4.1: "We use a batch size of 4700 tokens and save a model checkpoint 8 times per epoch.
+PEA Section 4.1: "We use a batch size of 4700 tokens and save a model checkpoint 8 times per epoch.
 The learning rate is scaled by a factor of 0.9 if no improvement in perplexity on the development set
 has been observed for 6 consecutive evaluation checkpoints." fairseq's ``reduce_lr_on_plateau`` steps
 once per epoch, with the end-of-epoch validation only: validations in the middle of an epoch
@@ -32,9 +32,9 @@ from omegaconf import II
 
 @dataclass
 class ValidationPlateauConfig(FairseqDataclass):
-    lr_shrink: float = field(default=0.9, metadata={"help": "factor of each reduction (APE 4.1: 0.9)"})
+    lr_shrink: float = field(default=0.9, metadata={"help": "factor of each reduction (PEA 4.1: 0.9)"})
     lr_patience: int = field(default=6, metadata={
-        "help": "consecutive validations without improvement before each reduction (APE 4.1: 6)"})
+        "help": "consecutive validations without improvement before each reduction (PEA 4.1: 6)"})
     lr_threshold: float = field(default=0.0, metadata={
         "help": "relative improvement a validation needs to count as one (default 0: any)"})
     lr: List[float] = II("optimization.lr")

@@ -1,7 +1,7 @@
 """``posmix_translation``: fairseq's ``translation`` task with ``--source-prefix eos``, which starts
 every source sentence with EOS (it still ends with EOS).
 
-The released code of Gated position-based attention (github.com/apptek/posnet-position_based_attention,
+The released code of GPA (github.com/apptek/posnet-position_based_attention,
 ``pytorchmt/pytorchmt/util/data.py``, ``TranslationDataset.ptrs_to_tensor``) feeds every source as
 [EOS] x [EOS]; targets are as in fairseq ([EOS] y in, y [EOS] out). What a source sentence holds is a
 property of the data, so the prefix is added where fairseq builds the data: training and validation

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Whole-model beam-search decoding speed (tokens/s) of Transformer, Shaw, aPosNet, rPosNet and the
 frozen (search-time, posmix-freeze) aPosNet / rPosNet, measured side by side in one run, as the GPA
-paper's Table 4 reports it (000_56daf9cf6f59e3ab.txt, Section 7.1: "average CPU decoding speeds and
+paper's Table 4 reports it (GPA Section 7.1: "average CPU decoding speeds and
 variances measured across ten runs").
 
     posmix-bench-decode         # default: 30 tokens, beams 12 and 5, batch 1, 10 runs (~3 CPU-min)

@@ -1,6 +1,6 @@
 """Benchmark of the gated position-based attention kernels (imports without fairseq).
 
-Sublayer (Gated position-based attention, /work/shared/papers/000_56daf9cf6f59e3ab.txt, Eqs. 4,
+Sublayer (GPA Eqs. 4,
 9-10): the energy table E = (W^Q n~) Emb_rel^T / sqrt(Dh) computed from the parameters (as in
 training), v = LayerNorm(GeLU(W^V x)), c = rPosNet mixing, out = W^O (c * GeLU(W^G x)); forward
 alone (no grad) and forward+backward, bf16 on a GPU, at N = 64 ... 4096 with batch x N ~ 16k

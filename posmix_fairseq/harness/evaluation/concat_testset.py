@@ -1,4 +1,4 @@
-"""``posmix-concat-testset``: the concatenated test set of the APE paper (Section 4.2, Tables 3-4).
+"""``posmix-concat-testset``: the concatenated test set of the PEA paper (Section 4.2, Tables 3-4).
 
 "we take consecutive sentence pairs from newstest all and concatenate their source respectively target
 sides. This yields a new test set concat seq with 14k sentence pairs" (from 28k): pairs (1, 2), (3, 4),

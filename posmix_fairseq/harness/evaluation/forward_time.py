@@ -1,5 +1,5 @@
-"""``posmix-forward-time``: the time each model takes to forward the same batch N times (PosNet paper,
-004_4d10d0edac194ef1.txt, Fig. 2 and Section 4.2: "we manually construct a batch of samples and only
+"""``posmix-forward-time``: the time each model takes to forward the same batch N times (PosNet
+Fig. 2 and Section 4.2: "we manually construct a batch of samples and only
 perform the forward stage with Transformer base model ... We perform the forward stage with the same
 batch 10 times and record the time consumed by the model").
 

@@ -1,7 +1,7 @@
 """``posmix-length-bins``: every metric of ``posmix-score`` per bin of sentence length (or of any
 per-sentence value), for each system, with the difference to a baseline.
 
-APE paper Table 2 groups by source length, G_0:25, G_26:50, ..., G_101:inf ("--by src --bins
+PEA paper Table 2 groups by source length, G_0:25, G_26:50, ..., G_101:inf ("--by src --bins
 25,50,75,100", lengths in subword tokens: ``--count pieces``, the S-/T- lines fairseq printed). The HC
 paper's Fig. 4 bins the test set by reference length into five bins and plots BLEU minus BASE's
 ("--by ref --bins quantiles:5 --baseline BASE.txt"). Fig. 6 bins by the off-diagonality that

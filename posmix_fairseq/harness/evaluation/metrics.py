@@ -4,7 +4,7 @@
   ``sacrebleu`` 2.x with sacreBLEU's own defaults (what its command line computes and papers
   report), and its signatures. BLEU's tokenizer is selectable (``13a``, sacreBLEU's default; ``intl``
   as in the HC paper footnote 13; ``zh`` for Chinese as in the GPA paper footnote 3). TER is
-  case-insensitive, as sacreBLEU's and TERCom's default (the APE paper's TER is TERCom's);
+  case-insensitive, as sacreBLEU's and TERCom's default (the PEA paper's TER is TERCom's);
   ``ter_case_sensitive`` is sacreBLEU's ``--ter-case-sensitive``. ``lowercase`` is sacreBLEU's
   ``-lc`` for BLEU and ``--chrf-lowercase`` for chrF.
 - The COMET family: ``unbabel-comet`` (``comet.load_from_checkpoint`` + ``predict``). The model's class

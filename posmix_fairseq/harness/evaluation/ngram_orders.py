@@ -1,5 +1,5 @@
 """``posmix-ngram-orders``: chrF and BLEU at every n-gram order, per system, and each system's gap to
-a baseline (PosNet paper, 004_4d10d0edac194ef1.txt, Fig. 4 and Section 5: "the ChrF with n-gram
+a baseline (PosNet Fig. 4 and Section 5: "the ChrF with n-gram
 character F2 and 2-gram word F2 (1 <= n <= 30), the ChrF with 6-gram character F2 and n-gram word F2
 (1 <= n <= 8), and the BLEU with n-gram word precision (1 <= n <= 8)").
 

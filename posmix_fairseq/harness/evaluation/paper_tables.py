@@ -1,5 +1,5 @@
 """The papers' tables as grids of systems, with the numbers the papers report (transcribed from
-../shared/papers; a value the available text does not give is absent, never guessed).
+the papers' texts, docs/papers.md; a value the available text does not give is absent, never guessed).
 
 Each system is a recipe run: ``VARIANT`` (arch = VARIANT_<size suffix>) or a full ``arch``, plus
 fairseq-train flags. ``paper_flags`` apply at paper scale only; ``tiny`` replaces the flags at the tiny
@@ -9,11 +9,12 @@ they measure (``measures``); their columns are ours, beside the paper's own unit
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-GPA = "000_56daf9cf6f59e3ab.txt (Gated position-based attention)"
-HC = "001_564739f35493473d.txt (Hard-coded Gaussian attention)"
-APE = "002_a771f701453efe8f.txt (Analysis of positional encodings)"
-RPE = "003_b81e1389b968ba82.txt (Recurrent positional embedding)"
-POSNET = "004_4d10d0edac194ef1.txt (Interpreting positional information / PosNet)"
+# Each paper's short name, then its citation (docs/papers.md has the full entries and BibTeX).
+GPA = "GPA: Schmidt and Di Gangi, WMT 2023, https://aclanthology.org/2023.wmt-1.46"
+HC = "HC: You, Sun and Iyyer, ACL 2020, https://aclanthology.org/2020.acl-main.687"
+APE = "PEA: Rosendahl, Tran, Wang and Ney, IWSLT 2019, https://aclanthology.org/2019.iwslt-1.20"
+RPE = "RecPE: Chen, Wang, Utiyama and Sumita, EMNLP-IJCNLP 2019, https://aclanthology.org/D19-1139"
+POSNET = "PosNet: Zhang, Liu, Liu and Liang, ACL 2023"
 
 NO_SA = "--encoder-self-mixer none --decoder-self-mixer none"  # HC's '/-SA': self-attention removed
 
@@ -62,7 +63,7 @@ GATING = lambda v: f"--encoder-self-gating {v} --decoder-self-gating {v}"  # noq
 MIX = lambda e, d, c: f"--encoder-self-mixer {e} --decoder-self-mixer {d} --decoder-cross-mixer {c}"  # noqa: E731
 LC_OFF = "--encoder-self-lightconv-glu off --decoder-self-lightconv-glu off"
 GLOBAL = "--encoder-self-lightconv-global-context on --decoder-self-lightconv-global-context on"
-# Shaw et al.'s own layout (a^K and a^V, shared by the heads), which APE uses (its Section 3.2); the shaw_*
+# Shaw et al.'s own layout (a^K and a^V, shared by the heads), which PEA uses (its Section 3.2); the shaw_*
 # archs are GPA's reading (docs/choices.md)
 SHAW_OWN = ("--encoder-self-relative-embedding-heads shared --decoder-self-relative-embedding-heads shared "
             "--encoder-self-shaw-value-term on --decoder-self-shaw-value-term on")
@@ -149,13 +150,13 @@ TABLES: Dict[str, Table] = {t.name: t for t in [
                tiny_flags="--decoder-layers 2 --decoder-cross-heads 1,1" if n == 2 else None) for n in (2, 3, 4)],
           note="The figure's values are not in the available text. At tiny scale (2 decoder layers) only the "
                "1-head, 2-heads-one-layer and 2-heads-two-layers systems run."),
-    Table("ape-1", "APE Table 1: absolute vs relative positions (WMT De->En newstest2018, Zh->En newstest2019)",
+    Table("ape-1", "PEA Table 1: absolute vs relative positions (WMT De->En newstest2018, Zh->En newstest2019)",
           APE, "wmt19_de_en", {"PAPER": "ape", "SIZE": "base"},
           [S("Absolute", "posmix_transformer"), S("Relative", "shaw", SHAW_OWN)],
           _r(["De-En BLEU", "De-En TER", "Zh-En BLEU", "Zh-En TER"],
              {"Absolute": [40.4, 46.7, 24.0, 64.0], "Relative": [40.4, 46.9, 25.0, 62.9]}),
           note="The paper scores tokenised text with TERCom; here sacreBLEU on detokenised text. Zh->En: examples/wmt19_zh_en."),
-    Table("ape-2", "APE Table 2: BLEU by source-length group G0:25 ... G101:inf (newstest_all)", APE, "wmt19_de_en",
+    Table("ape-2", "PEA Table 2: BLEU by source-length group G0:25 ... G101:inf (newstest_all)", APE, "wmt19_de_en",
           {"PAPER": "ape", "SIZE": "base", "TEST_SET": "newstest_all"},
           [S("Absolute", "posmix_transformer"), S("Relative", "shaw", SHAW_OWN), S("LSTM", "lstmpe"),
            S("Absolute, trained <= 75", "posmix_transformer", "--max-source-positions 75 --max-target-positions 75",
@@ -165,7 +166,7 @@ TABLES: Dict[str, Table] = {t.name: t for t in [
           _r(["G101:inf BLEU"], {"Absolute": [21.5]}), stages="train average generate score lengthbins",
           note="Only the G101:inf BLEU of the absolute model (21.5) is stated in the available text; the table "
                "itself is not. At tiny scale the '<= 75' systems train on <= 16 positions."),
-    Table("ape-3", "APE Table 3: the concatenated test set by source-length group", APE, "wmt19_de_en",
+    Table("ape-3", "PEA Table 3: the concatenated test set by source-length group", APE, "wmt19_de_en",
           {"PAPER": "ape", "SIZE": "base", "TEST_SET": "newstest_all"},
           [S("Absolute", "posmix_transformer"), S("Relative", "shaw", SHAW_OWN),
            S("Absolute, trained <= 75", "posmix_transformer", "--max-source-positions 75 --max-target-positions 75",
@@ -173,12 +174,12 @@ TABLES: Dict[str, Table] = {t.name: t for t in [
            S("Relative, trained <= 75", "shaw", SHAW_OWN + " --max-source-positions 75 --max-target-positions 75",
              tiny_flags=SHAW_OWN + " --max-source-positions 16 --max-target-positions 16")],
           stages="train average generate score concat", note="The table's values are not in the available text."),
-    Table("ape-4", "APE Table 4: relative-position variants on the concatenated test set", APE, "wmt19_de_en",
+    Table("ape-4", "PEA Table 4: relative-position variants on the concatenated test set", APE, "wmt19_de_en",
           {"PAPER": "ape", "SIZE": "base", "TEST_SET": "newstest_all"},
           [S("Relative", "shaw", SHAW_OWN), S("Relative sinusoidal", "shaw_sin"), S("Relative K-only", "shaw_konly"),
            S("Relative + absolute", "shaw_abs")],
           stages="train average generate score concat", note="The table's values are not in the available text."),
-    Table("rpe", "RPE results: RPEHead/MPRHead on WMT14 En-De (newstest2014)", RPE, "wmt14_en_de",
+    Table("rpe", "RecPE results: RPEHead/MPRHead on WMT14 En-De (newstest2014)", RPE, "wmt14_en_de",
           {"PAPER": "rpe", "SIZE": "base"},
           [S("Transformer(Base)", "posmix_transformer"), S("+Relative PEs", "shaw_abs"), S("+RPEHead", "rpehead"),
            S("+MPRHead", "mprhead")],
@@ -305,10 +306,10 @@ TABLES.update({t.name: t for t in [
           note="Ours: the peak GPU memory of training at the recipe's batch (4096 tokens, FP16), from fairseq's "
                "gb_free sampled at each log line. The paper does not say how it measured; 'PosNet' is read as "
                "PosNet-Embed. En-Fr: examples/wmt14_en_fr."),
-    Table("rpe-big", "RPE results: Transformer(Big) and +MPRHead on WMT14 En-De", RPE, "wmt14_en_de",
+    Table("rpe-big", "RecPE results: Transformer(Big) and +MPRHead on WMT14 En-De", RPE, "wmt14_en_de",
           {"PAPER": "rpe", "SIZE": "big"}, [S("Transformer(Big)", "posmix_transformer"), S("+MPRHead", "mprhead")],
           _r(["WMT14 En-De BLEU", "#Param (M)"], {"Transformer(Big)": [28.22, 272.6], "+MPRHead": [29.11, 289.1]})),
-    Table("rpe-ablation", "RPE ablation: positions removed from the encoder or decoder (newstest2014)", RPE,
+    Table("rpe-ablation", "RecPE ablation: positions removed from the encoder or decoder (newstest2014)", RPE,
           "wmt14_en_de", {"PAPER": "rpe", "SIZE": "base"}, RPE_ABLATION,
           _r(["newstest2014 BLEU", "#Speed (K tokens/s)"], {
               "Transformer (Base)": [27.25, 11.7], "-PE of Dec": [26.73, 11.7], "-PE of Enc": [10.71, 11.7],

@@ -192,7 +192,7 @@ def render(table: Table, labels: List[str], ours: Dict[str, Dict[str, float]], s
         cells = [lbl] + [f"{ours[lbl][c]:.2f}" if c in ours.get(lbl, {}) else "-" for c in our_cols]
         cells += [f"{table.reported[lbl][c]:g}" if c in table.reported.get(lbl, {}) else "-" for c in paper_cols]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"Paper: ../shared/papers/{table.paper}." + (f" {table.note}" if table.note else "")]
+    lines += ["", f"Paper: {table.paper}." + (f" {table.note}" if table.note else "")]
     if not table.reported:
         lines.append("The paper's numbers for this table are not in the available text.")
     return "\n".join(lines) + "\n"
@@ -214,7 +214,7 @@ def print_plans(table: Table, cmds) -> List[str]:
     from ..recipes.settings import resolve
     from ..recipes.stages import run_recipe
 
-    print(f"# {table.title}\n# paper: ../shared/papers/{table.paper}\n# {len(cmds)} systems; the plan of each:")
+    print(f"# {table.title}\n# paper: {table.paper}\n# {len(cmds)} systems; the plan of each:")
     plans = []
     for cmd in cmds:
         print(f"\n# --- {cmd['label']}: {shell_line(cmd)}")
@@ -266,7 +266,7 @@ def main(argv: Optional[List[str]] = None):
     if a.plan:
         return print_plans(table, cmds)
     if a.scale == "paper" and not a.run and not a.render_only:
-        print(f"# {table.title}\n# paper: ../shared/papers/{table.paper}\n# {len(cmds)} systems, one after the other:")
+        print(f"# {table.title}\n# paper: {table.paper}\n# {len(cmds)} systems, one after the other:")
         for c in cmds:
             print(shell_line(c))
         print(f"# then: posmix-reproduce --table {table.name} --scale paper --render-only --out {a.out}")

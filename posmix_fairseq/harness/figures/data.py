@@ -123,6 +123,19 @@ def contrastive_by_distance(path: str, category: str) -> List[Tuple[str, int, in
     return [(b, int(v["correct"]), int(v["total"])) for b, v in by_distance[category].items()]
 
 
+def partial_note(table: str, values: Dict[str, float]) -> str:
+    """'' when ``values`` has every system of the ``posmix-reproduce`` table, else a sentence for the
+    figure's note naming how many there are and which are missing."""
+    from ..evaluation.paper_tables import TABLES
+
+    labels = [s.label for s in TABLES[table].systems]
+    missing = [label for label in labels if label not in values]
+    if not missing:
+        return ""
+    return (f" Partial grid: ours has {len(labels) - len(missing)} of the {len(labels)} systems of {table} "
+            f"(missing: {'; '.join(missing)}).")
+
+
 def table_scores(table: str, scores_dir: Optional[str], pairs: Sequence[Tuple[str, str]], metric: str,
                  option: str = "--score") -> Dict[str, float]:
     """{system label: ``metric``} for the systems of a ``posmix-reproduce`` table: from ``scores_dir``

@@ -1,4 +1,4 @@
-"""Gated position-based attention (000_56daf9cf6f59e3ab.txt), Fig. 2: the COMET of each approach
+"""GPA Fig. 2: the COMET of each approach
 with and without gating, the approaches ordered by what their queries and keys see (Section 7.1).
 
 Ours come from the ``scores.<system>.json`` of ``posmix-reproduce --table gpa-6`` (or any
@@ -10,6 +10,7 @@ from typing import Dict
 import numpy as np
 
 from . import style
+from .data import partial_note
 from .paper_numbers import GPA_FIG2_APPROACHES, gpa_fig2
 
 GATING = ("off", "on")
@@ -38,6 +39,7 @@ def fig2(ours: Dict[str, float], out_dir: str, formats=style.FORMATS, metric: st
             ax.set_title(title)
             ax.legend()
         style.note(fig, "GPA Fig. 2: queries and keys see positions only (left) ... tokens and positions (right)."
-                   + ("" if paper else f" GPA Table 6 has no {metric} column; ours only."))
+                   + ("" if paper else f" GPA Table 6 has no {metric} column; ours only.")
+                   + partial_note("gpa-6", ours))
         style.save(fig, out_dir, "gpa_fig2", formats)
     return fig

@@ -1,4 +1,4 @@
-"""The figures of Hard-coded Gaussian attention (001_564739f35493473d.txt), from the analysis outputs.
+"""The figures of HC, from the analysis outputs.
 
 - Fig. 2: the mean distance from each head's query to the argmax of its attention, every head of
   every layer, one panel per sublayer (``posmix-attention``'s ``argmax_distance.csv``).
@@ -20,7 +20,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import style
-from .data import FigureInputError
+from matplotlib.patches import Patch  # noqa: E402  (after style: it quiets matplotlib's logger first)
+from .data import FigureInputError, partial_note
 from .paper_numbers import HC_FIG3_FF_GAP, HC_FIG3_LAYERS, absent_note
 
 SUBLAYER_TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
@@ -45,6 +46,9 @@ def fig2(rows: List[Dict], out_dir: str, formats=style.FORMATS, value: str = "me
             ax.set_xticks(x, [f"{r['layer']}.{r['head']}" for r in mine], rotation=90)
             ax.set_xlabel("layer.head")
             ax.set_title(SUBLAYER_TITLES[kind])
+        layers = sorted({r["layer"] for r in rows if r["sublayer"] in kinds})
+        fig.legend([Patch(color=style.colour(li - 1)) for li in layers], [f"layer {li}" for li in layers],
+                   loc="outside right upper", title="bar colour")
         axes[0][0].set_ylabel({"mean_argmax_distance": "argmax distance (key - query)",
                                "mean_abs_distance": "|argmax distance|",
                                "off_diagonal_share": "share with |distance| >= 2"}.get(value, value))
@@ -217,7 +221,8 @@ def fig7(values: Dict[str, float], out_dir: str, formats=style.FORMATS, metric: 
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_title("where to add cross-attention heads")
         ax.legend()
-        style.note(fig, "HC Fig. 7 (WMT16 En-Ro in the paper). " + absent_note("hc-fig7"))
+        style.note(fig, "HC Fig. 7 (WMT16 En-Ro in the paper). " + absent_note("hc-fig7")
+                   + partial_note("hc-fig7", values))
         style.save(fig, out_dir, "hc_fig7", formats)
     return fig
 

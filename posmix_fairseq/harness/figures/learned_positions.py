@@ -92,7 +92,9 @@ def extract(model, positions: Optional[int] = None, query_positions: Optional[Se
     if min(query_positions) < 0 or max(query_positions) >= positions:
         raise FigureInputError(f"--query-positions {query_positions}: each must be in 0..{positions - 1} "
                                f"(--positions {positions})")
-    out: Dict = {"checkpoint": checkpoint, "positions": positions, "query_positions": query_positions,
+    args = getattr(model, "args", None) or getattr(getattr(model, "cfg", None), "model", None)
+    out: Dict = {"checkpoint": checkpoint, "model": str(getattr(args, "arch", "") or type(model).__name__),
+                 "positions": positions, "query_positions": query_positions,
                  **{kind: {} for kind in ("rposnet", "aposnet", "gaussian", "t5", "linear", "posnet_attn",
                                           "posnet_embed")}}
     seen = set()
@@ -226,7 +228,7 @@ def draw(data: Dict, out_dir: str, formats=style.FORMATS) -> Dict[str, object]:
     """Every picture the tables allow; returns {file name: figure}."""
     figures = {}
     p = data["positions"]
-    source = os.path.basename(data.get("checkpoint") or "") or "the model"
+    source = data.get("model") or os.path.basename(data.get("checkpoint") or "") or "the model"  # the arch
     for kind, block in data["rposnet"].items():
         k = block["k"]
         frozen = " (frozen table)" if block["frozen"] else ""
@@ -259,7 +261,7 @@ def draw(data: Dict, out_dir: str, formats=style.FORMATS) -> Dict[str, object]:
     for kind, block in data["gaussian"].items():
         offsets = "; ".join(",".join(f"{o:+g}" for o in e["offsets"]) for e in block["layers"])
         figures[f"gaussian.{kind}"] = _grid(
-            block["layers"], "weights", kind, f"hard-coded Gaussian heads, {TITLES[kind]}: sigma = {block['sigma']:g}, "
+            block["layers"], "weights", kind, f"hard-coded Gaussian heads, {TITLES[kind]} ({source}): sigma = {block['sigma']:g}, "
             f"offsets per layer {offsets}" + (f", gamma = {block['gamma']:.3g}" if kind == "decoder_cross" else ""),
             False, "weight", "key position m", "query position n", out_dir, f"gaussian.{kind}", formats)
     if data["t5"]:

@@ -1,4 +1,4 @@
-"""The numbers behind the papers' figures that the paper texts state (../shared/papers/), each with
+"""The numbers behind the papers' figures that the paper texts state (docs/papers.md), each with
 where it is written. A figure whose numbers the text does not state is drawn with ours only, and
 says so (:data:`NOT_IN_TEXT`). ``tests/test_figures.py`` checks that every number here occurs in
 its paper's text.
@@ -42,5 +42,4 @@ PAPERS = {"hc": HC, "gpa": GPA, "posnet": POSNET}
 
 
 def absent_note(figure: str) -> str:
-    return (f"The paper's numbers for this figure are not in its text ({NOT_IN_TEXT[figure].split(' ')[0]}); "
-            "ours only.")
+    return f"{NOT_IN_TEXT[figure].split(':')[0]}'s text does not state this figure's numbers; ours only."

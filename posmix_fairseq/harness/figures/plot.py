@@ -163,6 +163,9 @@ def build_parser():
         s = sub.add_parser(name, help=help_, description=help_)
         s.add_argument("--out", required=True, help="output directory (files are named after the figure)")
         s.add_argument("--formats", default="png,svg", help="comma-separated: png, svg, pdf (default png,svg)")
+        s.add_argument("--dpi", type=int, default=style.DPI,
+                       help=f"PNG resolution, {style.DPI_RANGE[0]}..{style.DPI_RANGE[1]} dots per inch (default "
+                            f"{style.DPI}; fonts and lines scale with it)")
         s.set_defaults(fn=fn)
         return s
 
@@ -230,7 +233,8 @@ def build_parser():
 def main(argv: Optional[List[str]] = None):
     a = build_parser().parse_args(argv)
     try:
-        result = a.fn(a)
+        with style.resolution(a.dpi):
+            result = a.fn(a)
     except (FigureInputError, ValueError) as e:
         raise SystemExit(f"posmix-plot {a.figure}: {e}")
     print(f"posmix-plot {a.figure}: wrote {a.out}")

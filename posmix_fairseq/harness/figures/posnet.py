@@ -1,4 +1,4 @@
-"""The figures of the PosNet paper (004_4d10d0edac194ef1.txt), from the analysis outputs.
+"""The figures of PosNet, from the analysis outputs.
 
 - Fig. 2: the time each position-encoding method takes to forward the same batch 10 times
   (``posmix-forward-time --json``).
@@ -8,7 +8,7 @@
   every BLEU order (``posmix-ngram-orders --json``).
 
 The paper's text states none of these figures' numbers (only that d_p = 128 was best and 96
-worse, and that RPE and AT5 are the slow ones), so ours are drawn alone and each figure says so.
+worse, and that relative position encoding and AT5 are the slow ones), so ours are drawn alone and each figure says so.
 """
 from typing import Dict
 

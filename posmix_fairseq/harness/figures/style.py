@@ -123,15 +123,44 @@ def data_axes(fig) -> List:
     return [ax for ax in fig.axes if ax.get_visible() and not ax.get_label().startswith("<")]
 
 
-def save(fig, out_dir: str, name: str, formats: Sequence[str] = FORMATS, dpi: int = DPI) -> List[str]:
-    """Write ``out_dir/name.<format>`` for each format; returns the paths."""
+#: Resolution of the PNGs written while :func:`resolution` is active (``posmix-plot --dpi``).
+_OUTPUT_DPI = [DPI]
+DPI_RANGE = (50, 600)
+
+
+@contextlib.contextmanager
+def resolution(dpi: int):
+    """PNGs written inside have ``dpi`` dots per inch (fonts and lines scale with it: sizes are in points)."""
+    if not DPI_RANGE[0] <= dpi <= DPI_RANGE[1]:
+        raise ValueError(f"--dpi {dpi}: must be {DPI_RANGE[0]}..{DPI_RANGE[1]}")
+    _OUTPUT_DPI.append(dpi)
+    try:
+        yield
+    finally:
+        _OUTPUT_DPI.pop()
+
+
+def save(fig, out_dir: str, name: str, formats: Sequence[str] = FORMATS, dpi: int = None) -> List[str]:
+    """Write ``out_dir/name.<format>`` for each format; returns the paths. All or nothing: each file is
+    written under a temporary name and renamed only when every format has been drawn, so a failure
+    leaves no partial or stale-looking file behind."""
     bad = [f for f in formats if f not in ("png", "svg", "pdf")]
     if bad or not formats:
         raise ValueError(f"--formats: {','.join(bad) or '(empty)'} not supported; valid: png, svg, pdf")
     os.makedirs(out_dir, exist_ok=True)
-    paths = []
-    for fmt in formats:
-        path = os.path.join(out_dir, f"{name}.{fmt}")
-        fig.savefig(path, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else None)
-        paths.append(path)
+    paths, written = [], []
+    try:
+        for fmt in formats:
+            path = os.path.join(out_dir, f"{name}.{fmt}")
+            tmp = os.path.join(out_dir, f".{name}.{os.getpid()}.partial.{fmt}")
+            written.append(tmp)
+            fig.savefig(tmp, format=fmt, dpi=dpi or _OUTPUT_DPI[-1], metadata={"Date": None} if fmt == "svg" else None)
+            paths.append(path)
+    except BaseException:
+        for tmp in written:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        raise
+    for tmp, path in zip(written, paths):
+        os.replace(tmp, path)
     return paths

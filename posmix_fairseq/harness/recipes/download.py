@@ -129,17 +129,17 @@ def sources(task: str, paper: str = "", src: str = "", tgt: str = "") -> List[So
                 Source("train", "tsv", f"{DSMT}/news-commentary/v14/training/news-commentary-v14.de-en.tsv.gz", "de,en",
                        checked=CHECKED_STATMT),
                 Source("train", "manual", "Rapid 2019 de-en (http://data.statmt.org/wmt19/translation-task/rapid-2019.de-en.xlf.gz, XLIFF)"),
-                Source("valid", "sacrebleu", "wmt15", note="newstest2015, APE 4.1", checked="sacreBLEU registry"),
-                Source("test", "sacrebleu", "wmt18", note="newstest2018, APE Table 1", checked="sacreBLEU registry")]\
-            + [Source("newstest_all", "sacrebleu", f"wmt{y:02d}", note="APE 4.2", checked="sacreBLEU registry")
+                Source("valid", "sacrebleu", "wmt15", note="newstest2015, PEA 4.1", checked="sacreBLEU registry"),
+                Source("test", "sacrebleu", "wmt18", note="newstest2018, PEA Table 1", checked="sacreBLEU registry")]\
+            + [Source("newstest_all", "sacrebleu", f"wmt{y:02d}", note="PEA 4.2", checked="sacreBLEU registry")
                for y in range(8, 19) if y != 15]
     if task == "wmt19_zh_en":
         return [Source("train", "tsv", f"{DSMT}/news-commentary/v14/training/news-commentary-v14.en-zh.tsv.gz", "en,zh",
                        checked=CHECKED_STATMT),
                 Source("train", "manual", "UN v1.0 en-zh and CWMT (registration), as in WMT19"),
-                Source("valid", "sacrebleu", "wmt17/dev", note="newsdev2017, APE 4.1", checked="sacreBLEU registry"),
-                Source("valid", "sacrebleu", "wmt17", note="newstest2017, APE 4.1", checked="sacreBLEU registry"),
-                Source("test", "sacrebleu", "wmt19", note="newstest2019, APE Table 1", checked="sacreBLEU registry")]
+                Source("valid", "sacrebleu", "wmt17/dev", note="newsdev2017, PEA 4.1", checked="sacreBLEU registry"),
+                Source("valid", "sacrebleu", "wmt17", note="newstest2017, PEA 4.1", checked="sacreBLEU registry"),
+                Source("test", "sacrebleu", "wmt19", note="newstest2019, PEA Table 1", checked="sacreBLEU registry")]
     if task == "multi30k_en_de":
         return [Source("train", "gz", f"{MULTI30K}/train.{{l}}.gz", checked="not fetched here; the multi30k/dataset repository"),
                 Source("valid", "gz", f"{MULTI30K}/val.{{l}}.gz", checked="not fetched here; the multi30k/dataset repository"),

@@ -1,6 +1,6 @@
 """Updates per training epoch, as fairseq-train will batch the data: the batch iterator fairseq builds
 (``task.get_batch_iterator`` with the run's --max-tokens, size limits and --required-batch-size-multiple),
-one shard per GPU, grouped by --update-freq. APE 4.1 saves (and validates) 8 times per epoch, so the
+one shard per GPU, grouped by --update-freq. PEA 4.1 saves (and validates) 8 times per epoch, so the
 recipe sets --save-interval-updates / --validate-interval-updates to an eighth of this.
 
     python -m posmix_fairseq.harness.recipes.epoch DATA [fairseq-train flags] --gpus 2

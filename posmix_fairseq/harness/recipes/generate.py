@@ -5,7 +5,7 @@ Per side of the model (:mod:`.position_limits`):
 - a side that extrapolates gets its limits raised for generation (the task's and, through
   ``--model-overrides``, the model's ``--max-source-positions`` / ``--max-target-positions``), to
   at least the longest test source plus the output allowance; so models trained on <= 100
-  positions (APE) translate longer test sentences;
+  positions (PEA) translate longer test sentences;
 - a side with a position table keeps the table's size: sources longer than the source table are
   not translated (fairseq's ``--skip-invalid-size-inputs-valid-test`` skips exactly them, and this
   module checks that the output holds every other id), and outputs stop at the target table.

@@ -5,7 +5,7 @@ Reads RAW/{train, valid|val|dev, test*}.{src,tgt}[.gz] (``posmix_fairseq.harness
 line: optional Moses punctuation normalisation + tokenisation (``sacremoses``, as the PosNet paper's
 "tokenized via the scripts in Moses"), optional lowercasing (GPA paper 5.1, DE->EN), and subwords
 with SentencePiece: ``--model-type bpe`` (byte pair encoding; the papers' BPE) with one joint model, or
-``--model-type unigram --separate`` (APE paper Zh->En: "unigram language model segmentation ... separate
+``--model-type unigram --separate`` (PEA paper Zh->En: "unigram language model segmentation ... separate
 vocabularies of size 32k"; ``--target-vocab-size`` gives the target its own size, as GPA's En-Zh 32k/45k).
 ``--romanian`` is Sennrich et al. (2016)'s WMT16 preprocessing, which the HC paper follows for En-Ro
 (its footnote 13): Moses' Unicode punctuation replacement and non-printing character removal on both

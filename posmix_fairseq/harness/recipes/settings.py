@@ -39,7 +39,7 @@ def ours(value, why: str) -> Setting:
 
 GPA, HC, APE, RPE, POSNET = "gpa", "hc", "ape", "rpe", "posnet"
 PAPER_NAMES = {GPA: "Gated position-based attention (GPA)", HC: "Hard-coded Gaussian attention (HC)",
-               APE: "Analysis of positional encodings (APE)", RPE: "Recurrent positional embedding (RPE)",
+               APE: "Analysis of positional encodings (PEA)", RPE: "Recurrent positional embedding (RecPE)",
                POSNET: "PosNet (Interpreting positional information)"}
 POSNET_CODE = "vesterchang/interpret_positional_encoding, posnet_ende.sh"
 HC_CODE = "fallcat/stupidNMT"
@@ -116,7 +116,7 @@ TASKS: Dict[str, TaskSpec] = {t.name: t for t in [
                             paper(40000, "PosNet 4.1 (vocabulary size 40,000)"),
                             ours("13a", "sacreBLEU on detokenised text; the released code scores tokenised, "
                                         "compound-split BLEU (scripts/compound_split_bleu.sh)")),
-              RPE: _data(MOSES_OURS, ours(35000, "no shared embeddings and a ~35k joint vocabulary give RPE's "
+              RPE: _data(MOSES_OURS, ours(35000, "no shared embeddings and a ~35k joint vocabulary give RecPE's "
                                                  "97.35M Transformer(Base) (97.9M)"),
                          ours("13a", "the paper does not name its BLEU")),
               HC: _data(MOSES_OURS, ours(32000, "the paper does not state it"), paper("intl", "HC footnote 13"))},
@@ -136,18 +136,18 @@ TASKS: Dict[str, TaskSpec] = {t.name: t for t in [
                          vocab_tgt=paper(45000, "GPA Table 1 (target 45k)"))},
              {GPA: 17_000_000}),
     TaskSpec("wmt19_de_en", "de", "en", APE, (APE,), "base",
-             "WMT19 De->En, newstest2018; newstest_all and its concatenation (APE 4.2)",
-             {APE: _data(ours(1, "APE 4.1 counts tokens on 'tokenized, subworded text'; Moses tokenises"),
-                         paper(50000, "APE 4.1 (50k joint merge operations; here a 50k SentencePiece BPE vocabulary)"),
-                         ours("13a", "sacreBLEU on detokenised text; APE scores case-sensitive tokenised BLEU "
+             "WMT19 De->En, newstest2018; newstest_all and its concatenation (PEA 4.2)",
+             {APE: _data(ours(1, "PEA 4.1 counts tokens on 'tokenized, subworded text'; Moses tokenises"),
+                         paper(50000, "PEA 4.1 (50k joint merge operations; here a 50k SentencePiece BPE vocabulary)"),
+                         ours("13a", "sacreBLEU on detokenised text; PEA scores case-sensitive tokenised BLEU "
                                      "and TERCom"))},
              {APE: 6_000_000}, variant="shaw"),
     TaskSpec("wmt19_zh_en", "zh", "en", APE, (APE,), "base",
              "WMT19 Zh->En, newstest2019",
-             {APE: _data(ours(0, "no Moses step for Chinese"), paper(32000, "APE 4.1 (separate vocabularies of 32k)"),
+             {APE: _data(ours(0, "no Moses step for Chinese"), paper(32000, "PEA 4.1 (separate vocabularies of 32k)"),
                          ours("13a", "sacreBLEU on detokenised text"),
-                         spm_type=paper("unigram", "APE 4.1 (unigram language model segmentation)"),
-                         separate=paper(1, "APE 4.1 (separate vocabularies)"))},
+                         spm_type=paper("unigram", "PEA 4.1 (unigram language model segmentation)"),
+                         separate=paper(1, "PEA 4.1 (separate vocabularies)"))},
              {APE: 13_700_000}, variant="shaw"),
     TaskSpec("multi30k_en_de", "en", "de", GPA, (GPA,), "small",
              "Multi30k (task 1) En->De, test_2016_flickr: a small public corpus for any arch",
@@ -223,20 +223,20 @@ POSNET_COMMON = dict(
     FP16=paper(1, "PosNet 4.1 (FP16 for training and evaluation)"))
 
 APE_COMMON = dict(
-    ARCH_SUFFIX=paper("wmt_en_de", "APE 4.1 (base: 6 layers, 8 heads, 512/2048)"),
+    ARCH_SUFFIX=paper("wmt_en_de", "PEA 4.1 (base: 6 layers, 8 heads, 512/2048)"),
     MAX_UPDATE=ours(150000, "the paper does not state its training length (GPA's Base length)"),
-    EFFECTIVE_TOKENS=paper(4700, "APE 4.1 (batch size 4700 tokens)"), MAX_TOKENS=paper(4700, "APE 4.1"),
+    EFFECTIVE_TOKENS=paper(4700, "PEA 4.1 (batch size 4700 tokens)"), MAX_TOKENS=paper(4700, "PEA 4.1"),
     GPUS=ours(1, "the paper does not state its GPUs; 4700 tokens is one batch"),
-    LR=paper("3e-4", "APE 4.1 (Adam, learning rate 0.0003)"),
-    SCHEDULER=paper("validation_plateau", "APE 4.1 (x0.9 after 6 evaluation checkpoints without improvement)"),
-    WARMUP=paper(0, "APE 4.1 (no warm-up period)"), LR_SHRINK=paper(0.9, "APE 4.1"), LR_PATIENCE=paper(6, "APE 4.1"),
-    VALIDATIONS_PER_EPOCH=paper(8, "APE 4.1 (a model checkpoint 8 times per epoch)"),
+    LR=paper("3e-4", "PEA 4.1 (Adam, learning rate 0.0003)"),
+    SCHEDULER=paper("validation_plateau", "PEA 4.1 (x0.9 after 6 evaluation checkpoints without improvement)"),
+    WARMUP=paper(0, "PEA 4.1 (no warm-up period)"), LR_SHRINK=paper(0.9, "PEA 4.1"), LR_PATIENCE=paper(6, "PEA 4.1"),
+    VALIDATIONS_PER_EPOCH=paper(8, "PEA 4.1 (a model checkpoint 8 times per epoch)"),
     ADAM_BETAS=ours("(0.9,0.98)", "the paper does not state them (Vaswani et al.'s)"),
     ADAM_EPS=ours("1e-9", "Vaswani et al.'s"), WEIGHT_DECAY=ours(0, "Vaswani et al.'s"),
     LABEL_SMOOTHING=ours(0.1, "the paper does not state it (Vaswani et al.'s)"),
-    SHARE=paper("none", "APE 4.1 (source, target embeddings and projection not shared)"),
-    MAX_POSITIONS=paper(100, "APE 4.1 (sequences longer than 100 tokens ignored in training)"),
-    BEST_METRIC=paper("nll_loss", "APE 4.1 (improvement in perplexity on the development set)"),
+    SHARE=paper("none", "PEA 4.1 (source, target embeddings and projection not shared)"),
+    MAX_POSITIONS=paper(100, "PEA 4.1 (sequences longer than 100 tokens ignored in training)"),
+    BEST_METRIC=paper("nll_loss", "PEA 4.1 (improvement in perplexity on the development set)"),
     AVG=ours("none", "the paper states no averaging: the best checkpoint"),
     BEAM=ours(12, "the paper does not state its beam (GPA's 12)"),
     LENPEN=ours(1.0, "fairseq's"), FP16=ours(0, "the paper does not say"))
@@ -276,7 +276,7 @@ HC_COMMON = dict(WARMUP_INIT_LR=ours(0, "from 0"), ADAM_BETAS=ours("(0.9,0.98)",
                  SHARE=ours("all", "one joint vocabulary"),
                  BEST_METRIC=ours("nll_loss", "validation perplexity"), FP16=ours(0, "the paper does not say"))
 
-RPE_COMMON = dict(SHARE=ours("none", "RPE's 97.35M Transformer(Base) needs unshared embeddings"),
+RPE_COMMON = dict(SHARE=ours("none", "RecPE's 97.35M Transformer(Base) needs unshared embeddings"),
                   AVG=ours("best-and-next 7", "the poster states no training setup: GPA's Base"))
 
 TEST_SETTINGS = {
@@ -325,7 +325,7 @@ def paper_settings(paper_name: str, size: str) -> Dict[str, Setting]:
         return dict(DEFAULTS, **POSNET_COMMON, **POSNET_SIZES[size])
     if paper_name == APE:
         if size != "base":
-            raise ValueError(f"SIZE={size}: APE trains base models only (its Section 4.1)")
+            raise ValueError(f"SIZE={size}: PEA trains base models only (its Section 4.1)")
         return dict(DEFAULTS, **APE_COMMON)
     if paper_name == HC:
         if size not in HC_SIZES:
@@ -333,8 +333,8 @@ def paper_settings(paper_name: str, size: str) -> Dict[str, Setting]:
         return dict(DEFAULTS, **HC_COMMON, **HC_SIZES[size])
     if paper_name == RPE:
         if size not in ("base", "big"):
-            raise ValueError(f"SIZE={size}: RPE reports base and big models")
-        rpe = {k: Setting(v.value, "ours: the RPE poster states no training setup; GPA's " + size, False)
+            raise ValueError(f"SIZE={size}: RecPE reports base and big models")
+        rpe = {k: Setting(v.value, "ours: the RecPE poster states no training setup; GPA's " + size, False)
                for k, v in dict(GPA_COMMON, **GPA_SIZES[size]).items()}
         return {**DEFAULTS, **rpe, **RPE_COMMON}
     raise ValueError(f"PAPER={paper_name}: valid values are {', '.join(PAPER_NAMES)}")

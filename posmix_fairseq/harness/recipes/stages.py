@@ -2,7 +2,7 @@
 ``python -m posmix_fairseq.harness.recipes.stages``), and their commands.
 
 Stages: download, prepare, preprocess, train, average, generate, score (the default ``STAGES``), and
-the optional lengthbins, concat (APE 4.2) and contrastive (HC Table 4). Each stage logs
+the optional lengthbins, concat (PEA 4.2) and contrastive (HC Table 4). Each stage logs
 "[recipe HH:MM:SS] <stage>: ..." and runs its commands one after the other; a failing command stops
 the recipe with its exit status. With ``PLAN=1`` nothing runs: every command is printed, then the
 plan (:mod:`.plan`): the effective batch, the learning-rate schedule, the checkpoints kept and their
@@ -244,7 +244,7 @@ class Stages:
         validate, per_epoch = 0, r.int("VALIDATIONS_PER_EPOCH")
         if per_epoch > 0 and interval and r.values["SAVE_INTERVAL_UPDATES"].source == "environment":
             validate = interval
-        elif per_epoch > 0:  # APE 4.1: a checkpoint (and a validation) 8 times per epoch
+        elif per_epoch > 0:  # PEA 4.1: a checkpoint (and a validation) 8 times per epoch
             from .epoch import estimate_updates_per_epoch, updates_per_epoch
 
             if os.path.isfile(os.path.join(self.data_bin, f"dict.{self.src}.txt")):
@@ -309,7 +309,7 @@ class Stages:
         self.run.run(cmd, tee=os.path.join(self.out, f"scores.{self.name}.md"))
 
     def lengthbins(self):
-        """APE Table 2 / HC Fig. 4: metrics per source-length group of the ordinary test set."""
+        """PEA Table 2 / HC Fig. 4: metrics per source-length group of the ordinary test set."""
         r = self.r
         bins = r.get("LENGTH_BINS") or "25,50,75,100"
         by = r.get("LENGTH_BY") or "src"
@@ -324,7 +324,7 @@ class Stages:
                      tee=os.path.join(self.out, f"length-bins.{self.name}.md"))
 
     def concat(self):
-        """APE 4.2, Tables 3-4: consecutive pairs joined, binarized with the training dictionaries,
+        """PEA 4.2, Tables 3-4: consecutive pairs joined, binarized with the training dictionaries,
         translated (limits raised where the model extrapolates) and scored per source-length group."""
         r = self.r
         bins = r.get("CONCAT_BINS") or "25,50,75,100"

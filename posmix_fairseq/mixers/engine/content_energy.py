@@ -1,5 +1,5 @@
 """Content energies, the Transformer's (Vaswani et al. 2017), shared by the mixers that add to them
-(Shaw et al., T5 bias, PosNet-Attn, the head-sliced RPE reading) and by gated multi-head attention:
+(Shaw et al., T5 bias, PosNet-Attn, the head-sliced RecPE reading) and by gated multi-head attention:
 
     e_nm = (W^Q y_n)(W^K x_m)^T / sqrt(D_h)      per head
 """

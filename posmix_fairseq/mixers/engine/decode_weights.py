@@ -1,6 +1,6 @@
 """The weights of a constant-state decoding step for every query position, computed once per table.
 
-Gated position-based attention (000_56daf9cf6f59e3ab.txt), Eq. 10 with gamma = 1: a decoding step
+GPA Eq. 10 with gamma = 1: a decoding step
 of rPosNet decoder self-attention at position t weighs the last K values and the sum of the older
 ones with the softmax of the table row E[t], and which of them exist follows from t too
 (``kernels.decode_step.position_decode_weights``). So the weights are a function of t alone, the

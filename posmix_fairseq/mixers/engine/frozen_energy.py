@@ -1,6 +1,6 @@
 """Search-time (frozen) energies of aPosNet and rPosNet: the trained energy replaced by its table.
 
-Gated position-based attention (000_56daf9cf6f59e3ab.txt), Sections 4.1-4.2: after training the
+GPA Sections 4.1-4.2: after training the
 energies depend on nothing but positions, so they can be precomputed.
 
 * aPosNet (Eq. 8): e_nm = (W^Q n~)(W^K m~)^T / sqrt(D_h) becomes a table E of shape (H, N_q, N_k);

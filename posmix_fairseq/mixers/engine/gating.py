@@ -1,4 +1,4 @@
-"""The output gate of Gated position-based attention, Eq. 4 (the value half is in values.py):
+"""The output gate of GPA Eq. 4 (the value half is in values.py):
 
     o_n = W^O ( c_n * GeLU(W^G y_n) )        (c_n the mixed context of query n)
 """

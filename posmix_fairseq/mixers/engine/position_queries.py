@@ -1,4 +1,4 @@
-"""The shared part of aPosNet and rPosNet (Gated position-based attention, Section 4.1):
+"""The shared part of aPosNet and rPosNet (GPA Section 4.1):
 queries q_n = W^Q n~ from the absolute position table n~ shared across the layers of a side.
 
 Because q_n depends on the position n only, each energy can be tabulated over positions
@@ -9,7 +9,7 @@ The table's options (declared by aposnet and rposnet, :func:`absolute_table_opti
 (``--S-position-table``), the layout of a sinusoidal one (``--S-absolute-sinusoids``), and what
 happens to its rows before W^Q / W^K read them: a LayerNorm shared by the side's layers
 (``--S-position-table-layernorm``) and dropout (``--S-position-table-dropout``). The paper applies
-neither (the default); the released code of Gated position-based attention
+neither (the default); the released code of GPA
 (github.com/apptek/posnet-position_based_attention, models/posnet/models/posnet.py,
 ``PosNetEncoder._embed`` / ``PosNetDecoder._embed``) normalises a learned table and drops out
 either kind (docs/choices.md, "The released GPA code").

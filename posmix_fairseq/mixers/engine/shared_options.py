@@ -23,7 +23,7 @@ def position_table_option(default: str):
 
 def relative_embeddings_options(default: str, sinusoids: bool = False):
     """How the heads of a layer use its relative-distance embeddings (sliced: one D-vector per
-    distance, head h uses slice h, as Gated position-based attention counts them in Table 8;
+    distance, head h uses slice h, as GPA counts them in Table 8;
     shared: one D_h-vector per distance for all heads, as Shaw et al. 2018), and, for the mixers
     that offer sinusoidal relative tables, which sinusoids (see
     :class:`~posmix_fairseq.core.position_tables.RelativePositionTable`)."""

@@ -1,6 +1,6 @@
 """Position-only energies as tables: the contract shared by trained and frozen aPosNet / rPosNet.
 
-Gated position-based attention (000_56daf9cf6f59e3ab.txt), Sections 4.1-4.2: the energies of
+GPA Sections 4.1-4.2: the energies of
 aPosNet (Eq. 8) and rPosNet (Eqs. 9-10) depend on positions only, so they are functions of the
 query position (and the key position or the clipped distance). Everything that mixes with them
 (the dense softmax, the window form of rPosNet, constant-state decoding, the kernels, the frozen

@@ -1,10 +1,10 @@
 """The values of the mixing step: the one hook through which a mixer shapes them.
 
     v_m = W^V x_m                        ungated
-    v_m = LayerNorm(GeLU(W^V x_m))       gated (Gated position-based attention, Eq. 4)
+    v_m = LayerNorm(GeLU(W^V x_m))       gated (GPA Eq. 4)
 
 ``projection`` is W^V by default; a mixer may give another map (light convolution's GLU, the
-head-sliced map of RPE, the identity of hard-coded Gaussian heads without a value projection).
+head-sliced map of RecPE, the identity of hard-coded Gaussian heads without a value projection).
 Subclasses may make values depend on the keys' positions (PosNet-Attn, Eq. 23) and may add a
 relative term sum_m a_nm r_nm to each context (Shaw et al. 2018, Eq. 3).
 """

@@ -1,6 +1,6 @@
 """The windowed computation of hard-coded Gaussian heads as a mixing path (``--S-gaussian-impl window``).
 
-Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt, Table 8) counts
+GPA (Table 8) counts
 K_hat N D operations for GaussianNet, K_hat = 2K + 1 "the bidirectional context size" (K = 16 for
 Small/Base, 8 for Big, Section 5.2): each query mixes the values of the K_hat keys around its head's
 centre f_h(i) = floor(gamma i + o_h), not all N keys. This module computes exactly that:

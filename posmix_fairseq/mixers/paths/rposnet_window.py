@@ -1,6 +1,6 @@
 """Search-time rPosNet mixing: the O(K) window form and constant-state decoding.
 
-Gated position-based attention (/work/shared/papers/000_56daf9cf6f59e3ab.txt), Eqs. 9-10: the
+GPA Eqs. 9-10: the
 energy of query n and key m is E[n, clip(floor(gamma n) - m, K) + K], a function of the query
 position and the clipped distance only (Section 4.2: a table after training). Both paths below
 read the energies only through the :class:`~..engine.table_energy.RelativeTableEnergy` contract
