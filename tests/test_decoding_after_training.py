@@ -165,7 +165,6 @@ def test_eval_bleu_of_training_equals_generate_of_its_checkpoint(corpus, tmp_pat
     def validate(cfg, trainer, task, epoch_itr, subsets):
         losses = original_validate(cfg, trainer, task, epoch_itr, subsets)
         recorded.append((epoch_itr.epoch, losses[0]))
-        print("RECORDED", recorded[-1])
         return losses
 
     monkeypatch.setattr(train, "validate", validate)
