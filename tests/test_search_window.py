@@ -17,6 +17,7 @@ from helpers import build_model, mix, mixer_spec, random_batch
 from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.kernels.decode_step import position_decode_weights, weighted_decode_step
 from posmix_fairseq.mixers import build_mixer
+from posmix_fairseq.mixers.engine.decode_weights import TABLE_KEY
 from posmix_fairseq.mixers.paths import rposnet_window
 from posmix_fairseq.mixers.paths.rposnet_window import STATE_KEYS
 from posmix_fairseq.mixers.rposnet import rposnet_paths
@@ -259,28 +260,32 @@ def test_constant_state_checks_its_start_and_the_frozen_table():
 
 
 def test_decode_weight_table_equals_the_rows_of_each_step():
-    """Without gradients (search) the decode weights come from a table of every position
-    (mixers/decode_weights.py): equal to the weights from the step's own energy rows (the path with
-    gradients), also beyond its first 64 positions (the table grows) and after the trained weights
-    change in place (it is recomputed)."""
+    """Without gradients (search) the decode weights come from a table of every position kept in
+    the decode's constants (mixers/engine/decode_weights.py): equal to the weights from the step's
+    own energy rows (the path with gradients), also beyond its first 64 positions (the table grows,
+    up to a learned n~ table's size), and a new decode after the trained weights change in place
+    (as fairseq's optimizers change them, through ``.data``) reads the new weights."""
     torch.manual_seed(0)
     energy = build_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="sinusoidal", d=16, h=4)).energy
-    learned = build_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="learned", d=16, h=4)).energy
-    for e in (energy, learned):  # the table is recomputed when any tensor the energies come from changes
-        every = [*e.parameters(), *e.buffers(), *e.query_table.parameters(), *e.query_table.buffers()]
-        assert {id(t) for t in e.decode_weight_sources()} == {id(t) for t in every} and every
+    constants = {}
     for positions in (torch.tensor([[0], [2], [5], [63]]), torch.tensor([[64], [150], [3], [149]])):
         expected = energy.decode_weights(positions)  # gradients enabled: from energy_rows
         with torch.no_grad():
-            table = energy.decode_weights(positions)
+            table = energy.decode_weights(positions, constants)
         assert table.shape == expected.shape == (4, 4, 1, 4)
         assert torch.allclose(table, expected, atol=1e-6)
-    assert energy.__dict__["_decode_weight_table"].size >= 151
+    assert constants[TABLE_KEY].size(0) >= 151
     with torch.no_grad():
-        energy.q_proj.weight.mul_(2.0)
-        table = energy.decode_weights(positions)
+        energy.q_proj.weight.data.mul_(2.0)  # neither the storage nor the version of the parameter changes
+        table = energy.decode_weights(positions, {})  # the next decode
     assert torch.allclose(table, energy.decode_weights(positions), atol=1e-6)
     assert not torch.allclose(table, expected, atol=1e-3)
+    learned = build_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="learned", d=16, h=4)).energy
+    limit = learned.decode_weight_limit()
+    with torch.no_grad():
+        constants = {}
+        learned.decode_weights(torch.tensor([[limit - 1]]), constants)
+        assert constants[TABLE_KEY].size(0) == limit
 
 
 CHILD = r"""

@@ -1,4 +1,9 @@
-"""Incremental-decoding buffers kept in fairseq's incremental state."""
+"""Incremental-decoding buffers kept in fairseq's incremental state.
+
+fairseq's search makes a new incremental state for every decode, so what a module keeps there
+lives exactly as long as that decode: the place for anything computed once per decode and reused
+by its steps.
+"""
 from typing import Dict, Optional
 
 import torch
@@ -9,7 +14,8 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 @with_incremental_state
 class BatchFirstIncrementalState(nn.Module):
     """A module that keeps a dict of tensors in fairseq's incremental state, each with the batch
-    as its first dimension; beam search's reordering index-selects every entry."""
+    as its first dimension; beam search's reordering index-selects every entry. Beside it, a dict
+    of the decode's constants (:meth:`_get_decode_constants`), which reordering leaves alone."""
 
     def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
         result = self.get_incremental_state(incremental_state, "mix_state")
@@ -17,6 +23,16 @@ class BatchFirstIncrementalState(nn.Module):
 
     def _set_input_buffer(self, incremental_state, buffer: Dict[str, Optional[Tensor]]):
         return self.set_incremental_state(incremental_state, "mix_state", buffer)
+
+    def _get_decode_constants(self, incremental_state) -> Dict[str, Tensor]:
+        """The running decode's constants: tensors built on its first step and the same for every
+        hypothesis (not batch-first, so beam search does not reorder them). The dict is created
+        empty in ``incremental_state`` on first use and filled in place by the caller."""
+        constants = self.get_incremental_state(incremental_state, "decode_constants")
+        if constants is None:
+            constants = {}
+            self.set_incremental_state(incremental_state, "decode_constants", constants)
+        return constants
 
     @torch.jit.unused
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):

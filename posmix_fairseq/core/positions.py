@@ -14,6 +14,7 @@ calls. Under activation checkpointing the layer receives its frame as an explici
 recomputation in the backward pass runs with the frame of the forward it repeats.
 """
 import contextlib
+import functools
 from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
@@ -87,6 +88,14 @@ class PositionFrame:
     padding_mask: Tensor
     source_positions: Optional[Tensor] = None
     incremental_state: Any = None
+
+    @functools.cached_property
+    def has_padding(self) -> bool:
+        """Whether any token of this call is padding, asked once per call (the layers of a decoder
+        share its frame, so a decoding step asks once, not once per layer; the answer lives and dies
+        with the frame). True off the CPU, where asking would cost a device synchronisation: a
+        caller that takes the masked route then is exact either way."""
+        return self.padding_mask.device.type != "cpu" or bool(self.padding_mask.any())
 
     @classmethod
     def of_tokens(cls, tokens: Tensor, padding_idx: int, source_positions: Optional[Tensor] = None,

@@ -49,11 +49,6 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
         q = self.position_queries(self.q_proj.weight, query_positions)  # (B, H, T, D_h)
         return q @ self.relative_embeddings().to(q.dtype).transpose(-1, -2)
 
-    def decode_weight_sources(self):
-        # W^Q, Emb_rel and the shared n~ table (read directly: this runs at every decoding step)
-        return [t for m in (self.q_proj, self.relative_embeddings, self.query_table)
-                for t in (*m._parameters.values(), *m._buffers.values()) if t is not None]
-
     def decode_weight_limit(self):
         return getattr(self.query_table, "max_positions", None)  # a learned n~ table's size; sinusoids: any
 

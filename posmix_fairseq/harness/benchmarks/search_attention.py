@@ -8,8 +8,9 @@
    ``MultiheadAttention`` with its key/value cache, rPosNet with a cache of every value (the dense
    form), rPosNet with the constant state (the last K values, the far sum and its count;
    mixers/paths/rposnet_window.py). The caches are filled with t random entries (state as after t steps),
-   then one step is timed (median of ``--repeats``, each restarting from the t-entry cache); the
-   incremental-state bytes are those fairseq keeps for the sublayer after the step.
+   then one step is timed (median of ``--repeats``, each restarting from the t-entry cache; the
+   constant state's decode-weight table is built with it, as on the decode's first step); the
+   incremental-state bytes are those fairseq keeps per hypothesis for the sublayer after the step.
    Every cell is timed in turn within each repeat (median over the repeats).
 2. One encoder self-attention sublayer, forward + backward, at N tokens per sentence with
    batch x N = ``--tokens``: rPosNet dense, rPosNet window (``--S-rposnet-impl``), fairseq MHA.
@@ -47,7 +48,10 @@ def mha(args, self_attention=True):
 
 
 def state_bytes(state):
-    return sum(t.numel() * t.element_size() for buf in state.values() for t in buf.values() if torch.is_tensor(t))
+    """Bytes of the per-hypothesis incremental state (a decode's constants, the decode-weight table shared by
+    every hypothesis, are left out)."""
+    return sum(t.numel() * t.element_size() for key, buf in state.items() if not key.endswith(".decode_constants")
+               for t in buf.values() if torch.is_tensor(t))
 
 
 def interleaved_ms(fns, repeats, prepare=None):
@@ -82,6 +86,9 @@ def filled_state(kind, module, t, args):
     else:
         # the packed state (kernels.decode_step.packed_state): K window slots and the far sum
         module._set_input_buffer(state, {STATE_KEYS[0]: torch.randn(b, h, args.k + 1, dh, generator=g)})
+        # the decode-weight table, built on the decode's first step (mixers/engine/decode_weights.py)
+        with torch.no_grad():
+            module.energy.decode_weights(torch.full((b, 1), t), module._get_decode_constants(state))
     return state
 
 

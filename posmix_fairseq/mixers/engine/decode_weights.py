@@ -1,4 +1,4 @@
-"""The weights of a constant-state decoding step for every query position, computed once per table.
+"""The weights of a constant-state decoding step for every query position, computed once per decode.
 
 GPA Eq. 10 with gamma = 1: a decoding step
 of rPosNet decoder self-attention at position t weighs the last K values and the sum of the older
@@ -8,12 +8,22 @@ same for every sentence and hypothesis. At search (no gradient) a sublayer keeps
 of (P, H, 1, K+1) rows and a step reads its row with one ``index_select``: the softmax, the masks
 and, for a trained rPosNet, W^Q n~ (a D x D product per step) are no longer computed every step.
 
-The table is computed from the energy's ``energy_table(P)`` and again only when a tensor it comes
-from changes (weights loaded or updated in place, the model moved or converted: a new storage or a
-new version) or a position beyond P arrives (P doubles, up to the energy's limit: the frozen table's
-N, a learned n~ table's size; a position beyond the limit gets the energy's own clear error).
+When the table is computed: on the first step of each decode, from the energy's
+``energy_table(P)``, and kept in that decode's incremental state (fairseq's dict, one per call of
+the search), next to the constant state but outside the batch-first entries that beam search
+reorders: the table is the same for every hypothesis, so reordering leaves it alone. It lives
+exactly as long as the decode, so it is correct by construction: an optimizer step between two
+decodes (fairseq's optimizers write through ``p.data``, which changes neither the storage nor the
+version of a parameter, so no key on the tensors could see it), loaded weights, a model moved or
+converted, all reach the next decode, since nothing is reused across decodes. Within a decode the
+weights cannot change. A frozen (search-time) model gets the same per-decode table: its stored
+table is a parameter without gradient, but ``load_state_dict``, ``.data`` and ``.half()`` can still
+change it in place, and the rebuild costs one read of P table rows and a softmax over P x (K+1)
+weights per sublayer per decode, nothing beside the decode itself. A position beyond P grows the
+table (P doubles, up to the energy's limit: the frozen table's N, a learned n~ table's size; a
+position beyond the limit gets the energy's own clear error).
 """
-from typing import List, Optional
+from typing import Dict
 
 import torch
 from torch import Tensor
@@ -23,52 +33,44 @@ from ...kernels.decode_step import position_decode_weights
 #: the smallest table computed (positions 0..63 cover most sentences in one go)
 MIN_POSITIONS = 64
 
-
-def tensor_key(tensors: List[Tensor]) -> tuple:
-    """Identity of the tensors' contents: storage and in-place version (inference tensors, which
-    cannot be changed in place outside inference mode, count by storage alone)."""
-    return tuple((t.data_ptr(), None if t.is_inference() else t._version) for t in tensors)
+#: the entry of a decode's constants (``BatchFirstIncrementalState.decode_constants``) holding the table
+TABLE_KEY = "decode_weight_table"
 
 
-class DecodeWeightTable:
-    """The (P, H, 1, K+1) decode weights of positions 0..P-1 of one energy."""
+def decode_weight_rows(energy, query_positions: Tensor, constants: Dict[str, Tensor]) -> Tensor:
+    """(B, H, T, K+1) weights of the queries at ``query_positions`` (B, T), read from the table in
+    ``constants`` (this decode's entries; built here on the first step, grown when a later position
+    needs it)."""
+    table = constants.get(TABLE_KEY)
+    if table is None:
+        table = constants[TABLE_KEY] = build_table(energy, needed(query_positions), 0)
+    elif query_positions.device.type != "cpu" and needed(query_positions) > table.size(0):
+        # off the CPU, index_select cannot raise for a position beyond the table
+        table = constants[TABLE_KEY] = build_table(energy, needed(query_positions), table.size(0))
+    batch, steps = query_positions.shape
+    flat = query_positions.view(-1) if steps == 1 else query_positions.reshape(-1)
+    try:  # on the CPU a position >= P makes index_select raise: no bound check on every step
+        rows = table.index_select(0, flat)
+    except IndexError:
+        table = constants[TABLE_KEY] = build_table(energy, needed(query_positions), table.size(0))
+        rows = table.index_select(0, flat)
+    return rows if steps == 1 else rows.view(batch, steps, *table.shape[1:]).squeeze(3).transpose(1, 2)
 
-    def __init__(self):
-        self.key: Optional[tuple] = None
-        self.table: Optional[Tensor] = None
 
-    def rows(self, energy, query_positions: Tensor) -> Tensor:
-        """(B, H, T, K+1) weights of the queries at ``query_positions`` (B, T)."""
-        key = tensor_key(energy.decode_weight_sources())
-        if self.table is None or key != self.key:
-            self.build(energy, key, max(self.needed(query_positions), self.size))
-        elif query_positions.device.type != "cpu" and self.needed(query_positions) > self.size:
-            self.build(energy, key, self.needed(query_positions))  # off the CPU, index_select cannot raise
-        batch, steps = query_positions.shape
-        flat = query_positions.view(-1) if steps == 1 else query_positions.reshape(-1)
-        try:  # on the CPU a position >= P makes index_select raise: no bound check on every step
-            rows = self.table.index_select(0, flat)
-        except IndexError:
-            self.build(energy, key, self.needed(query_positions))
-            rows = self.table.index_select(0, flat)
-        return rows if steps == 1 else rows.view(batch, steps, *self.table.shape[1:]).squeeze(3).transpose(1, 2)
+def needed(query_positions: Tensor) -> int:
+    return int(query_positions.max()) + 1 if query_positions.numel() else 1
 
-    @property
-    def size(self) -> int:
-        return 0 if self.table is None else self.table.size(0)
 
-    @staticmethod
-    def needed(query_positions: Tensor) -> int:
-        return int(query_positions.max()) + 1 if query_positions.numel() else 1
-
-    def build(self, energy, key: tuple, needed: int):
-        """The table for at least ``needed`` positions: twice the current size when it grows."""
-        size = max(needed, MIN_POSITIONS, 2 * self.size if needed > self.size else self.size)
-        limit = energy.decode_weight_limit()
-        if limit is not None:  # needed > limit: energy_table(needed) raises the energy's error for that position
-            size = min(size, max(limit, needed))
-        with torch.inference_mode(False), torch.no_grad():
-            table = energy.energy_table(size)  # (H, P, 2K+1); a position beyond the limit raises here
-            positions = torch.arange(size, device=table.device)
-            self.table = position_decode_weights(table.transpose(0, 1), positions[:, None]).unsqueeze(2)
-        self.key = key
+def build_table(energy, needed_positions: int, current: int) -> Tensor:
+    """The (P, H, 1, K+1) table for at least ``needed_positions`` positions: P is at least
+    :data:`MIN_POSITIONS` and twice ``current`` (the size of the table it replaces), capped at the
+    energy's ``decode_weight_limit()`` unless the position needs more (then ``energy_table`` raises
+    the energy's error for it)."""
+    size = max(needed_positions, MIN_POSITIONS, 2 * current)
+    limit = energy.decode_weight_limit()
+    if limit is not None:
+        size = min(size, max(limit, needed_positions))
+    with torch.no_grad():
+        table = energy.energy_table(size)  # (H, P, 2K+1); a position beyond the limit raises here
+        positions = torch.arange(size, device=table.device)
+        return position_decode_weights(table.transpose(0, 1), positions[:, None]).unsqueeze(2)

@@ -125,9 +125,6 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
         self.check_positions(torch.tensor([num_query_positions - 1]), self._query_role)
         return self.table[:, :num_query_positions]
 
-    def decode_weight_sources(self):
-        return [self.table]
-
     def decode_weight_limit(self) -> int:
         return self.positions_of(self._query_role)
 

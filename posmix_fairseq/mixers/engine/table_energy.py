@@ -8,14 +8,14 @@ search-time tables) goes through the two methods below, whether the energy compu
 from W^Q n~ (training) or stores it (frozen).
 """
 import abc
-from typing import List, Optional
+from typing import Dict, Optional
 
 import torch
 from torch import Tensor
 
 from ...core.positions import clipped_relative_index
 from ...kernels.decode_step import position_decode_weights
-from .decode_weights import DecodeWeightTable
+from .decode_weights import decode_weight_rows
 from .energy import SoftmaxEnergy
 from .relative_scores import gather_relative
 
@@ -40,21 +40,16 @@ class RelativeTableEnergy(SoftmaxEnergy):
     def energy_table(self, num_query_positions: int) -> Tensor:
         """(H, Pq, 2K+1) energies for the query positions 0 .. Pq-1."""
 
-    def decode_weights(self, query_positions: Tensor) -> Tensor:
+    def decode_weights(self, query_positions: Tensor, constants: Optional[Dict[str, Tensor]] = None) -> Tensor:
         """(B, H, T, K+1) weights of constant-state decoding in decoder self-attention for queries at
         ``query_positions`` (B, T): window slots 0..K-1, then one far key
         (``kernels.decode_step.position_decode_weights`` of the rows of :meth:`energy_rows`). Without
-        gradients (search) they are read from a table of every position (:mod:`.decode_weights`)."""
-        if torch.is_grad_enabled():
+        gradients and with ``constants`` (the running decode's entries in fairseq's incremental
+        state) they are read from a table of every position built once per decode
+        (:mod:`.decode_weights`); otherwise computed from the step's own energy rows."""
+        if constants is None or torch.is_grad_enabled():
             return position_decode_weights(self.energy_rows(query_positions), query_positions[:, None, :])
-        table = self.__dict__.get("_decode_weight_table")
-        if table is None:
-            table = self.__dict__["_decode_weight_table"] = DecodeWeightTable()
-        return table.rows(self, query_positions)
-
-    def decode_weight_sources(self) -> List[Tensor]:
-        """The tensors :meth:`energy_table` is computed from (a change invalidates the decode weights)."""
-        return [*self.parameters(), *self.buffers()]
+        return decode_weight_rows(self, query_positions, constants)
 
     def decode_weight_limit(self) -> Optional[int]:
         """The most query positions :meth:`energy_table` covers (None: any)."""

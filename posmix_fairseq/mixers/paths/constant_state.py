@@ -24,6 +24,8 @@ class ConstantStateDecoding(MixingPath):
         frame = call.frame
         values = mixer.values(call.value, frame.positions, frame.padding_mask)  # (B, H, T, D_h) of the new tokens
         buffer = mixer._get_input_buffer(call.incremental_state)
-        context = constant_state_step(mixer.energy, buffer, frame.positions, frame.padding_mask, values)
+        constants = mixer._get_decode_constants(call.incremental_state)  # the decode-weight table of this decode
+        context = constant_state_step(mixer.energy, buffer, frame.positions, frame.padding_mask, values,
+                                      constants=constants, padded=frame.has_padding)
         mixer._set_input_buffer(call.incremental_state, buffer)
         return context, None

@@ -86,19 +86,22 @@ def constant_state(buffer: Dict[str, Tensor], batch: int, heads: int, k: int, he
 
 
 def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], query_positions: Tensor,
-                        padding_mask: Tensor, values: Tensor) -> Tensor:
+                        padding_mask: Tensor, values: Tensor, constants: Optional[Dict[str, Tensor]] = None,
+                        padded: Optional[bool] = None) -> Tensor:
     """Decoder self-attention of the new token(s) with the constant state; updates ``buffer``.
 
     ``query_positions`` and ``padding_mask`` (B, T) of the new tokens (T = 1 in fairseq's search;
     several tokens are taken one after the other), ``values`` (B, H, T, D_h) their values.
-    Returns (B, H, T, D_h). A padding token leaves the state unchanged and gets 0.
+    Returns (B, H, T, D_h). A padding token leaves the state unchanged and gets 0. ``constants``:
+    the running decode's constants (where the decode-weight table lives: built on the first step,
+    mixers/engine/decode_weights.py); ``padded``: whether ``padding_mask`` holds any padding, when
+    the caller knows it already (the decoder's layers share one answer per step; None: asked here).
 
     The state holds every real token before the current one (decoding starts at the first target
-    token: checked), so a step's weights depend on its position only (``energy.decode_weights``,
-    read at search from a table of every position: mixers/engine/decode_weights.py) and the state
-    is the K window values and the far sum in one tensor. With the PyTorch kernels a token is
-    :func:`~posmix_fairseq.kernels.decode_step.weighted_decode_step`: a concatenation and one
-    batched product. With Triton each token goes through ``kernels.relative_decode_step``.
+    token: checked), so a step's weights depend on its position only (``energy.decode_weights``)
+    and the state is the K window values and the far sum in one tensor. With the PyTorch kernels a
+    token is :func:`~posmix_fairseq.kernels.decode_step.weighted_decode_step`: a concatenation and
+    one batched product. With Triton each token goes through ``kernels.relative_decode_step``.
     """
     batch, heads, steps, head_dim = values.shape
     if STATE_KEYS[0] not in buffer:
@@ -106,11 +109,14 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     state = constant_state(buffer, batch, heads, energy.k, head_dim, values)
     torch_kernels = kernels.dispatch.resolve(None, values.device) == "torch"
     if steps == 1 and torch_kernels:  # a step of the search: as few operations as possible
-        valid = None if not has_padding(padding_mask) else ~padding_mask.view(-1)
-        context, buffer[STATE_KEYS[0]] = weighted_decode_step(energy.decode_weights(query_positions), values, state,
-                                                              valid)
+        if padded is None:
+            padded = has_padding(padding_mask)
+        valid = ~padding_mask.view(-1) if padded else None
+        context, buffer[STATE_KEYS[0]] = weighted_decode_step(energy.decode_weights(query_positions, constants),
+                                                              values, state, valid)
         return context
-    weights = energy.decode_weights(query_positions) if torch_kernels else energy.energy_rows(query_positions)
+    weights = (energy.decode_weights(query_positions, constants) if torch_kernels
+               else energy.energy_rows(query_positions))
     outputs = []
     for t in range(steps):
         pad = padding_mask[:, t]
@@ -127,24 +133,11 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     return torch.cat(outputs, dim=2)
 
 
-#: (mask, version, answer) of the padding mask last checked by :func:`has_padding` (the decoder's
-#: layers share one mask per step: one check per step, not per layer); one tuple, swapped whole
-_last_padding_check: list = [(None, None, True)]
-
-
 def has_padding(padding_mask: Tensor) -> bool:
     """Whether any token of ``padding_mask`` is padding; True on devices other than the CPU, where
     asking would cost a device synchronisation (the masked update is exact either way). Search
     never feeds padding, so the unmasked update is the common one."""
-    if padding_mask.device.type != "cpu":
-        return True
-    version = None if padding_mask.is_inference() else padding_mask._version  # inference tensors have none
-    mask, last_version, answer = _last_padding_check[0]
-    if mask is padding_mask and last_version == version:
-        return answer
-    answer = bool(padding_mask.any())
-    _last_padding_check[0] = (padding_mask, version, answer)
-    return answer
+    return padding_mask.device.type != "cpu" or bool(padding_mask.any())
 
 
 def check_first_step(query_positions: Tensor, padding_mask: Tensor) -> None:
