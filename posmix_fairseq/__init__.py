@@ -2,10 +2,10 @@
 
 Importing this package registers the ``posmix_transformer`` model, its named architectures,
 the token mixers and position encodings, the ``validation_plateau`` learning-rate scheduler and the
-``posmix_translation`` and ``translation_window`` tasks, and makes ``--bf16`` train and decode in bfloat16
-where torch_xla is absent (:mod:`posmix_fairseq.fairseq_bf16`). Registration is idempotent: importing the package under a second module
-name (``--user-dir`` pointing at a copy, a test importing it by path) does not raise fairseq's
-"Cannot register duplicate" errors.
+``posmix_translation`` and ``translation_window`` tasks, and makes ``--bf16`` train and decode in
+bfloat16 where torch_xla is absent (:mod:`posmix_fairseq.fairseq_bf16`). Registration is idempotent:
+importing the package under a second module name (``--user-dir`` pointing at a copy, a test importing it
+by path) does not raise fairseq's "Cannot register duplicate" errors.
 """
 import os
 

@@ -81,8 +81,9 @@ def generate_recording_dtypes(data, checkpoint, capsys, *extra):
     from fairseq_cli import generate
     parser = options.get_generation_parser()
     args = options.parse_args_and_arch(parser, [
-        data, "--user-dir", posmix_fairseq.USER_DIR, "--path", checkpoint, "--beam", "2", "--max-len-a", "0", "--max-len-b", "12", "--max-tokens", "2000",
-        "--gen-subset", "test", "--cpu", "--required-batch-size-multiple", "1", *extra])
+        data, "--user-dir", posmix_fairseq.USER_DIR, "--path", checkpoint, "--beam", "2", "--max-len-a", "0",
+        "--max-len-b", "12", "--max-tokens", "2000", "--gen-subset", "test", "--cpu", "--required-batch-size-multiple",
+        "1", *extra])
     seen = set()
 
     def record(module, inputs):
