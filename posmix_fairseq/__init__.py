@@ -2,9 +2,10 @@
 
 Importing this package registers the ``posmix_transformer`` model, its named architectures,
 the token mixers and position encodings, the ``validation_plateau`` learning-rate scheduler and the
-``posmix_translation`` and ``translation_window`` tasks. Registration is idempotent: importing the package under a second module
-name (``--user-dir`` pointing at a copy, a test importing it by path) does not raise fairseq's
-"Cannot register duplicate" errors.
+``posmix_translation`` and ``translation_window`` tasks, and makes ``--bf16`` train and decode in
+bfloat16 where torch_xla is absent (:mod:`posmix_fairseq.fairseq_bf16`). Registration is idempotent:
+importing the package under a second module name (``--user-dir`` pointing at a copy, a test importing it
+by path) does not raise fairseq's "Cannot register duplicate" errors.
 """
 import os
 
@@ -22,6 +23,9 @@ if importlib.util.find_spec("fairseq") is not None:
     from . import models  # noqa: E402,F401  (registers the model and the named architectures)
     from . import schedulers  # noqa: E402,F401  (registers --lr-scheduler validation_plateau)
     from . import tasks  # noqa: E402,F401  (registers --task posmix_translation and translation_window)
+    from . import fairseq_bf16  # noqa: E402
+
+    fairseq_bf16.install()  # --bf16 without torch_xla trains in bf16 instead of asking for a TPU
 
 __version__ = "0.1.0"
 USER_DIR = os.path.dirname(os.path.abspath(__file__))

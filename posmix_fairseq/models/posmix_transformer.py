@@ -25,6 +25,7 @@ from fairseq.models.transformer import (
 
 from ..core.placement import DECODER, ENCODER
 from ..core.positions import PositionFrame
+from ..fairseq_bf16 import Bf16Inference
 from ..length_ratio import training_length_ratio
 from ..mixers import MIXER_REGISTRY
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
@@ -147,8 +148,9 @@ class PosMixDecoder(PositionAwareSide, TransformerDecoderBase):
                                             full_context_alignment, alignment_layer, alignment_heads)
 
 
-class PosMixTransformerModel(TransformerModel):
-    """Transformer (Vaswani et al. 2017) whose attention sublayers are selectable token mixers."""
+class PosMixTransformerModel(Bf16Inference, TransformerModel):
+    """Transformer (Vaswani et al. 2017) whose attention sublayers are selectable token mixers; ``--bf16``
+    decodes in bfloat16 (:class:`Bf16Inference`)."""
 
     @classmethod
     def add_args(cls, parser):
