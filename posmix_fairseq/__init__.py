@@ -12,16 +12,28 @@ import os
 # that fairseq stores in every checkpoint (fairseq-generate and --restore-file would fail).
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
-import importlib.util  # noqa: E402
-
-# The registrations need fairseq; posmix_fairseq.kernels (and its benchmark) must import without it
-# (a GPU host with only torch and Triton), so they happen only where fairseq is installed.
-if importlib.util.find_spec("fairseq") is not None:
-    from . import mixers  # noqa: E402,F401  (registers the token mixers)
-    from . import position_encodings  # noqa: E402,F401  (registers the embedding-level position modules)
-    from . import models  # noqa: E402,F401  (registers the model and the named architectures)
-    from . import schedulers  # noqa: E402,F401  (registers --lr-scheduler validation_plateau)
-    from . import tasks  # noqa: E402,F401  (registers --task posmix_translation and translation_window)
+import sys  # noqa: E402
 
 __version__ = "0.1.0"
 USER_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def register() -> None:
+    """Register the model, the named architectures, the token mixers, the position encodings, the
+    scheduler and the tasks with fairseq (importing the modules that register them; idempotent).
+
+    Importing the package does this by itself when fairseq is already imported, which is the case under
+    ``--user-dir`` (fairseq imports the user directory after itself) and in the hub API. Code that
+    imports the package first and builds or loads a model with fairseq afterwards calls it."""
+    from . import mixers  # noqa: F401  (registers the token mixers)
+    from . import position_encodings  # noqa: F401  (registers the embedding-level position modules)
+    from . import models  # noqa: F401  (registers the model and the named architectures)
+    from . import schedulers  # noqa: F401  (registers --lr-scheduler validation_plateau)
+    from . import tasks  # noqa: F401  (registers --task posmix_translation and translation_window)
+
+
+# The registrations import torch and fairseq (seconds); commands that need no model (posmix-score on text
+# files, any --help) import the package without them. posmix_fairseq.kernels must import without fairseq
+# too (a GPU host with only torch and Triton).
+if "fairseq" in sys.modules:
+    register()

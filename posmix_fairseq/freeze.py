@@ -71,7 +71,9 @@ def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Op
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     from fairseq import checkpoint_utils, tasks
 
-    import posmix_fairseq  # noqa: F401  (registers the model)
+    from . import register
+
+    register()  # the model classes the checkpoint names
     from .core.placement import PLACEMENTS, SIDES
     from .mixers import frozen_mixers
 

@@ -15,6 +15,8 @@ def load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str] = ()
 
     import posmix_fairseq
 
+    posmix_fairseq.register()  # imported before fairseq, the package registered nothing
+
     for path in utils.split_paths(checkpoint):  # ':'-separated for an ensemble, as fairseq-generate's --path
         if not os.path.isfile(path):
             raise ValueError(f"--path {checkpoint}: no such checkpoint: {path}")

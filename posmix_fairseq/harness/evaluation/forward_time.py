@@ -51,6 +51,8 @@ def build_from_arch(arch: str, flags: Sequence[str], vocab: int):
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     import posmix_fairseq
+
+    posmix_fairseq.register()  # imported before fairseq, the package registered nothing
     from ...tasks.translation import PosMixTranslationConfig, PosMixTranslationTask
 
     if arch not in ARCH_MODEL_REGISTRY:

@@ -390,7 +390,9 @@ def check_arch(recipe: Recipe):
     """A clear error for an arch that does not exist (VARIANT + the size's suffix)."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    import posmix_fairseq  # noqa: F401
+    import posmix_fairseq
+
+    posmix_fairseq.register()  # the package may have been imported before fairseq (then it registered nothing)
 
     arch = recipe["ARCH"]
     if arch not in ARCH_MODEL_REGISTRY:
