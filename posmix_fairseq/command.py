@@ -170,18 +170,21 @@ def decode_utf8(data: bytes, name: str) -> str:
 
 
 def read_text(path: str, option: Optional[str] = None, allow_empty: bool = False) -> str:
-    """The UTF-8 text of ``path`` (``-``: stdin; ``.gz``: gunzipped), checked as ``check_input_file``."""
+    """The UTF-8 text of ``path`` (``-``: stdin; ``.gz``: gunzipped), checked as ``check_input_file``,
+    with its line ends read as Python's text files read them (``\\r\\n`` and ``\\r`` become ``\\n``)."""
     check_input_file(path, option, allow_empty)
     if path == "-":
-        return decode_utf8(sys.stdin.buffer.read(), "<stdin>")
-    if path.endswith(".gz"):
-        import gzip
-
-        opener = gzip.open
+        text = decode_utf8(sys.stdin.buffer.read(), "<stdin>")
     else:
-        opener = open
-    with opener(path, "rb") as f:
-        return decode_utf8(f.read(), _label(path, option))
+        if path.endswith(".gz"):
+            import gzip
+
+            opener = gzip.open
+        else:
+            opener = open
+        with opener(path, "rb") as f:
+            text = decode_utf8(f.read(), _label(path, option))
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def read_text_lines(path: str, option: Optional[str] = None, allow_empty: bool = False) -> List[str]:
