@@ -139,15 +139,18 @@ def check_input_file(path: str, option: Optional[str] = None, allow_empty: bool 
     return path
 
 
-def check_output_file(path: str, option: Optional[str] = None) -> str:
-    """``path`` if a file can be written there (``-``: stdout); the directory must exist."""
+def check_output_file(path: str, option: Optional[str] = None, parent_must_exist: bool = True) -> str:
+    """``path`` if a file can be written there (``-``: stdout): not a directory, and in a directory that
+    exists (unless the command creates it: ``parent_must_exist=False``)."""
     if path == "-":
         return path
     label = _label(path, option)
     if os.path.isdir(path):
         raise CommandError(f"{label}: is a directory; give a file name")
     parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
+    if os.path.isfile(parent):
+        raise CommandError(f"{label}: {parent} is a file, not a directory")
+    if parent_must_exist and not os.path.isdir(parent):
         raise CommandError(f"{label}: directory {parent} does not exist")
     return path
 
@@ -156,6 +159,37 @@ def check_output_dir(path: str, option: Optional[str] = None) -> str:
     """``path`` if it is a directory or can be created as one."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise CommandError(f"{_label(path, option)}: exists and is not a directory")
+    return path
+
+
+#: the first bytes of a file torch.save writes: a zip archive (torch >= 1.6) or a pickle (older torch)
+CHECKPOINT_MAGIC = (b"PK\x03\x04", b"\x80")
+
+
+def check_checkpoint(path: str, option: Optional[str] = None) -> str:
+    """``path`` if it is a non-empty file that torch.save could have written (read: its first bytes)."""
+    check_input_file(path, option)
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head.startswith(CHECKPOINT_MAGIC):
+        raise CommandError(f"{_label(path, option)}: not a PyTorch checkpoint (neither a zip archive nor a pickle); "
+                           "give a file written by fairseq-train, posmix-freeze or posmix-average")
+    return path
+
+
+def check_checkpoints(paths: str, option: str = "--path") -> List[str]:
+    """The checkpoints of a ':'-separated list (fairseq-generate's ``--path`` for an ensemble), each checked."""
+    return [check_checkpoint(path, option) for path in paths.split(":")]
+
+
+def check_data_dir(path: str, option: Optional[str] = None) -> str:
+    """``path`` if it is a directory holding fairseq-preprocess's dictionaries (``dict.*.txt``)."""
+    label = _label(path, option) if option else f"data directory {path}"
+    if not os.path.isdir(path):
+        raise CommandError(f"{label}: " + ("is a file; give the directory fairseq-preprocess --destdir wrote"
+                                           if os.path.exists(path) else "no such directory"))
+    if not any(name.startswith("dict.") and name.endswith(".txt") for name in os.listdir(path)):
+        raise CommandError(f"{label}: no dict.*.txt; give the directory fairseq-preprocess --destdir wrote")
     return path
 
 
@@ -194,6 +228,19 @@ def read_text_lines(path: str, option: Optional[str] = None, allow_empty: bool =
     if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+def read_json(path: str, option: Optional[str] = None, what: str = "JSON"):
+    """The JSON value in ``path``; errors name the option, the file, the line and column, and ``what``
+    the file should be."""
+    import json
+
+    text = read_text(path, option)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CommandError(f"{_label(path, option)}: line {e.lineno} column {e.colno}: not valid JSON ({e.msg}); "
+                           f"expected {what}") from None
 
 
 @contextlib.contextmanager

@@ -6,7 +6,6 @@
 
 Reports the median of ``--repeats`` calls (after two warm-up calls) for each length.
 """
-import argparse
 import statistics
 import time
 
@@ -14,10 +13,11 @@ import torch
 
 from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.harness.testing import mix, mixer_spec
+from ...command import build_parser as command_parser, console
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_parser("posmix-bench-gaussian-window", __doc__)
     parser.add_argument("--lengths", default="32,128,512")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--dim", type=int, default=512)
@@ -44,5 +44,8 @@ def main(argv=None):
               f"full {times['full']:.1f} ms, window {times['window']:.1f} ms")
 
 
+cli = console(main, "posmix-bench-gaussian-window")
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

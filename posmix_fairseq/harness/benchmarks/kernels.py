@@ -14,7 +14,6 @@ key/value cache of t keys. Prints Markdown tables with the device name.
 
 (or ``python -m posmix_fairseq.harness.benchmarks.kernels``; it imports without fairseq).
 """
-import argparse
 import math
 import statistics
 import time
@@ -24,6 +23,7 @@ import torch.nn.functional as F
 
 from posmix_fairseq import kernels
 from posmix_fairseq.kernels import dispatch
+from ...command import build_parser as command_parser, console
 
 
 def timed(fn, device, repeats, warmup):
@@ -221,7 +221,7 @@ def decode_table(args, device, dtype, triton_ok):
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = command_parser("posmix-bench-kernels", __doc__)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default=None,
                     help="default bfloat16 on cuda, float32 on cpu")
@@ -263,5 +263,8 @@ def main(argv=None):
     decode_table(args, device, dtype, triton_ok)
 
 
+cli = console(main, "posmix-bench-kernels")
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

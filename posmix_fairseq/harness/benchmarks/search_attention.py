@@ -17,7 +17,6 @@
 The mixers are the package's own (built as fairseq builds them: gated rPosNet, learned n~) and
 fairseq's MHA, at D = 512, H = 8, K = 16 (Base) unless told otherwise; fp32.
 """
-import argparse
 import os
 import statistics
 import sys
@@ -33,6 +32,7 @@ from posmix_fairseq.mixers import build_mixer  # noqa: E402
 from posmix_fairseq.mixers.paths.rposnet_window import STATE_KEYS  # noqa: E402
 from posmix_fairseq.mixers.rposnet import rposnet_paths  # noqa: E402
 from posmix_fairseq.harness.testing import mixer_spec  # noqa: E402
+from ...command import build_parser as command_parser, console  # noqa: E402
 
 
 def rposnet(placement, args, impl="dense"):
@@ -144,7 +144,7 @@ def train_table(args):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser("posmix-bench-search-attention", __doc__)
     p.add_argument("--dim", type=int, default=512)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("-k", "--k", type=int, default=16, help="rPosNet clipping distance K (default 16)")
@@ -200,5 +200,8 @@ def main(argv=None):
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
 
 
+cli = console(main, "posmix-bench-search-attention")
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

@@ -8,7 +8,6 @@
 One step = forward + backward + Adam update on a fixed random batch (label-smoothed cross
 entropy). Reports the median step time of each arch and its ratio to the first arch.
 """
-import argparse
 import statistics
 import time
 
@@ -16,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args
+from ...command import build_parser as command_parser, console
 
 
 def build(arch, extra, vocab):
@@ -24,7 +24,7 @@ def build(arch, extra, vocab):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser("posmix-bench-train-step", __doc__)
     p.add_argument("--archs", default="posmix_transformer_iwslt_de_en,rposnet_iwslt_de_en")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--src-len", type=int, default=30)
@@ -74,5 +74,8 @@ def main(argv=None):
         print(f"| {arch} | {params:,} | {t * 1000:.1f} | {t / base:.2f} |")
 
 
+cli = console(main, "posmix-bench-train-step")
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

@@ -41,14 +41,27 @@ def load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str] = ()
     return cfg, task, models
 
 
+def _epoch_batches(task, subset: str, max_sentences: int = 0, max_tokens: int = 4000):
+    return task.get_batch_iterator(
+        dataset=task.dataset(subset), max_tokens=max_tokens, max_sentences=max_sentences or None, max_positions=None,
+        ignore_invalid_inputs=False, required_batch_size_multiple=1, seed=1, num_shards=1, shard_id=0,
+        num_workers=0)
+
+
 def batches(cfg, task, subset: str, max_sentences: int = 0, max_tokens: int = 4000):
     """Batches of the subset in fairseq's order (batch_size 1-multiple: no sentence is skipped)."""
-    dataset = task.dataset(subset)
-    itr = task.get_batch_iterator(
-        dataset=dataset, max_tokens=max_tokens, max_sentences=max_sentences or None, max_positions=None,
-        ignore_invalid_inputs=False, required_batch_size_multiple=1, seed=1, num_shards=1, shard_id=0,
-        num_workers=0).next_epoch_itr(shuffle=False)
-    return itr
+    return _epoch_batches(task, subset, max_sentences, max_tokens).next_epoch_itr(shuffle=False)
+
+
+def first_sentences(task, subset: str, stop_after: int, max_tokens: int = 4000) -> List[int]:
+    """The sentence ids of the batches that ``batches`` yields until ``stop_after`` sentences are reached
+    (0: all), known before any batch is run: fairseq orders batches by length, not by id."""
+    ids: List[int] = []
+    for batch in _epoch_batches(task, subset, 0, max_tokens).frozen_batches:
+        ids.extend(int(i) for i in batch)
+        if stop_after and len(ids) >= stop_after:
+            break
+    return ids
 
 
 def encode_lines(dictionary, lines: List[str]) -> List[torch.Tensor]:

@@ -14,7 +14,6 @@ scale with SIZE=mini (3+3 layers, D=128; --size tiny: 1+1 layers, D=32) on a loc
 pairs, and --max-update updates. Tiny numbers show that the grid runs end to end, not the paper's
 ranking. Progress lines give the system, the updates done and an estimate of the time left.
 """
-import argparse
 import io
 import json
 import os
@@ -26,6 +25,7 @@ import time
 from typing import Dict, List, Optional
 
 from .paper_tables import TABLES, System, Table
+from ...command import build_parser as command_parser, console
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_DATA = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
@@ -231,8 +231,7 @@ def print_plans(table: Table, cmds) -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None):
-    p = argparse.ArgumentParser(prog="posmix-reproduce", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p = command_parser("posmix-reproduce", __doc__)
     p.add_argument("--table", help=f"one of {', '.join(TABLES)}")
     p.add_argument("--list", action="store_true", help="list the tables")
     p.add_argument("--scale", choices=["tiny", "paper"], default="tiny")
@@ -283,10 +282,8 @@ def main(argv: Optional[List[str]] = None):
     return ours
 
 
-def cli():
-    """Console entry point: main() returns results for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-reproduce")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

@@ -492,4 +492,4 @@ cli = console(main, "posmix-score")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

@@ -20,7 +20,6 @@ stopped, and sections run in separate calls merge with ``--merge``. The Markdown
 its targets (value, goal, met or short). ``--dry-run-cpu`` runs tiny sizes on the CPU so that the
 script cannot rot: its figures are no GPU results and are marked so.
 """
-import argparse
 import datetime
 import json
 import os
@@ -29,6 +28,7 @@ import sys
 import time
 
 import torch
+from ....command import build_parser as command_parser, console
 
 SECTIONS = ("kernels", "sublayer", "train", "decode", "quality")
 DEFAULT_SECTIONS = ("kernels", "sublayer", "train", "decode")
@@ -173,9 +173,7 @@ def run_section(name, mode, device, dtype, args, overrides, log):
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog="posmix-bench-gpu", description=__doc__.split("\n\n")[0],
-                                 epilog=__doc__.split("\n\n", 1)[1],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = command_parser("posmix-bench-gpu", __doc__)
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="smaller sizes: about 10 minutes on an H100")
     mode.add_argument("--dry-run-cpu", action="store_true", help="tiny sizes on the CPU (CI): not a measurement")
@@ -256,3 +254,6 @@ def main(argv=None):
     if failed:
         sys.exit(1)
     return results
+
+
+cli = console(main, "posmix-bench-gpu")
