@@ -145,19 +145,20 @@ def train_table(args):
 
 def main(argv=None):
     p = command_parser("posmix-bench-search-attention", __doc__)
-    p.add_argument("--dim", type=int, default=512)
-    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--dim", type=int, default=512, help="model dimension D")
+    p.add_argument("--heads", type=int, default=8, help="attention heads H")
     p.add_argument("-k", "--k", type=int, default=16, help="rPosNet clipping distance K (default 16)")
     p.add_argument("--hyps", type=int, default=5, help="hypotheses in a decoding step (default 5: beam 5, batch 1)")
     p.add_argument("--steps", default="16,64,256,1024,4096", help="decoding steps t")
     p.add_argument("--lengths", default="64,128,256,512,1024,2048", help="sentence lengths N of the sublayer table")
     p.add_argument("--tokens", type=int, default=4096, help="batch x N of the sublayer table")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per row")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--kinds", default="mha,dense,constant",
                    help="decoding-step candidates (default mha,dense,constant; e.g. 'constant' alone shows its "
                         "time without the large caches of the others in the same repeats)")
-    p.add_argument("--skip", choices=("decode", "train"), default=None)
+    p.add_argument("--skip", choices=("decode", "train"), default=None,
+                   help="leave out the decoding or the training table")
     args = p.parse_args(argv)
     args.steps = [int(v) for v in args.steps.split(",")]
     args.lengths = [int(v) for v in args.lengths.split(",")]

@@ -148,7 +148,7 @@ def main(argv: Optional[List[str]] = None):
                    help="a system: an arch and its flags, or LABEL=CHECKPOINT.pt (repeatable)")
     p.add_argument("--model-flags", default="", help="flags added to every arch-built system, quoted "
                                                      "(e.g. '--encoder-layers 2 --decoder-layers 2')")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=32, help="sentences per forward")
     p.add_argument("--length", type=int, default=50, help="tokens per sentence, source and target (default 50)")
     p.add_argument("--repeats", type=int, default=10, help="timed forwards (default 10, as the paper)")
     p.add_argument("--vocab", type=int, default=32000, help="dictionary size of arch-built systems")

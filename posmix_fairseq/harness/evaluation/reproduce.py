@@ -234,15 +234,17 @@ def main(argv: Optional[List[str]] = None):
     p = command_parser("posmix-reproduce", __doc__)
     p.add_argument("--table", help=f"one of {', '.join(TABLES)}")
     p.add_argument("--list", action="store_true", help="list the tables")
-    p.add_argument("--scale", choices=["tiny", "paper"], default="tiny")
+    p.add_argument("--scale", choices=["tiny", "paper"], default="tiny",
+                   help="tiny: small models on a local corpus; paper: print (or --run) the paper's commands")
     p.add_argument("--run", action="store_true", help="with --scale paper: run the commands instead of printing them")
     p.add_argument("--plan", action="store_true", help="print every system's recipe plan (PLAN=1): its commands, "
                                                        "batch, schedule, disk, test lengths, unstated settings")
     p.add_argument("--systems", help="comma-separated indices of the grid's systems to run (default: all)")
-    p.add_argument("--out", default=os.path.join(ROOT, "runs", "reproduce"))
+    p.add_argument("--out", default=os.path.join(ROOT, "runs", "reproduce"),
+                   help="output directory of the runs and the tables")
     p.add_argument("--data-dir", default=DEFAULT_DATA, help="tiny scale: raw corpus (default: the shared Multi30k)")
-    p.add_argument("--src", default="en")
-    p.add_argument("--tgt", default="de")
+    p.add_argument("--src", default="en", help="source language of the raw corpus")
+    p.add_argument("--tgt", default="de", help="target language of the raw corpus")
     p.add_argument("--size", choices=["mini", "tiny"], default="mini",
                    help="tiny scale: recipe SIZE (mini: 3+3 layers, D=128; tiny: 1+1 layers, D=32, for tests)")
     p.add_argument("--max-update", type=int, default=300, help="tiny scale: updates per system")

@@ -28,7 +28,8 @@ import sys
 import time
 
 import torch
-from ....command import build_parser as command_parser, console
+from ....command import (CommandError, build_parser as command_parser, check_input_file, check_output_file, console,
+                          read_json)
 
 SECTIONS = ("kernels", "sublayer", "train", "decode", "quality")
 DEFAULT_SECTIONS = ("kernels", "sublayer", "train", "decode")
@@ -71,9 +72,11 @@ def parse_set(items):
     return out
 
 
-def load(path):
-    with open(path) as f:
-        return json.load(f)
+def load(path, option="--json"):
+    results = read_json(path, option, "a posmix-bench-gpu results file")
+    if not isinstance(results, dict) or not isinstance(results.get("sections"), dict):
+        raise CommandError(f"{option} {path}: not a posmix-bench-gpu results file (no \"sections\")")
+    return results
 
 
 def save(path, results):
@@ -99,7 +102,7 @@ def merge(paths):
     modules = dict(sublayer=sublayer, train=training, decode=decoding, quality=quality)
     merged = dict(meta=None, sections={})
     for path in paths:
-        r = load(path)
+        r = load(path, "--merge")
         merged["meta"] = merged["meta"] or r["meta"]
         for name, section in r["sections"].items():
             section = dict(section, meta=section.get("meta") or r["meta"])
@@ -198,6 +201,13 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    for path in args.merge or []:
+        check_input_file(path, "--merge")
+    if args.json and os.path.exists(args.json) and not args.merge:
+        check_input_file(args.json, "--json")
+    for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
+        if path:
+            check_output_file(path, flag, parent_must_exist=False)
     if args.merge:
         results = merge(args.merge)
         save(args.json, results)
