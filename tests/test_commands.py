@@ -262,3 +262,41 @@ def test_the_plugin_registers_under_user_dir_after_a_light_import():
                        env=dict(os.environ, PYTHONPATH=REPO), timeout=120)
     assert r.returncode == 0, r.stderr
     assert "REGISTERED False True" in r.stdout
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    from helpers import binarized_toy_corpus, run_train
+
+    root = tmp_path_factory.mktemp("tiny_checkpoint")
+    data = binarized_toy_corpus(root, {"train": 120, "valid": 8, "test": 30})
+    run_train(data, str(root / "ckpt"), ["--arch", "posmix_transformer"], updates=1)
+    return data, str(root / "ckpt" / "checkpoint_last.pt")
+
+
+def test_heatmaps_outside_the_analysed_sentences_are_refused_before_the_analysis(tiny_checkpoint, tmp_path,
+                                                                                  monkeypatch, capsys):
+    """fairseq batches by length: with --max-sentences the analysed ids are not the first N ids. The
+    check runs before any batch, and the model-loading log shows no Hydra or pin_memory notices."""
+    from posmix_fairseq.harness.evaluation import attention, fairseq_loading
+
+    data, ckpt = tiny_checkpoint
+    task_ids = {}
+
+    def analysed_then_stop(task, subset, stop_after, max_tokens=4000):
+        ids = fairseq_loading.first_sentences(task, subset, stop_after, max_tokens=64)  # a few sentences a batch
+        task_ids["ids"] = ids
+        return ids
+
+    monkeypatch.setattr(attention, "first_sentences", analysed_then_stop)
+    monkeypatch.setattr(attention, "batches", lambda *a, **k: pytest.fail("the analysis ran before the check"))
+    status, _, err = run_entry("posmix-attention", [data, "--path", ckpt, "--out", str(tmp_path / "att"),
+                                                    "--max-sentences", "2", "--heatmaps", "0,1,2"], monkeypatch, capsys)
+    absent = sorted({0, 1, 2} - set(task_ids["ids"]))
+    assert status == 1 and absent
+    assert f"sentence ids {absent} are not among the {len(task_ids['ids'])} sentences analysed with --max-sentences 2" in err
+    status, _, err = run_entry("posmix-attention", [data, "--path", ckpt, "--out", str(tmp_path / "att"),
+                                                    "--heatmaps", "30"], monkeypatch, capsys)
+    assert status == 1 and "sentence ids [30] are not in the 'test' split (ids 0-29)" in err
+    for noise in ("version_base", "hydra.experimental", "DEBUG:", "pin_memory", "INFO:fairseq"):
+        assert noise not in err

@@ -98,6 +98,11 @@ def analyse(data_dir: str, checkpoint: str, subset: str = "test", max_sentences:
     if subset not in task.datasets:
         raise ValueError(f"{data_dir}: no '{subset}' split")
     if heatmap_ids:
+        size = len(task.dataset(subset))
+        outside = [i for i in heatmap_ids if not 0 <= i < size]
+        if outside:
+            raise ValueError(f"--heatmaps: sentence ids {outside} are not in the '{subset}' split "
+                             f"(ids 0-{size - 1})")
         analysed = set(first_sentences(task, subset, max_sentences))
         absent = [i for i in heatmap_ids if i not in analysed]
         if absent:

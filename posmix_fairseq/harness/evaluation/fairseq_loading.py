@@ -1,14 +1,40 @@
 """Loading a checkpoint and its task through fairseq's public API, as ``fairseq-generate`` does
 (``options.get_generation_parser`` -> ``tasks.setup_task`` -> ``checkpoint_utils.load_model_ensemble``),
 so every analysis works with every architecture and takes fairseq-generate's own flags."""
+import contextlib
+import logging
 import os
 from typing import List, Sequence
 
 import torch
 
+from ...command import silence_library_noise
+
+
+@contextlib.contextmanager
+def quiet_fairseq_logging():
+    """fairseq's INFO lines (dictionary sizes, examples loaded, batching) are for fairseq-train's log,
+    not for an analysis's user: fairseq logs only warnings from here on. Hydra, while fairseq composes
+    its configuration, sets the root logger to DEBUG and adds a handler: both are undone afterwards."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    logging.getLogger("fairseq").setLevel(logging.WARNING)
+    silence_library_noise()
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+
 
 def load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str] = (), subset: str = "test"):
     """(cfg, task, models): models in eval mode on CPU, the subset loaded if it exists in data_dir."""
+    with quiet_fairseq_logging():
+        return _load_for_inference(data_dir, checkpoint, extra, subset)
+
+
+def _load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str], subset: str):
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     from fairseq import checkpoint_utils, options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
