@@ -24,8 +24,9 @@ from typing import Callable, Iterator, List, Optional, Sequence
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
-class CommandError(Exception):
-    """A failure the user can act on: printed as ``prog: message``; exit status 1."""
+class CommandError(ValueError):
+    """A failure the user can act on: printed as ``prog: message``; exit status 1. A ValueError, so that
+    code which reports bad input by catching ValueError reports these too."""
 
     exit_status = EXIT_FAILURE
 
