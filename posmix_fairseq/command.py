@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import sys
+import traceback
 import warnings
 from typing import Callable, Iterator, List, Optional, Sequence
 
@@ -306,6 +307,8 @@ def run(main: Callable[[Optional[Sequence[str]]], object], prog: str, argv: Opti
         return 130
     except SystemExit as e:  # argparse (--help: 0, usage: 2) or a command's own SystemExit(message)
         if isinstance(e.code, str):
+            if debug and e.__context__ is not None:  # the error the command turned into this message
+                traceback.print_exception(e.__context__, file=sys.stderr)
             message = e.code if e.code.startswith(f"{prog}:") else f"{prog}: {e.code}"
             print(message, file=sys.stderr)
             return EXIT_FAILURE

@@ -180,11 +180,15 @@ def test_a_bad_file_is_named_in_one_line_without_traceback(case, kind, tmp_path,
     assert err.startswith(f"{name}: "), err
 
 
-def test_debug_shows_the_traceback(tmp_path, monkeypatch):
+def test_debug_shows_the_traceback(tmp_path, monkeypatch, capsys):
     bad = make_bad(tmp_path, "not_utf8")
-    monkeypatch.setattr(sys, "argv", ["posmix-score", "--hyp", bad, "--ref", bad, "--debug"])
-    with pytest.raises(command.CommandError, match="line 2 is not UTF-8"):
-        entry("posmix-score")()
+    status, _, err = run_entry("posmix-score", ["--hyp", bad, "--ref", bad], monkeypatch, capsys)
+    assert status == 1 and "Traceback" not in err and "line 2 is not UTF-8" in err
+    status, _, err = run_entry("posmix-score", ["--hyp", bad, "--ref", bad, "--debug"], monkeypatch, capsys)
+    assert status == 1 and "Traceback (most recent call last)" in err and "line 2 is not UTF-8" in err
+    monkeypatch.setattr(sys, "argv", ["posmix-freeze", bad, str(tmp_path / "out.pt"), "--debug"])
+    with pytest.raises(command.CommandError, match="IN.pt .*not a PyTorch checkpoint"):
+        entry("posmix-freeze")()  # an error no command code turned into a message: raised as it is
 
 
 def test_a_reference_with_a_bad_byte_names_file_and_line(tmp_path, good, monkeypatch, capsys):
