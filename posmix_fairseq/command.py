@@ -92,7 +92,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--version", action="version", version=f"%(prog)s (posmix_fairseq {version_string()})",
                        help="print the version and exit")
     group.add_argument("-q", "--quiet", action="store_true",
-                       help="print only warnings, errors and the results (no progress or log lines)")
+                       help="no log lines from the libraries below the command (only their warnings and errors)")
     group.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 

@@ -379,7 +379,8 @@ def main(argv: Optional[List[str]] = None):
     flags = " ".join(f"{side.flag(FROZEN_OPTION)} {result.sizes[side.role]}" for side in SIDES
                      if side.role in result.sizes)
     # quoted: the line is meant to be pasted into a shell, and a file name may hold $(...) or spaces
-    print(f"\nwrote {a.output} ({flags}); decode it with fairseq-generate --user-dir ... --path {shlex.quote(a.output)}")
+    print(f"\nwrote {a.output} ({flags}); decode it with fairseq-generate --user-dir ... "
+          f"--path {shlex.quote(a.output)}")
     return result
 
 

@@ -92,7 +92,8 @@ class Detokenizer:
         spm_removed = self.remove_bpe == "sentencepiece"
         if spm_here and self._sp is None and not spm_removed:
             raise ValueError(f"the {what} hold SentencePiece pieces ('{SPM_BOUNDARY}'): pass --spm-model MODEL "
-                             "or --remove-bpe sentencepiece (or --use-detok-lines for the D- lines of fairseq-generate --bpe sentencepiece)")
+                             "or --remove-bpe sentencepiece (or --use-detok-lines for the D- lines of "
+                             "fairseq-generate --bpe sentencepiece)")
         if bpe_here and self.remove_bpe != "subword_nmt":
             raise ValueError(f"the {what} hold subword-nmt markers ('{BPE_MARKER} '): pass --remove-bpe")
         if self._sp is not None:

@@ -112,7 +112,8 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--count", choices=["words", "pieces"], default="words",
                    help="length unit: whitespace words of the raw text, or subword pieces (S-/T- lines)")
     p.add_argument("--bins", default="25,50,75,100", help="upper edges E1,E2,... or quantiles:K")
-    p.add_argument("--key-file", metavar="FILE", help="bin by these per-sentence values instead (one per line, in sentence order)")
+    p.add_argument("--key-file", metavar="FILE",
+                   help="bin by these per-sentence values instead (one per line, in sentence order)")
     a = p.parse_intermixed_args(argv)
     if a.key_file:
         check_input_file(a.key_file, "--key-file")

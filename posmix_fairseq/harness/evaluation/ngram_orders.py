@@ -88,7 +88,8 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--char-orders", default="1-30", help="chrF character orders, word order 2 (default 1-30)")
     p.add_argument("--word-orders", default="1-8", help="chrF word orders, character order 6 (default 1-8)")
     p.add_argument("--bleu-orders", default="1-8", help="BLEU maximum n-gram orders (default 1-8)")
-    p.add_argument("--json", metavar="FILE", help="write the scores here (posmix-plot posnet-fig4 reads it; '-': stdout)")
+    p.add_argument("--json", metavar="FILE",
+                   help="write the scores here (posmix-plot posnet-fig4 reads it; '-': stdout)")
     a = p.parse_intermixed_args(argv)
     for flag, path in [("GEN_OUT", x) for x in a.gen_out] + [("--baseline", a.baseline), ("--ref", a.ref),
                                                                ("--spm-model", a.spm_model)]:
