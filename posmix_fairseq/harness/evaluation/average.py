@@ -21,7 +21,6 @@ are memory-mapped: choosing the best reads each one's ``extra_state``, not its w
 and the average holds one running sum. The recipes' ``--task translation_window`` keeps only the
 interval checkpoints such an average can use, without their optimizer state.
 """
-import argparse
 import collections
 import os
 import re
