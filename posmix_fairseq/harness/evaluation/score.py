@@ -10,8 +10,9 @@ baseline systems; a Markdown table, and CSV/JSON for scripts.
 Systems are fairseq-generate outputs (their H- lines; --use-detok-lines takes D- lines) or --hyp text
 files. Hypotheses (and the T-/S- lines used when --ref/--src are not given) are detokenised with the
 recipe's steps: --spm-model (SentencePiece), --remove-bpe (subword-nmt '@@ '; --remove-bpe sentencepiece:
-pieces joined without the model), --moses-detok LANG; a subword step runs only on lines that still hold subword units, so lines that fairseq-generate already
-decoded (--bpe, --post-process) are never decoded twice. --ref/--src files are raw text, used as they
+pieces joined without the model), --moses-detok LANG; a subword step runs only on lines that still hold
+subword units, so lines that fairseq-generate already decoded (--bpe, --post-process) are never decoded
+twice. --ref/--src files are raw text, used as they
 are. sacreBLEU's metrics use sacreBLEU's defaults (TER case-insensitive). A learned metric whose model
 is not given or does not load is reported as skipped, with how to provide it; the other metrics are
 still computed.
