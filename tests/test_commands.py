@@ -229,6 +229,30 @@ def test_the_entry_point_returns_the_exit_status_not_the_result(good, monkeypatc
     assert status == 0 and json.loads(out)["rows"][0]["metric"] == "BLEU"
 
 
+def test_bench_gpu_returns_its_exit_status_not_its_results(tmp_path, monkeypatch, capsys):
+    """posmix-bench-gpu's main returns the results dict; the console wrapper would print it and exit 1."""
+    results = tmp_path / "r.json"
+    results.write_text('{"meta": {"name": "cpu", "torch": "2", "triton": "3", "cuda": null, "mode": "dry", '
+                       '"python": "3.11", "date": "today"}, "sections": {}}')
+    status, _, err = run_entry("posmix-bench-gpu", ["--merge", str(results), "--json", str(tmp_path / "m.json")],
+                               monkeypatch, capsys)
+    assert status == 0 and err == ""
+
+
+def test_sacrebleu_precomputing_lines_are_not_printed(good, tmp_path, monkeypatch, capsys, caplog):
+    """With the root logger at INFO (fairseq or COMET configure it so), sacreBLEU logs "Pre-computing ...
+    statistics" once per significance test: two lines for one fact the user cannot act on."""
+    import logging
+
+    base = tmp_path / "base.txt"
+    base.write_text(open(good["GEN"]).read().replace("\tref 2 x\n", "\tother words\n", 1))
+    caplog.set_level(logging.INFO)
+    status, _, err = run_entry("posmix-score", [good["GEN"], "--baseline", str(base), "--metrics", "bleu",
+                                                "--paired-bs-n", "20", "--paired-ar-n", "20"], monkeypatch, capsys)
+    assert status == 0, err
+    assert not [r for r in caplog.records if "Pre-computing" in r.getMessage()]
+
+
 def test_stdin_is_dash(good, tmp_path):
     code = ("import sys; from posmix_fairseq.harness.evaluation.score import cli; "
             "sys.argv = ['posmix-score', '--hyp', '-', '--ref', sys.argv[1], '--metrics', 'chrf', '--paired-bs-n', '0',"
