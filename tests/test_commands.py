@@ -328,3 +328,17 @@ def test_heatmaps_outside_the_analysed_sentences_are_refused_before_the_analysis
     assert status == 1 and "sentence ids [30] are not in the 'test' split (ids 0-29)" in err
     for noise in ("version_base", "hydra.experimental", "DEBUG:", "pin_memory", "INFO:fairseq"):
         assert noise not in err
+
+
+def test_a_model_loading_command_prints_no_library_notices(tiny_checkpoint, tmp_path):
+    """Loading a model through fairseq prints Hydra's deprecation notices and DEBUG lines, fairseq's INFO
+    lines and torch's pin_memory notice: none of them is something the user can act on."""
+    data, ckpt = tiny_checkpoint
+    code = ("import sys; from posmix_fairseq.harness.evaluation.attention import cli; "
+            "sys.argv[0] = 'posmix-attention'; sys.exit(cli())")
+    r = subprocess.run([sys.executable, "-c", code, data, "--path", ckpt, "--out", str(tmp_path / "att")],
+                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "| encoder_self | 1 | 1 |" in r.stdout
+    for noise in ("hydra", "version_base", "ConfigStore", "DEBUG:", "INFO:", "pin_memory"):
+        assert noise not in r.stderr, r.stderr
