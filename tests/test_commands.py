@@ -298,7 +298,7 @@ def tiny_checkpoint(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("tiny_checkpoint")
     data = binarized_toy_corpus(root, {"train": 120, "valid": 8, "test": 30})
-    run_train(data, str(root / "ckpt"), ["--arch", "posmix_transformer"], updates=1)
+    run_train(data, str(root / "ckpt"), ["--arch", "rposnet_iwslt_de_en"], updates=1)
     return data, str(root / "ckpt" / "checkpoint_last.pt")
 
 
@@ -342,3 +342,16 @@ def test_a_model_loading_command_prints_no_library_notices(tiny_checkpoint, tmp_
     assert "| encoder_self | 1 | 1 |" in r.stdout
     for noise in ("hydra", "version_base", "ConfigStore", "DEBUG:", "INFO:", "pin_memory"):
         assert noise not in r.stderr, r.stderr
+
+
+def test_the_decode_line_of_posmix_freeze_is_shell_quoted(tiny_checkpoint, tmp_path, monkeypatch, capsys):
+    """The printed fairseq-generate line is meant to be pasted into a shell: a file name holding $(...)
+    must come out quoted, or pasting it would run the command inside."""
+    import shlex
+
+    _, ckpt = tiny_checkpoint
+    frozen = str(tmp_path / "$(touch pwned) search.pt")
+    status, out, err = run_entry("posmix-freeze", [ckpt, frozen], monkeypatch, capsys)
+    assert status == 0, err
+    line = out.strip().splitlines()[-1]
+    assert line.endswith(f"--path {shlex.quote(frozen)}") and shlex.split(line)[-1] == frozen
