@@ -108,16 +108,6 @@ def build_parser(prog: str, doc: Optional[str], **kwargs) -> CommandParser:
     return parser
 
 
-def add_subparsers(parser: argparse.ArgumentParser, **kwargs):
-    """Subcommands whose parsers print help as the main one does."""
-    return parser.add_subparsers(parser_class=argparse.ArgumentParser, **kwargs)
-
-
-def sub_parser(subparsers, name: str, doc: str, **kwargs) -> argparse.ArgumentParser:
-    return subparsers.add_parser(name, help=plain_text(doc).split("\n\n")[0], description=plain_text(doc),
-                                 formatter_class=HelpFormatter, **kwargs)
-
-
 # -- files -------------------------------------------------------------------------------------------
 
 def _label(path: str, option: Optional[str]) -> str:
