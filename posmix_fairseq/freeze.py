@@ -25,14 +25,15 @@ trained one.
     posmix-freeze checkpoints/checkpoint_best.pt checkpoints/search.pt
     posmix-freeze checkpoints/checkpoint_best.pt checkpoints/search.pt --max-positions 128
 """
-import argparse
 import copy
 import math
 import os
+import shlex
 import sys
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
+from .command import build_parser as command_parser, check_checkpoint, check_data_dir, check_output_file, console
 
 ROUND_TO = 16  # default table sizes: the longest sentence rounded up to a multiple of this
 FALLBACK_POSITIONS = 128  # without the data: GPA Section 4.2's N
@@ -71,7 +72,9 @@ def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Op
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     from fairseq import checkpoint_utils, tasks
 
-    import posmix_fairseq  # noqa: F401  (registers the model)
+    from . import register
+
+    register()  # the model classes the checkpoint names
     from .core.placement import PLACEMENTS, SIDES
     from .mixers import frozen_mixers
 
@@ -345,9 +348,7 @@ def freeze_checkpoint(src: str, dst: str, max_positions=None, data: Optional[str
 def main(argv: Optional[List[str]] = None):
     from .core.placement import SIDES
 
-    p = argparse.ArgumentParser(prog="posmix-freeze", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
+    p = command_parser("posmix-freeze", __doc__)
     p.add_argument("input", metavar="IN.pt", help="trained checkpoint (fairseq-train)")
     p.add_argument("output", metavar="OUT.pt", help="search-time checkpoint to write")
     p.add_argument("--max-positions", metavar="N|SOURCE,TARGET",
@@ -359,6 +360,10 @@ def main(argv: Optional[List[str]] = None):
                                                  "binarized splits that size the tables), when the checkpoint's own "
                                                  "data directory is not here")
     a = p.parse_args(argv)
+    check_checkpoint(a.input, "IN.pt")
+    check_output_file(a.output, "OUT.pt", parent_must_exist=False)
+    if a.data:
+        check_data_dir(a.data, "--data")
     try:
         result = freeze_checkpoint(a.input, a.output, a.max_positions, a.data)
     except NothingToFreeze as e:
@@ -373,14 +378,14 @@ def main(argv: Optional[List[str]] = None):
         print(f"\nposmix-freeze: {result.warning}", file=sys.stderr)
     flags = " ".join(f"{side.flag(FROZEN_OPTION)} {result.sizes[side.role]}" for side in SIDES
                      if side.role in result.sizes)
-    print(f"\nwrote {a.output} ({flags}); decode it with fairseq-generate --user-dir ... --path {a.output}")
+    # quoted: the line is meant to be pasted into a shell, and a file name may hold $(...) or spaces
+    print(f"\nwrote {a.output} ({flags}); decode it with fairseq-generate --user-dir ... "
+          f"--path {shlex.quote(a.output)}")
     return result
 
 
-def cli():
-    """Console entry point (exit 0 on success)."""
-    main()
+cli = console(main, "posmix-freeze")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

@@ -89,6 +89,7 @@ def model_parameters(checkpoint, data_bin):
 
     from fairseq import checkpoint_utils
 
+    posmix_fairseq.register()  # imported before fairseq, the package registered nothing
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # the task's dictionary lines are not the job's output
     models, _ = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={"data": data_bin})
     return sum(p.numel() for p in models[0].parameters())
@@ -123,6 +124,7 @@ def system_flags(name):
         return SYSTEMS[name]
     from fairseq.models import ARCH_MODEL_REGISTRY
 
+    posmix_fairseq.register()  # imported before fairseq, the package registered nothing
     if ARCH_MODEL_REGISTRY.get(name) is not None and ARCH_MODEL_REGISTRY[name].__module__.startswith(
             posmix_fairseq.__name__):
         return ["--arch", name]

@@ -204,8 +204,8 @@ def test_concat_testset_joins_consecutive_pairs_and_groups(tmp_path):
     (tmp_path / "s.de").write_text("\n".join(src) + "\n")
     (tmp_path / "t.en").write_text("\n".join(tgt) + "\n")
     out = tmp_path / "out"
-    cs, ct, counts = concat_testset.main(["--src-file", str(tmp_path / "s.de"), "--tgt-file", str(tmp_path / "t.en"),
-                                          "--src", "de", "--tgt", "en", "--out", str(out), "--bins", "25,50"])
+    cs, ct, counts = concat_testset.main(["--src", str(tmp_path / "s.de"), "--tgt", str(tmp_path / "t.en"),
+                                          "-s", "de", "-t", "en", "--out", str(out), "--bins", "25,50"])
     assert ct == ["t0 t1", "t2 t3", "t4 t5"] and [len(s.split()) for s in cs] == [7, 30, 60]
     assert counts == {"G0-25": 1, "G26-50": 1, "G51-inf": 1}
     assert (out / "concat.G26-50.en").read_text() == "t2 t3\n"

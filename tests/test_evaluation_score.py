@@ -68,8 +68,8 @@ def test_sacrebleu_metrics_equal_the_sacrebleu_command_line(tmp_path, ours, cli)
     """Every sacreBLEU metric, score and signature, equals `sacrebleu REF -i HYP -m ...` on the same files."""
     _, refs, good, _ = _corpus()
     ref, hyp = _write(tmp_path / "ref.txt", refs), _write(tmp_path / "hyp.txt", good)
-    scores = score_mod.main(["--hyp", hyp, "--ref", ref, "--metrics", "bleu,chrf,chrf++,ter", "--bootstrap-samples", "0",
-                             "--ar-trials", "0", *ours])
+    scores = score_mod.main(["--hyp", hyp, "--ref", ref, "--metrics", "bleu,chrf,chrf++,ter", "--paired-bs-n", "0",
+                             "--paired-ar-n", "0", *ours])
     expected = {**_sacrebleu_cli(ref, hyp, "-m", "bleu", "chrf", "ter", *cli),
                 **_sacrebleu_cli(ref, hyp, "-m", "chrf", "--chrf-word-order", "2", *cli)}
     assert set(expected) == {"BLEU", "chrF2", "chrF2++", "TER"}
@@ -86,9 +86,8 @@ def test_detokenisation_and_paired_tests(tmp_path):
     g = _write_gen(tmp_path / "good.txt", srcs, refs, good)
     b = _write_gen(tmp_path / "bad.txt", srcs, refs, bad)
     out_json, out_csv = tmp_path / "s.json", tmp_path / "s.csv"
-    # --remove-bpe takes no value: the output after it stays a system
-    scores = score_mod.main(["--remove-bpe", g, "--baseline", b, "--metrics", "bleu,chrf++,chrf,ter",
-                             "--bootstrap-samples", "200", "--ar-trials", "500", "--json", str(out_json),
+    scores = score_mod.main([g, "--remove-bpe", "--baseline", b, "--metrics", "bleu,chrf++,chrf,ter",
+                             "--paired-bs-n", "200", "--paired-ar-n", "500", "--json", str(out_json),
                              "--csv", str(out_csv)])
     cells, sigs = scores.cells, scores.signatures
     # independent reference: sacreBLEU on the raw (never BPE'd) text, the refs from the T- lines
@@ -109,7 +108,7 @@ def test_detokenisation_and_paired_tests(tmp_path):
     # --tokenize zh and D- lines reach sacreBLEU
     ref = _write(tmp_path / "ref.txt", refs)
     scores = score_mod.main([g, "--use-detok-lines", "--ref", ref, "--metrics", "bleu", "--tokenize", "zh",
-                             "--bootstrap-samples", "0", "--ar-trials", "0"])
+                             "--paired-bs-n", "0", "--paired-ar-n", "0"])
     assert scores.cells["good"]["BLEU"].score == pytest.approx(sacrebleu.corpus_bleu(good, [refs], tokenize="zh").score)
     assert "tok:zh" in scores.signatures["BLEU"]
 
@@ -165,7 +164,7 @@ def test_lines_fairseq_generate_decoded_are_never_decoded_twice(spm_generate, tm
         # --score-reference: the hypotheses are the references, so every correct path scores BLEU 100
         for extra in (["--ref", ref_file], []):  # the raw references, or the T- lines
             scores = score_mod.main([gen, "--spm-model", spm_generate["spm"], "--metrics", "bleu,ter",
-                                     "--bootstrap-samples", "0", "--ar-trials", "0", *extra])
+                                     "--paired-bs-n", "0", "--paired-ar-n", "0", *extra])
             assert scores.cells["generate-test"]["BLEU"].score == pytest.approx(100.0), (name, extra)
             assert scores.cells["generate-test"]["TER"].score == 0.0
         systems, refs, srcs, notes = score_mod.load_inputs(
@@ -175,7 +174,7 @@ def test_lines_fairseq_generate_decoded_are_never_decoded_twice(spm_generate, tm
         assert hyp_note in notes[0] and "T- lines of" in notes[0] and ": as they are (sentencepiece not applied" in notes[0]
     # D- lines of --bpe are plain text
     scores = score_mod.main([spm_generate["bpe"], "--use-detok-lines", "--ref", ref_file, "--metrics", "bleu",
-                             "--bootstrap-samples", "0", "--ar-trials", "0"])
+                             "--paired-bs-n", "0", "--paired-ar-n", "0"])
     assert scores.cells["generate-test"]["BLEU"].score == pytest.approx(100.0)
     # pieces that no asked-for step removes are an error, not a score
     with pytest.raises(SystemExit, match="H- lines of .* hold SentencePiece pieces.*--spm-model"):
@@ -194,10 +193,11 @@ def test_bad_input_errors(tmp_path):
         score_mod.main([g, "--metrics", "bleu,meteor"])
     with pytest.raises(SystemExit, match="--tokenize 'foo': valid values are 13a, intl, zh"):
         score_mod.main([g, "--tokenize", "foo"])
-    with pytest.raises(SystemExit, match="--ar-trials must be >= 0"):
-        score_mod.main([g, "--ar-trials", "-1"])
-    with pytest.raises(SystemExit, match="--remove-bpe takes no value"):
-        score_mod.main([g, "--remove-bpe", "@@ "])
+    with pytest.raises(SystemExit, match="--paired-ar-n must be >= 0"):
+        score_mod.main([g, "--paired-ar-n", "-1"])
+    with pytest.raises(SystemExit) as usage:  # fairseq's values only: a file after it is a usage error
+        score_mod.main(["--remove-bpe", g])
+    assert usage.value.code == 2
     with pytest.raises(SystemExit, match="H- lines of .* hold subword-nmt markers.*--remove-bpe"):
         score_mod.main([g, "--metrics", "bleu"])
     with pytest.raises(SystemExit, match="D- lines .* hold subword-nmt markers"):
@@ -294,7 +294,7 @@ def test_comet_family_and_bleurt_end_to_end(tmp_path, tiny_learned_metrics):
     out_json = tmp_path / "s.json"
     scores = score_mod.main([g, "--baseline", b, "--remove-bpe", "--metrics", "bleu,comet,bleurt",
                              *[x for s in specs for x in ("--comet-model", s)], "--bleurt-checkpoint", models["bleurt"],
-                             "--bootstrap-samples", "100", "--ar-trials", "200", "--json", str(out_json)])
+                             "--paired-bs-n", "100", "--paired-ar-n", "200", "--json", str(out_json)])
     assert scores.skipped == {}
     assert list(scores.signatures) == ["BLEU", "COMET", "CometKiwi", "XCOMET", "BLEURT"]
     assert scores.signatures["COMET"].startswith("model:comet|class:RegressionMetric|inputs:mt+src+ref|case:mixed")
@@ -323,7 +323,7 @@ def test_comet_family_and_bleurt_end_to_end(tmp_path, tiny_learned_metrics):
     # CometKiwi never sees the references; --lowercase reaches the learned metrics (the tiny encoder is cased)
     shuffled = _write(tmp_path / "shuffled.txt", refs[::-1])
     again = score_mod.main([g, "--remove-bpe", "--ref", shuffled, "--metrics", "comet", "--lowercase",
-                            "--comet-model", models["cometkiwi"], "--bootstrap-samples", "0", "--ar-trials", "0"])
+                            "--comet-model", models["cometkiwi"], "--paired-bs-n", "0", "--paired-ar-n", "0"])
     lower_kiwi = _predict(models["cometkiwi"], [{"src": s.lower(), "mt": h.lower()} for s, h in zip(srcs, good)])
     assert again.cells["good"]["CometKiwi"].score == pytest.approx(100 * float(np.mean(lower_kiwi.scores)), abs=1e-4)
     assert again.cells["good"]["CometKiwi"].score != pytest.approx(scores.cells["good"]["CometKiwi"].score, abs=1e-3)
@@ -349,7 +349,7 @@ def test_comet_model_from_the_hugging_face_cache_and_missing_hparams(tmp_path, t
     g = _write_gen(tmp_path / "g.txt", srcs, refs, good)
     scores = score_mod.main([g, "--remove-bpe", "--metrics", "comet", "--comet-model", "Unbabel/wmt22-cometkiwi-da",
                              "--comet-model", str(bare / "model.ckpt"), "--comet-model", "Unbabel/not-cached",
-                             "--bootstrap-samples", "0", "--ar-trials", "0", "--gpus", "0"])
+                             "--paired-bs-n", "0", "--paired-ar-n", "0", "--gpus", "0"])
     assert scores.signatures["CometKiwi"].startswith("model:Unbabel/wmt22-cometkiwi-da|class:UnifiedMetric")
     assert "device:cpu" in scores.signatures["CometKiwi"]
     assert "two levels above the checkpoint" in scores.skipped[f"COMET {bare / 'model.ckpt'}"]
@@ -360,7 +360,7 @@ def test_missing_learned_models_are_skipped_not_fatal(tmp_path, capsys):
     srcs, refs, good, _ = _corpus(6)
     g = _write_gen(tmp_path / "g.txt", srcs, refs, good)
     scores = score_mod.main([g, "--remove-bpe", "--metrics", "bleu,comet,bleurt", "--gpus", "0",
-                             "--bleurt-checkpoint", str(tmp_path / "nowhere"), "--bootstrap-samples", "0"])
+                             "--bleurt-checkpoint", str(tmp_path / "nowhere"), "--paired-bs-n", "0"])
     assert scores.cells["g"]["BLEU"].score == pytest.approx(sacrebleu.corpus_bleu(good, [refs]).score)
     assert "--comet-model PATH" in scores.skipped["COMET"] and "--bleurt-checkpoint" in scores.skipped["BLEURT"]
     table = capsys.readouterr().out

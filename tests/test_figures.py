@@ -74,7 +74,7 @@ def outputs(tiny_hc_sa, tmp_path_factory):
         gen = out / f"gen.{name}.txt"
         gen.write_text(text)
         result[f"gen.{name}"] = str(gen)
-        score.main([str(gen), "--names", name, "--metrics", "bleu,chrf++", "--bootstrap-samples", "0",
+        score.main([str(gen), "--names", name, "--metrics", "bleu,chrf++", "--paired-bs-n", "0",
                     "--json", str(out / f"scores.{name}.json")])
         result[f"scores.{name}"] = str(out / f"scores.{name}.json")
     for name, ckpt in ckpts.items():

@@ -81,7 +81,7 @@ def test_score_leaves_out_the_untranslated_ids_and_says_how_many(tmp_path, capsy
     (tmp_path / "ref").write_text("".join(r + "\n" for r in refs), encoding="utf-8")
     (tmp_path / "u.json").write_text(json.dumps({"ids": [1], "reason": "longer than the model's limit (9)"}))
     scores = score_mod.main([str(gen), "--ref", str(tmp_path / "ref"), "--untranslated", str(tmp_path / "u.json"),
-                             "--metrics", "bleu", "--bootstrap-samples", "0", "--names", "s"])
+                             "--metrics", "bleu", "--paired-bs-n", "0", "--names", "s"])
     expected = sacrebleu.corpus_bleu(["the cat sat", "a dog ran"], [[refs[0], refs[2]]]).score
     assert scores.cells["s"]["BLEU"].score == pytest.approx(expected)
     assert ("1 of 3 test sentences longer than the model's limit (9): not translated; scores over the rest"
@@ -89,4 +89,4 @@ def test_score_leaves_out_the_untranslated_ids_and_says_how_many(tmp_path, capsy
     with pytest.raises(SystemExit, match=r"sentence ids \[0\] are listed as untranslated but have hypotheses"):
         (tmp_path / "u.json").write_text(json.dumps({"ids": [0, 1]}))
         score_mod.main([str(gen), "--ref", str(tmp_path / "ref"), "--untranslated", str(tmp_path / "u.json"),
-                        "--metrics", "bleu", "--bootstrap-samples", "0"])
+                        "--metrics", "bleu", "--paired-bs-n", "0"])

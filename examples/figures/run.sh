@@ -93,7 +93,7 @@ generate() {  # name subset
       --gen-subset "$subset" --beam 4 --max-tokens 4000 --required-batch-size-multiple 1 --cpu \
       > "$OUT/generate.$name.$subset.txt" 2> "$OUT/logs/generate.$name.$subset.log"
   "$PY" -m posmix_fairseq.harness.evaluation.score "$OUT/generate.$name.$subset.txt" --names "$name" \
-      --spm-model "$OUT/bpe/spm.model" --ref "$ref" --metrics bleu,chrf++ --bootstrap-samples 0 \
+      --spm-model "$OUT/bpe/spm.model" --ref "$ref" --metrics bleu,chrf++ --paired-bs-n 0 \
       --json "$OUT/scores/scores.$name.$subset.json" > "$OUT/logs/score.$name.$subset.md"
 }
 

@@ -4,17 +4,18 @@ Reads DIR/{train, valid|val|dev, test*}.{lang}[.gz] (the layout of Multi30k's ra
 most WMT/IWSLT recipes) and trains one joint BPE model on the training split.
 """
 import glob
-import gzip
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
+
+from ..command import read_text_lines
 
 SPLIT_NAMES = {"train": ["train"], "valid": ["valid", "val", "dev"], "test": ["test"]}
 
 
-def read_lines(path: str) -> List[str]:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+def read_lines(path: str, option: Optional[str] = None, allow_empty: bool = True) -> List[str]:
+    """The lines of a UTF-8 text file (``.gz``: gunzipped; ``-``: stdin); errors name ``option``, the
+    file and the line of a byte that is not UTF-8."""
+    return read_text_lines(path, option, allow_empty)
 
 
 def find_split(data_dir: str, names: List[str], lang: str) -> str:

@@ -11,12 +11,14 @@ from fairseq import options  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import ARCH_MODEL_REGISTRY  # noqa: E402
 
-from posmix_fairseq import USER_DIR  # noqa: E402
+from posmix_fairseq import USER_DIR, register  # noqa: E402
 from posmix_fairseq.core.placement import PLACEMENT_BY_NAME, SIDES  # noqa: E402
 from posmix_fairseq.core.position_tables import SharedPositionTables  # noqa: E402
 from posmix_fairseq.core.positions import PositionFrame, PositionRoute  # noqa: E402
 from posmix_fairseq.mixers import MIXER_REGISTRY, MixerSpec  # noqa: E402
 from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask  # noqa: E402
+
+register()  # the package may have been imported before fairseq (then it registered nothing)
 
 TINY_SIZES = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "32",
               "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",

@@ -17,7 +17,6 @@ on the shared cores hits all of them alike. Tokens = generated tokens of the bes
 included). Reported: mean ± std and variance of tokens/s over the runs, and each model's ratio to
 the Transformer (ratio of means).
 """
-import argparse
 import os
 import statistics
 import time
@@ -30,6 +29,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa
 
 from posmix_fairseq.freeze import freeze_model  # noqa: E402
 from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args, random_batch  # noqa: E402
+from ...command import build_parser as command_parser, console  # noqa: E402
 
 MODELS = {  # name -> (arch, frozen)
     "Transformer": ("posmix_transformer", False),
@@ -85,15 +85,14 @@ def bench_setting(models, dictionary, beam, batch, src_len, out_len, runs, n_bat
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser("posmix-bench-decode", __doc__)
     p.add_argument("--sizes", default="typical", help="typical (30 -> 30 tokens), long (512 -> 512), comma list")
-    p.add_argument("--beams", default="12,5")
+    p.add_argument("--beams", default="12,5", help="beam sizes, comma list")
     p.add_argument("--batch-sizes", default="1", help="sentences per batch, comma list (the full table: 1,4)")
-    p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--runs", type=int, default=10, help="timed runs per row")
     p.add_argument("--batches", type=int, default=1, help="batches decoded per run")
-    p.add_argument("--models", default=",".join(MODELS))
-    p.add_argument("--vocab", type=int, default=10000)
+    p.add_argument("--models", default=",".join(MODELS), help="models to decode with, comma list")
+    p.add_argument("--vocab", type=int, default=10000, help="dictionary size of the random models")
     p.add_argument("--model-size", default="wmt_en_de", help="arch suffix: wmt_en_de (Base), iwslt_de_en, ...")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--device", default="cpu", help="cpu (the paper's Table 4) or cuda")
@@ -130,5 +129,8 @@ def main(argv=None):
         del models
 
 
+cli = console(main, "posmix-bench-decode")
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

@@ -6,7 +6,6 @@
 
 Reports the median of ``--repeats`` calls (after two warm-up calls) for each length.
 """
-import argparse
 import statistics
 import time
 
@@ -14,17 +13,18 @@ import torch
 
 from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.harness.testing import mix, mixer_spec
+from ...command import build_parser as command_parser, console
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", default="32,128,512")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--dim", type=int, default=512)
-    parser.add_argument("--heads", type=int, default=8)
+    parser = command_parser("posmix-bench-gaussian-window", __doc__)
+    parser.add_argument("--lengths", default="32,128,512", help="sentence lengths N, comma list")
+    parser.add_argument("--batch", type=int, default=8, help="sentences per batch")
+    parser.add_argument("--dim", type=int, default=512, help="model dimension D")
+    parser.add_argument("--heads", type=int, default=8, help="attention heads H")
     parser.add_argument("--k", type=int, default=16, help="window half-width K (GPA: 16 Small/Base, 8 Big)")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per row")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     for n in [int(v) for v in args.lengths.split(",")]:
@@ -44,5 +44,8 @@ def main(argv=None):
               f"full {times['full']:.1f} ms, window {times['window']:.1f} ms")
 
 
+cli = console(main, "posmix-bench-gaussian-window")
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

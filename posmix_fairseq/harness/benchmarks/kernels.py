@@ -14,7 +14,6 @@ key/value cache of t keys. Prints Markdown tables with the device name.
 
 (or ``python -m posmix_fairseq.harness.benchmarks.kernels``; it imports without fairseq).
 """
-import argparse
 import math
 import statistics
 import time
@@ -24,6 +23,7 @@ import torch.nn.functional as F
 
 from posmix_fairseq import kernels
 from posmix_fairseq.kernels import dispatch
+from ...command import build_parser as command_parser, console
 
 
 def timed(fn, device, repeats, warmup):
@@ -221,20 +221,22 @@ def decode_table(args, device, dtype, triton_ok):
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap = command_parser("posmix-bench-kernels", __doc__)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default=None,
                     help="default bfloat16 on cuda, float32 on cpu")
     ap.add_argument("--quick", action="store_true", help="small sizes (CPU smoke run)")
-    ap.add_argument("--dim", type=int, default=512)
-    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--dim", type=int, default=512, help="model dimension D")
+    ap.add_argument("--heads", type=int, default=8, help="attention heads H")
     ap.add_argument("--k", type=int, default=16, help="rPosNet clipping distance K (Base: 16)")
     ap.add_argument("--tokens", type=int, default=16384, help="batch x N")
-    ap.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")], default=[64, 128, 256, 1024, 4096])
+    ap.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")], default=[64, 128, 256, 1024, 4096],
+                    help="sentence lengths N, comma list")
     ap.add_argument("--hypotheses", type=int, default=60, help="decoding: batch x beam")
-    ap.add_argument("--decode-t", type=int, default=1024)
-    ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--decode-t", type=int, default=1024, help="decoding: keys in the MHA cache (step t)")
+    ap.add_argument("--repeats", type=int, default=20, help="timed runs per row")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed runs before timing")
     ap.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
     ap.add_argument("--force-triton", action="store_true",
                     help="include the Triton rows on a non-CUDA device (TRITON_INTERPRET=1 on the CPU: a slow "
@@ -263,5 +265,8 @@ def main(argv=None):
     decode_table(args, device, dtype, triton_ok)
 
 
+cli = console(main, "posmix-bench-kernels")
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

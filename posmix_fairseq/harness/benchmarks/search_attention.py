@@ -18,7 +18,6 @@
 The mixers are the package's own (built as fairseq builds them: gated rPosNet, learned n~) and
 fairseq's MHA, at D = 512, H = 8, K = 16 (Base) unless told otherwise; fp32.
 """
-import argparse
 import os
 import statistics
 import sys
@@ -34,6 +33,7 @@ from posmix_fairseq.mixers import build_mixer  # noqa: E402
 from posmix_fairseq.mixers.paths.rposnet_window import STATE_KEYS  # noqa: E402
 from posmix_fairseq.mixers.rposnet import rposnet_paths  # noqa: E402
 from posmix_fairseq.harness.testing import mixer_spec  # noqa: E402
+from ...command import build_parser as command_parser, console  # noqa: E402
 
 
 def rposnet(placement, args, impl="dense"):
@@ -151,20 +151,21 @@ def train_table(args):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dim", type=int, default=512)
-    p.add_argument("--heads", type=int, default=8)
+    p = command_parser("posmix-bench-search-attention", __doc__)
+    p.add_argument("--dim", type=int, default=512, help="model dimension D")
+    p.add_argument("--heads", type=int, default=8, help="attention heads H")
     p.add_argument("-k", "--k", type=int, default=16, help="rPosNet clipping distance K (default 16)")
     p.add_argument("--hyps", type=int, default=5, help="hypotheses in a decoding step (default 5: beam 5, batch 1)")
     p.add_argument("--steps", default="16,64,256,1024,4096", help="decoding steps t")
     p.add_argument("--lengths", default="64,128,256,512,1024,2048", help="sentence lengths N of the sublayer table")
     p.add_argument("--tokens", type=int, default=4096, help="batch x N of the sublayer table")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per row")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--kinds", default="mha,dense,constant",
                    help="decoding-step candidates (default mha,dense,constant; e.g. 'constant' alone shows its "
                         "time without the large caches of the others in the same repeats)")
-    p.add_argument("--skip", choices=("decode", "train"), default=None)
+    p.add_argument("--skip", choices=("decode", "train"), default=None,
+                   help="leave out the decoding or the training table")
     args = p.parse_args(argv)
     args.steps = [int(v) for v in args.steps.split(",")]
     args.lengths = [int(v) for v in args.lengths.split(",")]
@@ -207,5 +208,8 @@ def main(argv=None):
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
 
 
+cli = console(main, "posmix-bench-search-attention")
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

@@ -8,7 +8,6 @@
 One step = forward + backward + Adam update on a fixed random batch (label-smoothed cross
 entropy). Reports the median step time of each arch and its ratio to the first arch.
 """
-import argparse
 import statistics
 import time
 
@@ -16,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args
+from ...command import build_parser as command_parser, console
 
 
 def build(arch, extra, vocab):
@@ -24,16 +24,17 @@ def build(arch, extra, vocab):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--archs", default="posmix_transformer_iwslt_de_en,rposnet_iwslt_de_en")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--src-len", type=int, default=30)
-    p.add_argument("--tgt-len", type=int, default=30)
-    p.add_argument("--vocab", type=int, default=8000)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--device", default="cpu")
+    p = command_parser("posmix-bench-train-step", __doc__)
+    p.add_argument("--archs", default="posmix_transformer_iwslt_de_en,rposnet_iwslt_de_en",
+                   help="archs to time, comma list")
+    p.add_argument("--batch", type=int, default=32, help="sentences per batch")
+    p.add_argument("--src-len", type=int, default=30, help="source tokens per sentence")
+    p.add_argument("--tgt-len", type=int, default=30, help="target tokens per sentence")
+    p.add_argument("--vocab", type=int, default=8000, help="dictionary size")
+    p.add_argument("--steps", type=int, default=10, help="timed training steps")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps before timing")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--model-args", default="", help="extra fairseq model flags, e.g. '--encoder-layers 3'")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -74,5 +75,8 @@ def main(argv=None):
         print(f"| {arch} | {params:,} | {t * 1000:.1f} | {t / base:.2f} |")
 
 
+cli = console(main, "posmix-bench-train-step")
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(cli())

@@ -21,7 +21,6 @@ returns no weights (``none``, the -SA ablation) is reported as such.
 
     posmix-attention data-bin --path checkpoint_best.pt --out attn/ --max-sentences 500 --heatmaps 0,1
 """
-import argparse
 import csv
 import os
 from collections import defaultdict
@@ -31,8 +30,10 @@ import torch
 
 from ...core.placement import PLACEMENTS
 from ...models.sublayers import sublayers
-from .fairseq_loading import batches, load_for_inference
+from .fairseq_loading import batches, first_sentences, load_for_inference
 from .sentence_attention import SentenceAttention
+from ...command import (UsageError, build_parser as command_parser, check_checkpoints, check_data_dir,
+                        check_output_dir, console)
 
 KINDS = tuple(placement.name for placement in PLACEMENTS)
 
@@ -96,6 +97,19 @@ def analyse(data_dir: str, checkpoint: str, subset: str = "test", max_sentences:
     cfg, task, models = load_for_inference(data_dir, checkpoint, list(extra), subset)
     if subset not in task.datasets:
         raise ValueError(f"{data_dir}: no '{subset}' split")
+    if heatmap_ids:
+        size = len(task.dataset(subset))
+        outside = [i for i in heatmap_ids if not 0 <= i < size]
+        if outside:
+            raise ValueError(f"--heatmaps: sentence ids {outside} are not in the '{subset}' split "
+                             f"(ids 0-{size - 1})")
+        analysed = set(first_sentences(task, subset, max_sentences))
+        absent = [i for i in heatmap_ids if i not in analysed]
+        if absent:
+            within = (f"the {len(analysed)} sentences analysed with --max-sentences {max_sentences} (fairseq's "
+                      "batches go by length, not by id)" if max_sentences else f"the {len(analysed)} sentences")
+            raise ValueError(f"--heatmaps: sentence ids {absent} are not among {within}; drop them"
+                             + (" or raise --max-sentences" if max_sentences else ""))
     model = models[0]
     pad = task.target_dictionary.pad()
     rec = AttentionRecorder(model)
@@ -154,21 +168,23 @@ def analyse(data_dir: str, checkpoint: str, subset: str = "test", max_sentences:
 
 
 def main(argv: Optional[List[str]] = None):
-    p = argparse.ArgumentParser(prog="posmix-attention", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("data")
-    p.add_argument("--path", required=True)
-    p.add_argument("--subset", default="test")
+    p = command_parser("posmix-attention", __doc__)
+    p.add_argument("data", help="the binarized data: fairseq-preprocess --destdir")
+    p.add_argument("--path", required=True, metavar="FILE", help="checkpoint whose attention is analysed")
+    p.add_argument("--subset", default="test", help="the split of the binarized data to analyse")
     p.add_argument("--max-sentences", type=int, default=0, help="stop after the batch reaching N sentences (0: all)")
     p.add_argument("--heatmaps", default="", help="comma-separated sentence ids to draw")
     p.add_argument("--single-heads", action="store_true", help="--heatmaps: also one figure per layer and head")
     p.add_argument("--formats", default="png,svg", help="--heatmaps: figure formats (default png,svg)")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     a = p.parse_args(argv)
     try:
         ids = [int(x) for x in a.heatmaps.split(",") if x.strip()]
     except ValueError:
-        raise SystemExit(f"--heatmaps {a.heatmaps!r}: expected comma-separated sentence ids, e.g. 0,3")
+        raise UsageError(f"--heatmaps {a.heatmaps!r}: expected comma-separated sentence ids, e.g. 0,3") from None
+    check_data_dir(a.data)
+    check_checkpoints(a.path)
+    check_output_dir(a.out, "--out")
     os.makedirs(a.out, exist_ok=True)
     try:
         rows, offdiag, no_weights = analyse(a.data, a.path, a.subset, a.max_sentences, ids, a.out)
@@ -201,10 +217,8 @@ def main(argv: Optional[List[str]] = None):
     return rows, offdiag
 
 
-def cli():
-    """Console entry point: main() returns results for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-attention")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

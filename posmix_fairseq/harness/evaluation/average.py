@@ -21,7 +21,6 @@ are memory-mapped: choosing the best reads each one's ``extra_state``, not its w
 and the average holds one running sum. The recipes' ``--task translation_window`` keeps only the
 interval checkpoints such an average can use, without their optimizer state.
 """
-import argparse
 import collections
 import os
 import re
@@ -30,6 +29,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from ...checkpoint_files import load_mapped
+from ...command import CommandError, build_parser as command_parser, check_checkpoint, check_output_file, console
 
 UPDATE_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
 EPOCH_RE = re.compile(r"^checkpoint(\d+)\.pt$")
@@ -112,17 +112,22 @@ def average_checkpoints(paths: List[str]) -> dict:
 
 
 def main(argv: Optional[List[str]] = None):
-    p = argparse.ArgumentParser(prog="posmix-average", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p = command_parser("posmix-average", __doc__)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--inputs", nargs="+", help="checkpoint files to average")
-    src.add_argument("--dir", help="a --save-dir of fairseq-train")
+    src.add_argument("--inputs", nargs="+", metavar="FILE", help="checkpoint files to average (fairseq's name)")
+    src.add_argument("--dir", metavar="DIR", help="a --save-dir of fairseq-train")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--last", type=int, help="average the N newest checkpoints")
     how.add_argument("--best-and-next", type=int, metavar="N", help="the best checkpoint and the N-1 after it")
-    p.add_argument("--kind", default="auto", help="checkpoint family in --dir: auto, updates, epochs")
-    p.add_argument("--output", required=True, help="where to write the averaged checkpoint")
+    p.add_argument("--kind", default="auto", choices=["auto", "updates", "epochs"],
+                   help="checkpoint family in --dir")
+    p.add_argument("--output", required=True, metavar="FILE",
+                   help="where to write the averaged checkpoint (fairseq's name)")
     a = p.parse_args(argv)
+    check_output_file(a.output, "--output", parent_must_exist=False)
+    if a.dir and not os.path.isdir(a.dir):
+        raise CommandError(f"--dir {a.dir}: " + ("is a file; give fairseq-train's --save-dir (or use --inputs)"
+                                                 if os.path.exists(a.dir) else "no such directory"))
     try:
         if a.inputs:
             if a.last or a.best_and_next:
@@ -137,8 +142,7 @@ def main(argv: Optional[List[str]] = None):
             else:
                 chosen, how_text = select_best_and_next(paths, a.best_and_next)
         for path in chosen:
-            if not os.path.isfile(path):
-                raise ValueError(f"no such checkpoint: {path}")
+            check_checkpoint(path, "--inputs" if a.inputs else None)
         state = average_checkpoints(chosen)
     except ValueError as e:
         raise SystemExit(f"posmix-average: {e}")
@@ -149,10 +153,8 @@ def main(argv: Optional[List[str]] = None):
     return chosen
 
 
-def cli():
-    """Console entry point: main() returns results for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-average")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

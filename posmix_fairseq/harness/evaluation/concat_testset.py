@@ -7,21 +7,22 @@ G_0:25, G_26:50, ... as in Table 2 (``--bins``: inclusive upper edges, see ``pos
 Lengths count whitespace tokens of the given text: pass tokenised/subworded text (as the paper counts)
 or ``--spm-model`` to count SentencePiece pieces of raw text.
 
-Writes OUT/concat.SRC, OUT/concat.TGT and OUT/concat.G<lo>-<hi>.{SRC,TGT} per non-empty group.
+Writes OUT/concat.SRC_LANG, OUT/concat.TGT_LANG and OUT/concat.G<lo>-<hi>.{SRC_LANG,TGT_LANG} per non-empty
+group.
 
-    posmix-concat-testset --src-file newstest_all.de --tgt-file newstest_all.en --src de --tgt en --out concat/
+    posmix-concat-testset --src newstest_all.de --tgt newstest_all.en -s de -t en --out concat/
 """
-import argparse
 import os
 from typing import List, Optional, Tuple
 
 from ..raw_text import read_lines
 from .length_bins import assign, parse_bins
+from ...command import build_parser as command_parser, check_input_file, check_output_dir, console
 
 
 def concatenate_pairs(src: List[str], tgt: List[str]) -> Tuple[List[str], List[str]]:
     if len(src) != len(tgt):
-        raise ValueError(f"source has {len(src)} lines but target has {len(tgt)}")
+        raise ValueError(f"--src has {len(src)} lines but --tgt has {len(tgt)}")
     n = len(src) - len(src) % 2
     return ([f"{src[i]} {src[i + 1]}" for i in range(0, n, 2)], [f"{tgt[i]} {tgt[i + 1]}" for i in range(0, n, 2)])
 
@@ -36,18 +37,23 @@ def group_names(edges: List[float]) -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None):
-    p = argparse.ArgumentParser(prog="posmix-concat-testset", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--src-file", required=True)
-    p.add_argument("--tgt-file", required=True)
-    p.add_argument("--src", required=True, help="source language suffix")
-    p.add_argument("--tgt", required=True, help="target language suffix")
-    p.add_argument("--out", required=True)
+    p = command_parser("posmix-concat-testset", __doc__)
+    p.add_argument("--src", required=True, metavar="FILE", help="the test set's source side, one sentence a line")
+    p.add_argument("--tgt", required=True, metavar="FILE", help="its target side, line by line with --src")
+    p.add_argument("-s", "--source-lang", required=True, metavar="LANG",
+                   help="source language: the suffix of the files written (fairseq's --source-lang)")
+    p.add_argument("-t", "--target-lang", required=True, metavar="LANG", help="target language suffix")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     p.add_argument("--bins", default="25,50,75,100", help="inclusive upper edges of the source-length groups")
-    p.add_argument("--spm-model", help="count SentencePiece pieces of raw text instead of whitespace tokens")
+    p.add_argument("--spm-model", metavar="FILE",
+                   help="count SentencePiece pieces of raw text instead of whitespace tokens")
     a = p.parse_args(argv)
+    if a.spm_model:
+        check_input_file(a.spm_model, "--spm-model")
+    check_output_dir(a.out, "--out")
     try:
-        src, tgt = concatenate_pairs(read_lines(a.src_file), read_lines(a.tgt_file))
+        src, tgt = concatenate_pairs(read_lines(a.src, "--src", allow_empty=False),
+                                     read_lines(a.tgt, "--tgt", allow_empty=False))
         if a.spm_model:
             import sentencepiece as spm
 
@@ -66,25 +72,23 @@ def main(argv: Optional[List[str]] = None):
         with open(os.path.join(a.out, name), "w", encoding="utf-8") as f:
             f.writelines(line + "\n" for line in lines)
 
-    write(f"concat.{a.src}", src)
-    write(f"concat.{a.tgt}", tgt)
+    write(f"concat.{a.source_lang}", src)
+    write(f"concat.{a.target_lang}", tgt)
     groups = assign(lens, edges)
     counts = {}
     for k, name in enumerate(group_names(edges)):
         idx = [i for i, g in enumerate(groups) if g == k]
         counts[name] = len(idx)
         if idx:
-            write(f"concat.{name}.{a.src}", [src[i] for i in idx])
-            write(f"concat.{name}.{a.tgt}", [tgt[i] for i in idx])
+            write(f"concat.{name}.{a.source_lang}", [src[i] for i in idx])
+            write(f"concat.{name}.{a.target_lang}", [tgt[i] for i in idx])
     print(f"posmix-concat-testset: {len(src)} concatenated pairs -> {a.out}; groups: "
           + ", ".join(f"{k}: {v}" for k, v in counts.items()))
     return src, tgt, counts
 
 
-def cli():
-    """Console entry point: main() returns results for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-concat-testset")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

@@ -25,15 +25,15 @@ tokenised when no model is given. The real set (Sennrich 2017, 97,000 contrastiv
     posmix-contrastive data-bin --path checkpoint_best.pt --set lingeval97.json \\
         --spm-model bpe/spm.model --per-token --json contrastive.json
 """
-import argparse
 import json
-import os
 from collections import defaultdict
 from typing import Dict, List, Optional
 
 import torch
 
 from .fairseq_loading import encode_lines, load_for_inference
+from ...command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_input_file,
+                        check_output_file, console, open_output, read_json)
 
 #: evaluate.py's distance bins: each distance 0 ... 15, everything beyond in ">15"
 LAST_DISTANCE_BIN = 15
@@ -42,10 +42,7 @@ LAST_DISTANCE_BIN = 15
 def read_contrastive_set(path: str):
     """(sources, targets, entries): the pairs to score in evaluate.py's order (per entry the reference,
     then its variants) and the entries of ``lingeval97.json``."""
-    if not os.path.isfile(path):
-        raise ValueError(f"--set {path}: no such file (LingEval97's lingeval97.json)")
-    with open(path, encoding="utf-8") as f:
-        entries = json.load(f)
+    entries = read_json(path, "--set", "LingEval97's lingeval97.json")
     sources, targets = [], []
     for i, entry in enumerate(entries):
         missing = [k for k in ("source", "reference", "errors") if k not in entry]
@@ -147,41 +144,48 @@ def format_tables(by_cat, by_dist) -> str:
 
 
 def main(argv: Optional[List[str]] = None):
-    p = argparse.ArgumentParser(prog="posmix-contrastive", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p = command_parser("posmix-contrastive", __doc__)
     p.add_argument("data", help="fairseq-preprocess --destdir (for the dictionaries)")
-    p.add_argument("--path", required=True, help="checkpoint(s), ':'-separated for an ensemble")
-    p.add_argument("--set", required=True, help="LingEval97's lingeval97.json (https://github.com/rsennrich/lingeval97)")
-    p.add_argument("--src", default="en", help="source language (for --moses)")
-    p.add_argument("--tgt", default="de", help="target language (for --moses)")
+    p.add_argument("--path", required=True, metavar="FILE", help="checkpoint(s), ':'-separated for an ensemble")
+    p.add_argument("--set", required=True, metavar="FILE",
+                   help="LingEval97's lingeval97.json (https://github.com/rsennrich/lingeval97)")
+    p.add_argument("-s", "--source-lang", default="en", metavar="LANG", help="source language (for --moses)")
+    p.add_argument("-t", "--target-lang", default="de", metavar="LANG", help="target language (for --moses)")
     p.add_argument("--moses", action="store_true", help="Moses normalisation + tokenisation, as the recipe's prepare")
     p.add_argument("--lowercase", action="store_true", help="lowercase, as the recipe's prepare")
-    p.add_argument("--spm-model", help="SentencePiece model used for the training data")
+    p.add_argument("--spm-model", metavar="FILE", help="SentencePiece model used for the training data")
     p.add_argument("--per-token", action="store_true", help="mean log-prob per token (HC footnote 17)")
-    p.add_argument("--scores-out", help="write the scores in evaluate.py's order (per entry: reference, then variants)")
-    p.add_argument("--json", help="write accuracies here")
+    p.add_argument("--scores-out", metavar="FILE",
+                   help="write the scores in evaluate.py's order (per entry: reference, then variants; '-': stdout)")
+    p.add_argument("--json", metavar="FILE", help="write accuracies here ('-': stdout)")
     a = p.parse_args(argv)
+    check_data_dir(a.data)
+    check_checkpoints(a.path)
+    check_input_file(a.set, "--set")
+    if a.spm_model:
+        check_input_file(a.spm_model, "--spm-model")
+    for flag, path in (("--scores-out", a.scores_out), ("--json", a.json)):
+        if path:
+            check_output_file(path, flag)
     try:
-        scores, (by_cat, by_dist) = evaluate(a.data, a.path, a.set, a.spm_model, a.per_token, src=a.src,
-                                               tgt=a.tgt, moses=a.moses, lowercase=a.lowercase)
+        scores, (by_cat, by_dist) = evaluate(a.data, a.path, a.set, a.spm_model, a.per_token, src=a.source_lang,
+                                               tgt=a.target_lang, moses=a.moses, lowercase=a.lowercase)
     except ValueError as e:
         raise SystemExit(f"posmix-contrastive: {e}")
     print(format_tables(by_cat, by_dist))
     if a.scores_out:
-        with open(a.scores_out, "w") as f:
+        with open_output(a.scores_out, "--scores-out") as f:
             f.writelines(f"{s}\n" for s in scores)
     if a.json:
-        with open(a.json, "w") as f:
+        with open_output(a.json, "--json") as f:
             json.dump({"by_category": {k: {"correct": c, "total": n} for k, (c, n) in by_cat.items()},
                        "by_distance": {k: {d: {"correct": c, "total": n} for d, (c, n) in ds.items()}
                                        for k, ds in by_dist.items()}}, f, indent=1)
     return scores, by_cat, by_dist
 
 
-def cli():
-    """Console entry point: main() returns results for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-contrastive")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

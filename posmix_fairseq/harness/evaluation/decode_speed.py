@@ -20,7 +20,6 @@ process (``ru_maxrss``: loading included). ``measure_decode_speed`` is importabl
     posmix-decode-speed data-bin --path checkpoints/checkpoint_best.pt                    # GPA Table 4
     posmix-decode-speed data-bin --path checkpoints/checkpoint_best.pt --setting hc       # HC, on a GPU
 """
-import argparse
 import resource
 import statistics
 import time
@@ -30,6 +29,8 @@ from typing import List, Optional, Sequence
 import torch
 
 from .fairseq_loading import batches, load_for_inference
+from ...command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_output_file, console,
+                        open_output)
 
 SETTINGS = {
     "gpa-4": dict(beam=12, runs=10, batch_size=1, device="cpu", threads=1, unit="tokens/s",
@@ -137,23 +138,26 @@ def measure_decode_speed(data_dir: str, checkpoint: str, runs: int = 10, beam: i
 
 
 def main(argv: Optional[List[str]] = None):
-    p = argparse.ArgumentParser(prog="posmix-decode-speed", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("data", help="fairseq-preprocess --destdir")
-    p.add_argument("--path", required=True, help="checkpoint")
+    p = command_parser("posmix-decode-speed", __doc__)
+    p.add_argument("data", help="the binarized data: fairseq-preprocess --destdir")
+    p.add_argument("--path", required=True, metavar="FILE", help="checkpoint to decode with")
     p.add_argument("--setting", choices=sorted(SETTINGS), default="gpa-4",
                    help="the paper table whose measurement to make (default gpa-4); the flags below override it")
-    p.add_argument("--runs", type=int)
-    p.add_argument("--beam", type=int)
-    p.add_argument("--device", choices=["cpu", "cuda"])
-    p.add_argument("--subset", default="test")
+    p.add_argument("--runs", type=int, help="timed decoding runs (default: the --setting's)")
+    p.add_argument("--beam", type=int, help="beam size (default: the --setting's)")
+    p.add_argument("--device", choices=["cpu", "cuda"], help="where to decode (default: the --setting's)")
+    p.add_argument("--subset", default="test", help="the split of the binarized data to decode")
     p.add_argument("--max-sentences", type=int, default=0, help="decode only the first N sentences (0: all)")
     p.add_argument("--batch-size", type=int, help="sentences per batch (0: fairseq's --max-tokens batching)")
-    p.add_argument("--max-tokens", type=int, default=4000)
+    p.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch with --batch-size 0")
     p.add_argument("--threads", type=int, help="torch CPU threads")
-    p.add_argument("--json", help="write the result here")
+    p.add_argument("--json", metavar="FILE", help="write the result here")
     p.add_argument("--generate-args", default="", help="extra fairseq-generate flags, quoted (e.g. '--lenpen 0.6')")
     a = p.parse_args(argv)
+    check_data_dir(a.data)
+    check_checkpoints(a.path)
+    if a.json:
+        check_output_file(a.json, "--json")
     setting = SETTINGS[a.setting]
     pick = lambda name: getattr(a, name) if getattr(a, name) is not None else setting[name]  # noqa: E731
     try:
@@ -172,15 +176,13 @@ def main(argv: Optional[List[str]] = None):
     if a.json:
         import json
 
-        with open(a.json, "w") as f:
+        with open_output(a.json, "--json") as f:
             json.dump(asdict(r), f, indent=1)
     return r
 
 
-def cli():
-    """Console entry point: main() returns results for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-decode-speed")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

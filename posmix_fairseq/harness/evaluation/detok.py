@@ -31,6 +31,8 @@ from typing import List, Optional, Tuple
 #: SentencePiece's word-boundary symbol (U+2581 LOWER ONE EIGHTH BLOCK)
 SPM_BOUNDARY = "\u2581"
 BPE_MARKER = "@@"
+#: the values of --remove-bpe (fairseq-generate's): subword-nmt's '@@ ' markers, or SentencePiece pieces
+REMOVE_BPE_CHOICES = ("subword_nmt", "sentencepiece")
 
 
 def has_spm_pieces(lines: List[str]) -> bool:
@@ -44,12 +46,17 @@ def has_bpe_markers(lines: List[str]) -> bool:
 @dataclass
 class Detokenizer:
     spm_model: Optional[str] = None
-    remove_bpe: bool = False
+    remove_bpe: Optional[str] = None  # one of REMOVE_BPE_CHOICES (True: subword_nmt)
     moses_lang: Optional[str] = None
 
     def __post_init__(self):
         self._sp = None
         self._moses = None
+        if self.remove_bpe is True:
+            self.remove_bpe = "subword_nmt"
+        if self.remove_bpe not in (None, False) + REMOVE_BPE_CHOICES:
+            raise ValueError(f"--remove-bpe {self.remove_bpe}: valid values are {', '.join(REMOVE_BPE_CHOICES)}")
+        self.remove_bpe = self.remove_bpe or None
         if self.spm_model:
             import sentencepiece as spm
 
@@ -71,7 +78,7 @@ class Detokenizer:
         if self.spm_model:
             steps.append(f"sentencepiece({self.spm_model})")
         if self.remove_bpe:
-            steps.append("remove-bpe(subword_nmt)")
+            steps.append(f"remove-bpe({self.remove_bpe})")
         if self.moses_lang:
             steps.append(f"moses-detok({self.moses_lang})")
         return " + ".join(steps) or "none"
@@ -82,10 +89,12 @@ class Detokenizer:
         that hold units no asked-for step removes are an error (they would be scored as pieces)."""
         steps, skipped = [], []
         spm_here, bpe_here = has_spm_pieces(lines), has_bpe_markers(lines)
-        if spm_here and self._sp is None:
+        spm_removed = self.remove_bpe == "sentencepiece"
+        if spm_here and self._sp is None and not spm_removed:
             raise ValueError(f"the {what} hold SentencePiece pieces ('{SPM_BOUNDARY}'): pass --spm-model MODEL "
-                             "(or --use-detok-lines for the D- lines of fairseq-generate --bpe sentencepiece)")
-        if bpe_here and not self.remove_bpe:
+                             "or --remove-bpe sentencepiece (or --use-detok-lines for the D- lines of "
+                             "fairseq-generate --bpe sentencepiece)")
+        if bpe_here and self.remove_bpe != "subword_nmt":
             raise ValueError(f"the {what} hold subword-nmt markers ('{BPE_MARKER} '): pass --remove-bpe")
         if self._sp is not None:
             if spm_here:
@@ -93,11 +102,15 @@ class Detokenizer:
                 steps.append("sentencepiece")
             else:
                 skipped.append("sentencepiece")
-        if self.remove_bpe:
+        if self.remove_bpe == "sentencepiece" and self._sp is None:
+            if spm_here:
+                lines = [join_pieces(line) for line in lines]
+                steps.append("remove-bpe(sentencepiece)")
+            else:
+                skipped.append("remove-bpe(sentencepiece)")
+        if self.remove_bpe == "subword_nmt":
             if bpe_here:
-                from fairseq.data.data_utils import post_process
-
-                lines = [post_process(line, "subword_nmt") for line in lines]
+                lines = [remove_subword_nmt(line) for line in lines]
                 steps.append("remove-bpe")
             else:
                 skipped.append("remove-bpe")
@@ -108,6 +121,16 @@ class Detokenizer:
         if skipped:
             text += f" ({', '.join(skipped)} not applied: no subword units left, already decoded by fairseq-generate)"
         return lines, text
+
+
+def join_pieces(line: str) -> str:
+    """SentencePiece pieces back to text, as fairseq's ``post_process(line, "sentencepiece")``."""
+    return line.replace(" ", "").replace(SPM_BOUNDARY, " ").strip()
+
+
+def remove_subword_nmt(line: str) -> str:
+    """subword-nmt's '@@ ' markers removed, as fairseq's ``post_process(line, "subword_nmt")``."""
+    return (line + " ").replace(BPE_MARKER + " ", "").rstrip()
 
 
 def check_plain(lines: List[str], what: str, hint: str) -> None:

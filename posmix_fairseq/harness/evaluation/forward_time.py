@@ -16,7 +16,6 @@ Reported: the seconds of each forward and their sum (the paper's y-axis), the pa
 
 Timings depend on the machine and its load: measure on a quiet one and report the device.
 """
-import argparse
 import json
 import os
 import shlex
@@ -24,6 +23,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
+from ...command import build_parser as command_parser, console
 
 SIZE_SUFFIX = {"small": "iwslt_de_en", "base": "wmt_en_de", "big": "wmt_en_de_big"}
 
@@ -51,6 +51,8 @@ def build_from_arch(arch: str, flags: Sequence[str], vocab: int):
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     import posmix_fairseq
+
+    posmix_fairseq.register()  # imported before fairseq, the package registered nothing
     from ...tasks.translation import PosMixTranslationConfig, PosMixTranslationTask
 
     if arch not in ARCH_MODEL_REGISTRY:
@@ -139,16 +141,14 @@ def measure(systems, batch_size: int, length: int, repeats: int, vocab: int, dev
 
 
 def main(argv: Optional[List[str]] = None):
-    p = argparse.ArgumentParser(prog="posmix-forward-time", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
+    p = command_parser("posmix-forward-time", __doc__)
     p.add_argument("--table", help="the systems of this posmix-reproduce table (e.g. posnet-1)")
     p.add_argument("--size", choices=sorted(SIZE_SUFFIX), default="base", help="--table: model size (default base)")
     p.add_argument("--system", action="append", default=[], metavar="LABEL=ARCH [FLAGS]",
                    help="a system: an arch and its flags, or LABEL=CHECKPOINT.pt (repeatable)")
     p.add_argument("--model-flags", default="", help="flags added to every arch-built system, quoted "
                                                      "(e.g. '--encoder-layers 2 --decoder-layers 2')")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=32, help="sentences per forward")
     p.add_argument("--length", type=int, default=50, help="tokens per sentence, source and target (default 50)")
     p.add_argument("--repeats", type=int, default=10, help="timed forwards (default 10, as the paper)")
     p.add_argument("--vocab", type=int, default=32000, help="dictionary size of arch-built systems")
@@ -178,10 +178,8 @@ def main(argv: Optional[List[str]] = None):
     return result
 
 
-def cli():
-    """Console entry point: main() returns results for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-forward-time")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

@@ -20,6 +20,8 @@ configuration: with hydra-core 1.3 that log goes to stderr, not into the file.
 from dataclasses import dataclass, field
 from typing import Collection, Dict, List
 
+from ...command import read_text
+
 
 @dataclass
 class GenerateOutput:
@@ -29,27 +31,35 @@ class GenerateOutput:
     hypotheses: List[str] = field(default_factory=list)
     detok_hypotheses: List[str] = field(default_factory=list)
     ids: List[int] = field(default_factory=list)
+    #: "S", "T" or "D" -> the sentence ids whose line is missing where other sentences have one
+    incomplete: Dict[str, List[int]] = field(default_factory=dict)
+
+    def missing_lines(self, kind: str) -> str:
+        """A message for the ``kind``- lines missing from some sentences ("" if none are)."""
+        missing = self.incomplete.get(kind, [])
+        if not missing:
+            return ""
+        return (f"{self.path}: {len(missing)} of {len(self.ids)} sentences have no {kind}- line (ids "
+                f"{missing[:10]}{' ...' if len(missing) > 10 else ''}); the file is cut or edited")
 
 
 def read_generate_output(path: str, untranslated: Collection[int] = ()) -> GenerateOutput:
     fields: Dict[str, Dict[int, str]] = {"S": {}, "T": {}, "H": {}, "D": {}}
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if len(line) < 3 or line[1] != "-" or line[0] not in fields:
-                continue
-            head, _, rest = line.partition("\t")
-            try:
-                idx = int(head[2:])
-            except ValueError:
-                continue  # e.g. a log line that happens to start with "S-"
-            kind = line[0]
-            if kind in "HD":
-                parts = rest.split("\t", 1)  # score, text
-                if len(parts) != 2:
-                    raise ValueError(f"{path}:{line_no}: {kind}-line without '<score><TAB><text>': {line!r}")
-                rest = parts[1]
-            fields[kind].setdefault(idx, rest)  # first = best of --nbest
+    for line_no, line in enumerate(read_text(path).split("\n"), 1):
+        if len(line) < 3 or line[1] != "-" or line[0] not in fields:
+            continue
+        head, _, rest = line.partition("\t")
+        try:
+            idx = int(head[2:])
+        except ValueError:
+            continue  # e.g. a log line that happens to start with "S-"
+        kind = line[0]
+        if kind in "HD":
+            parts = rest.split("\t", 1)  # score, text
+            if len(parts) != 2:
+                raise ValueError(f"{path}:{line_no}: {kind}-line without '<score><TAB><text>': {line!r}")
+            rest = parts[1]
+        fields[kind].setdefault(idx, rest)  # first = best of --nbest
     ids = sorted(fields["H"])
     if not ids:
         raise ValueError(f"{path}: no 'H-<id>' lines; is this the output of fairseq-generate?")
@@ -64,10 +74,10 @@ def read_generate_output(path: str, untranslated: Collection[int] = ()) -> Gener
                          "was fairseq-generate run with --required-batch-size-multiple 1 (see README)?")
     out = GenerateOutput(path=path, ids=ids)
     out.hypotheses = [fields["H"][i] for i in ids]
-    if len(fields["D"]) == len(ids):
-        out.detok_hypotheses = [fields["D"][i] for i in ids]
-    if len(fields["T"]) == len(ids):
-        out.references = [fields["T"][i] for i in ids]
-    if len(fields["S"]) == len(ids):
-        out.sources = [fields["S"][i] for i in ids]
+    for kind, attr in (("D", "detok_hypotheses"), ("T", "references"), ("S", "sources")):
+        missing = [i for i in ids if i not in fields[kind]]
+        if not missing:
+            setattr(out, attr, [fields[kind][i] for i in ids])
+        elif fields[kind]:
+            out.incomplete[kind] = missing
     return out

@@ -21,6 +21,7 @@ import numpy as np
 from . import score as score_mod
 from .detok import has_bpe_markers, has_spm_pieces
 from .generate_output import read_generate_output
+from ...command import check_input_file, console, open_output, plain_text
 
 
 def parse_bins(spec: str, values: Sequence[float]) -> List[float]:
@@ -73,7 +74,12 @@ def bin_labels(edges: List[float], integer: bool) -> List[str]:
 def lengths(args, systems, refs, srcs) -> Tuple[List[float], bool]:
     untranslated = score_mod.read_untranslated(args.untranslated)[0] if args.untranslated else []
     if args.key_file:
-        vals = [float(x) for x in score_mod.read_lines(args.key_file)]
+        vals = []
+        for n, x in enumerate(score_mod.read_lines(args.key_file, "--key-file"), 1):
+            try:
+                vals.append(float(x))
+            except ValueError:
+                raise ValueError(f"--key-file {args.key_file}: line {n} is not a number: {x!r}") from None
         if len(vals) != len(refs):
             raise ValueError(f"--key-file {args.key_file}: {len(vals)} values for {len(refs)} sentences")
         return vals, False
@@ -100,15 +106,17 @@ def main(argv: Optional[List[str]] = None):
     prog = "posmix-length-bins"
     p = score_mod.build_parser()
     p.prog = prog
-    p.description = __doc__.split("\n\n")[0]
-    p.epilog = __doc__.split("\n\n", 1)[1]
-    p.set_defaults(metrics="bleu,chrf++,ter", bootstrap_samples=0, ar_trials=0)
+    p.description, _, p.epilog = plain_text(__doc__).partition("\n\n")
+    p.set_defaults(metrics="bleu,chrf++,ter", paired_bs_n=0, paired_ar_n=0)
     p.add_argument("--by", choices=["src", "ref"], default="src", help="bin by source or reference length")
     p.add_argument("--count", choices=["words", "pieces"], default="words",
                    help="length unit: whitespace words of the raw text, or subword pieces (S-/T- lines)")
     p.add_argument("--bins", default="25,50,75,100", help="upper edges E1,E2,... or quantiles:K")
-    p.add_argument("--key-file", help="bin by these per-sentence values instead (one per line, in sentence order)")
+    p.add_argument("--key-file", metavar="FILE",
+                   help="bin by these per-sentence values instead (one per line, in sentence order)")
     a = p.parse_intermixed_args(argv)
+    if a.key_file:
+        check_input_file(a.key_file, "--key-file")
     metrics = score_mod.parse_metrics(a.metrics)
     entries = score_mod.check_common_args(a, prog)
     need_sources = "comet" in metrics or (a.by == "src" and a.count == "words" and not a.key_file)
@@ -159,15 +167,13 @@ def main(argv: Optional[List[str]] = None):
     if a.json:
         import json
 
-        with open(a.json, "w") as f:
+        with open_output(a.json, "--json") as f:
             json.dump(result, f, indent=1)
     return result
 
 
-def cli():
-    """Console entry point: main() returns results for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-length-bins")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

@@ -16,12 +16,14 @@ the references are ``--ref`` (raw text) or the T- lines.
     posmix-ngram-orders gen.posnet_embed.txt --baseline gen.sape.txt --names PosNet-Embed SAPE \\
         --spm-model spm.model --ref test.de --json ngram-orders.json
 """
-import argparse
 import json
 from typing import Dict, List, Optional, Sequence
 
 from .detok import Detokenizer
 from .generate_output import read_generate_output
+from ...command import (build_parser as command_parser, check_input_file, check_output_file, console, open_output,
+                        read_text_lines)
+from .score import add_remove_bpe
 
 CHRF_WORD_ORDER = 2   # chrF++'s word order, kept while the character order varies (Fig. 4a)
 CHRF_CHAR_ORDER = 6   # chrF++'s character order, kept while the word order varies (Fig. 4b)
@@ -73,23 +75,28 @@ def bleu_by_order(hyps, refs, orders, tokenize="13a", lowercase=False) -> List[f
 
 
 def main(argv: Optional[List[str]] = None):
-    p = argparse.ArgumentParser(prog="posmix-ngram-orders", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("gen_out", nargs="+", help="fairseq-generate outputs (systems)")
+    p = command_parser("posmix-ngram-orders", __doc__)
+    p.add_argument("gen_out", nargs="+", metavar="GEN_OUT", help="fairseq-generate outputs (systems)")
     p.add_argument("--baseline", required=True, metavar="GEN_OUT", help="the system the gaps are measured against")
-    p.add_argument("--names", nargs="+", help="display names: the systems in order, then the baseline")
-    p.add_argument("--ref", help="reference text file (raw; default: the T- lines)")
-    p.add_argument("--spm-model", help="SentencePiece model: join its pieces back")
-    p.add_argument("--remove-bpe", action="store_true", help="remove subword-nmt BPE markers ('@@ ')")
+    p.add_argument("--names", nargs="+", metavar="NAME", help="display names: the systems in order, then the baseline")
+    p.add_argument("--ref", metavar="FILE", help="reference text file (raw; default: the T- lines)")
+    p.add_argument("--spm-model", metavar="FILE", help="SentencePiece model: join its pieces back")
+    add_remove_bpe(p)
     p.add_argument("--moses-detok", metavar="LANG", help="Moses-detokenise for this target language")
     p.add_argument("--tokenize", default="13a", help="sacreBLEU BLEU tokenizer (default 13a)")
-    p.add_argument("--lowercase", action="store_true")
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive chrF and BLEU")
     p.add_argument("--char-orders", default="1-30", help="chrF character orders, word order 2 (default 1-30)")
     p.add_argument("--word-orders", default="1-8", help="chrF word orders, character order 6 (default 1-8)")
     p.add_argument("--bleu-orders", default="1-8", help="BLEU maximum n-gram orders (default 1-8)")
-    p.add_argument("--json", help="write the scores here (posmix-plot posnet-fig4 reads it)")
-    a = p.parse_args(argv)
+    p.add_argument("--json", metavar="FILE",
+                   help="write the scores here (posmix-plot posnet-fig4 reads it; '-': stdout)")
+    a = p.parse_intermixed_args(argv)
+    for flag, path in [("GEN_OUT", x) for x in a.gen_out] + [("--baseline", a.baseline), ("--ref", a.ref),
+                                                               ("--spm-model", a.spm_model)]:
+        if path:
+            check_input_file(path, None if flag == "GEN_OUT" else flag)
+    if a.json:
+        check_output_file(a.json, "--json")
     paths = list(a.gen_out) + [a.baseline]
     names = a.names or [path.rsplit("/", 1)[-1] for path in paths]
     try:
@@ -103,11 +110,11 @@ def main(argv: Optional[List[str]] = None):
         detok = Detokenizer(a.spm_model, a.remove_bpe, a.moses_detok)
         outputs = [read_generate_output(path) for path in paths]
         if a.ref:
-            from ..raw_text import read_lines
-
-            refs = read_lines(a.ref)
+            refs = read_text_lines(a.ref, "--ref")
         elif outputs[0].references:
             refs, _ = detok.decode(outputs[0].references, f"T- lines of {outputs[0].path}")
+        elif outputs[0].missing_lines("T"):
+            raise ValueError(f"{outputs[0].missing_lines('T')}: regenerate it, or pass --ref FILE")
         else:
             raise ValueError("no references: pass --ref FILE")
         scores = {"chrf_char_orders": {}, "chrf_word_orders": {}, "bleu_orders": {}}
@@ -131,7 +138,7 @@ def main(argv: Optional[List[str]] = None):
     titles = {"chrf_char_orders": f"chrF, character order n (word order {CHRF_WORD_ORDER})",
               "chrf_word_orders": f"chrF, word order n (character order {CHRF_CHAR_ORDER})",
               "bleu_orders": "BLEU, maximum n-gram order n"}
-    for key, title in titles.items():
+    for key, title in titles.items() if a.json != "-" else ():  # stdout holds the JSON asked for
         block = result[key]
         head = ["n"] + [f"{s}" for s in names] + [f"{s} - {baseline}" for s in names[:-1]]
         print(f"{title}\n\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
@@ -141,15 +148,13 @@ def main(argv: Optional[List[str]] = None):
             print(f"| {n} | " + " | ".join(f"{v:.2f}" for v in vals + gaps) + " |")
         print()
     if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
+        with open_output(a.json, "--json") as f:
             json.dump(result, f, indent=1)
     return result
 
 
-def cli():
-    """Console entry point: main() returns results for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-ngram-orders")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

@@ -14,7 +14,6 @@ scale with SIZE=mini (3+3 layers, D=128; --size tiny: 1+1 layers, D=32) on a loc
 pairs, and --max-update updates. Tiny numbers show that the grid runs end to end, not the paper's
 ranking. Progress lines give the system, the updates done and an estimate of the time left.
 """
-import argparse
 import io
 import json
 import os
@@ -26,6 +25,7 @@ import time
 from typing import Dict, List, Optional
 
 from .paper_tables import TABLES, System, Table
+from ...command import build_parser as command_parser, console
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_DATA = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
@@ -231,19 +231,20 @@ def print_plans(table: Table, cmds) -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None):
-    p = argparse.ArgumentParser(prog="posmix-reproduce", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p = command_parser("posmix-reproduce", __doc__)
     p.add_argument("--table", help=f"one of {', '.join(TABLES)}")
     p.add_argument("--list", action="store_true", help="list the tables")
-    p.add_argument("--scale", choices=["tiny", "paper"], default="tiny")
+    p.add_argument("--scale", choices=["tiny", "paper"], default="tiny",
+                   help="tiny: small models on a local corpus; paper: print (or --run) the paper's commands")
     p.add_argument("--run", action="store_true", help="with --scale paper: run the commands instead of printing them")
     p.add_argument("--plan", action="store_true", help="print every system's recipe plan (PLAN=1): its commands, "
                                                        "batch, schedule, disk, test lengths, unstated settings")
     p.add_argument("--systems", help="comma-separated indices of the grid's systems to run (default: all)")
-    p.add_argument("--out", default=os.path.join(ROOT, "runs", "reproduce"))
+    p.add_argument("--out", default=os.path.join(ROOT, "runs", "reproduce"),
+                   help="output directory of the runs and the tables")
     p.add_argument("--data-dir", default=DEFAULT_DATA, help="tiny scale: raw corpus (default: the shared Multi30k)")
-    p.add_argument("--src", default="en")
-    p.add_argument("--tgt", default="de")
+    p.add_argument("--src", default="en", help="source language of the raw corpus")
+    p.add_argument("--tgt", default="de", help="target language of the raw corpus")
     p.add_argument("--size", choices=["mini", "tiny"], default="mini",
                    help="tiny scale: recipe SIZE (mini: 3+3 layers, D=128; tiny: 1+1 layers, D=32, for tests)")
     p.add_argument("--max-update", type=int, default=300, help="tiny scale: updates per system")
@@ -283,10 +284,8 @@ def main(argv: Optional[List[str]] = None):
     return ours
 
 
-def cli():
-    """Console entry point: main() returns results for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-reproduce")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

@@ -9,21 +9,24 @@ baseline systems; a Markdown table, and CSV/JSON for scripts.
 
 Systems are fairseq-generate outputs (their H- lines; --use-detok-lines takes D- lines) or --hyp text
 files. Hypotheses (and the T-/S- lines used when --ref/--src are not given) are detokenised with the
-recipe's steps: --spm-model (SentencePiece), --remove-bpe (subword-nmt '@@ '), --moses-detok LANG; a
-subword step runs only on lines that still hold subword units, so lines that fairseq-generate already
-decoded (--bpe, --post-process) are never decoded twice. --ref/--src files are raw text, used as they
+recipe's steps: --spm-model (SentencePiece), --remove-bpe (subword-nmt '@@ '; --remove-bpe sentencepiece:
+pieces joined without the model), --moses-detok LANG; a subword step runs only on lines that still hold
+subword units, so lines that fairseq-generate already decoded (--bpe, --post-process) are never decoded
+twice. --ref/--src files are raw text, used as they
 are. sacreBLEU's metrics use sacreBLEU's defaults (TER case-insensitive). A learned metric whose model
 is not given or does not load is reported as skipped, with how to provide it; the other metrics are
 still computed.
 """
-import argparse
 import csv
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .detok import Detokenizer, check_plain
+from ...command import (UsageError, build_parser as command_parser, check_input_file, check_output_file, console,
+                        open_output, read_text, read_text_lines)
+from .detok import REMOVE_BPE_CHOICES, Detokenizer, check_plain
 from .generate_output import GenerateOutput, read_generate_output
 from .metrics import (ALL_METRICS, BLEU_TOKENIZERS, LEARNED_METRICS, SACREBLEU_METRICS, BleurtScorer, CometScorer,
                       MetricUnavailable, format_signature, resolve_gpus, sacrebleu_metric)
@@ -70,7 +73,7 @@ class ScoringOptions:
         return cls(metrics=list(metrics), tokenize=args.tokenize, lowercase=args.lowercase,
                    ter_case_sensitive=args.ter_case_sensitive, comet_models=list(args.comet_model or []),
                    bleurt_checkpoint=args.bleurt_checkpoint, batch_size=args.batch_size, gpus=args.gpus,
-                   bootstrap_samples=args.bootstrap_samples, ar_trials=args.ar_trials)
+                   bootstrap_samples=args.paired_bs_n, ar_trials=args.paired_ar_n)
 
 
 @dataclass
@@ -81,16 +84,15 @@ class Scores:
     details: Dict[str, Dict[str, dict]] = field(default_factory=dict)  # system -> label -> e.g. error spans
 
 
-def read_lines(path: str) -> List[str]:
-    from ..raw_text import read_lines as rl
-
-    return rl(path)
+def read_lines(path: str, option: Optional[str] = None) -> List[str]:
+    """The lines of a text file (``-``: stdin); errors name ``option``, the file and the line."""
+    return read_text_lines(path, option)
 
 
 def load_system(path: str, name: str, detok: Detokenizer, is_baseline: bool, use_d_lines: bool,
                 from_text: bool, untranslated=()) -> System:
     if from_text:
-        hyps, how = detok.decode(read_lines(path), f"lines of {path}")
+        hyps, how = detok.decode(read_lines(path, "--hyp"), f"lines of {path}")
         return System(name, path, hyps, is_baseline, decoding=f"{path}: {how}")
     gen = read_generate_output(path, untranslated)
     if use_d_lines:
@@ -109,7 +111,7 @@ def side_text(systems: List[System], path: Optional[str], kind: str, detok: Deto
     output's T-/S- lines, decoded as needed. Returns (lines or None, how)."""
     flag = "--ref" if kind == "T" else "--src"
     if path:
-        lines = read_lines(path)
+        lines = read_lines(path, flag)
         check_plain(lines, f"{flag} {path} lines", RAW_HINT)
         return lines, f"{flag} {path} (raw text, as it is)"
     for s in systems:
@@ -121,13 +123,14 @@ def side_text(systems: List[System], path: Optional[str], kind: str, detok: Deto
                 if kind == "T" and any("<<unk>>" in x for x in lines):
                     note += " (they hold <<unk>> for words outside the dictionary: pass --ref with the raw references)"
                 return lines, note
+            if s.gen.missing_lines(kind):
+                raise ValueError(f"{s.gen.missing_lines(kind)}: regenerate it, or pass {flag} FILE")
     return None, ""
 
 
 def read_untranslated(path: str) -> Tuple[List[int], str]:
     """(ids, reason) from a recipe's generate stage (JSON with "ids" and "reason") or one id per line."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    text = read_text(path, "--untranslated", allow_empty=True)
     if text.lstrip().startswith("{"):
         data = json.loads(text)
         return sorted(int(i) for i in data["ids"]), data.get("reason") or "not translated"
@@ -337,9 +340,8 @@ def to_records(systems, scores: Scores):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="posmix-score", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("gen_out", nargs="*", help="fairseq-generate outputs (systems)")
+    p = command_parser("posmix-score", __doc__)
+    p.add_argument("gen_out", nargs="*", metavar="GEN_OUT", help="fairseq-generate outputs (systems); '-': stdin")
     p.add_argument("--baseline", nargs="+", default=[], metavar="GEN_OUT",
                    help="baseline systems (fairseq-generate outputs); every other system gets paired p-values "
                         "against each")
@@ -349,8 +351,7 @@ def build_parser():
     p.add_argument("--src", help="source text file (raw; COMET reads it; default: the S- lines)")
     p.add_argument("--names", nargs="+", help="display names: the systems in order, then the baselines")
     p.add_argument("--spm-model", help="SentencePiece model: join its pieces back (lines that still hold pieces)")
-    p.add_argument("--remove-bpe", action="store_true",
-                   help="remove subword-nmt '@@ ' markers (fairseq's post_process 'subword_nmt'); takes no value")
+    add_remove_bpe(p)
     p.add_argument("--moses-detok", metavar="LANG", help="Moses-detokenise for this target language")
     p.add_argument("--use-detok-lines", action="store_true", help="score fairseq's D- lines as they are")
     p.add_argument("--metrics", default=",".join(ALL_METRICS),
@@ -364,18 +365,27 @@ def build_parser():
                    help="a COMET-family model (COMET, CometKiwi, XCOMET): a directory as COMET stores it, its .ckpt, "
                         "or a name in the local Hugging Face cache; repeat for several")
     p.add_argument("--bleurt-checkpoint", help="local bleurt-pytorch model directory (e.g. BLEURT-20)")
-    p.add_argument("--batch-size", type=int, default=16, help="COMET/BLEURT batch size")
+    p.add_argument("--batch-size", type=int, default=16, help="COMET/BLEURT sentences per batch")
     p.add_argument("--gpus", type=int, default=None,
                    help="COMET/BLEURT on 1 GPU or 0 (CPU); default: the GPU when CUDA is visible")
-    p.add_argument("--bootstrap-samples", type=int, default=1000, help="paired bootstrap resamples (0: off)")
-    p.add_argument("--ar-trials", type=int, default=10000,
-                   help="paired approximate randomization trials (sacreBLEU's default 10000; 0: off)")
-    p.add_argument("--csv", help="write one row per system x metric (x baseline) here")
-    p.add_argument("--json", help="write the full result here")
+    p.add_argument("--paired-bs-n", type=int, default=1000, metavar="N",
+                   help="paired bootstrap resamples, as sacreBLEU's --paired-bs-n (0: off)")
+    p.add_argument("--paired-ar-n", type=int, default=10000, metavar="N",
+                   help="paired approximate randomization trials, as sacreBLEU's --paired-ar-n (0: off)")
+    p.add_argument("--csv", metavar="FILE", help="write one row per system x metric (x baseline) here ('-': stdout)")
+    p.add_argument("--json", metavar="FILE", help="write the full result here ('-': stdout)")
     p.add_argument("--untranslated", metavar="FILE",
                    help="sentence ids not translated (a recipe's untranslated.<name>.json, or one id per line): "
                         "absent from the outputs, left out of --ref/--src, and counted beside the scores")
     return p
+
+
+def add_remove_bpe(p) -> None:
+    """fairseq-generate's ``--remove-bpe [sentencepiece]``: alone, subword-nmt's '@@ ' markers."""
+    p.add_argument("--remove-bpe", nargs="?", const="subword_nmt", default=None, choices=REMOVE_BPE_CHOICES,
+                   metavar="{" + ",".join(REMOVE_BPE_CHOICES) + "}",
+                   help="remove subword units as fairseq-generate's --remove-bpe: alone, subword-nmt's '@@ ' markers; "
+                        "'sentencepiece' joins SentencePiece pieces without the model (default: no removal)")
 
 
 def parse_metrics(spec: str) -> List[str]:
@@ -389,9 +399,16 @@ def parse_metrics(spec: str) -> List[str]:
 def check_common_args(args, prog: str):
     if args.tokenize not in BLEU_TOKENIZERS:
         raise SystemExit(f"--tokenize {args.tokenize!r}: valid values are {', '.join(BLEU_TOKENIZERS)}")
-    for flag, value in (("--bootstrap-samples", args.bootstrap_samples), ("--ar-trials", args.ar_trials)):
+    for flag, value in (("--paired-bs-n", args.paired_bs_n), ("--paired-ar-n", args.paired_ar_n)):
         if value < 0:
             raise SystemExit(f"{flag} must be >= 0 (got {value})")
+    for flag, path in (("--csv", args.csv), ("--json", args.json)):
+        if path:
+            check_output_file(path, flag)
+    if args.csv == "-" and args.json == "-":
+        raise UsageError("--csv - and --json - both ask for stdout; write one of them to a file")
+    if args.untranslated:
+        check_input_file(args.untranslated, "--untranslated", allow_empty=True)
     if args.batch_size < 1:
         raise SystemExit(f"--batch-size must be >= 1 (got {args.batch_size})")
     entries = ([(p, False, False) for p in args.gen_out] + [(p, False, True) for p in args.hyp]
@@ -399,10 +416,9 @@ def check_common_args(args, prog: str):
     if not entries:
         raise SystemExit(f"{prog}: give at least one system (a fairseq-generate output or --hyp FILE)")
     for path, _, _ in entries:
-        if path.strip() == "@@":
-            raise SystemExit(f"{prog}: --remove-bpe takes no value (it removes subword-nmt's '@@ ' markers)")
-        if not os.path.isfile(path):
-            raise SystemExit(f"{prog}: no such file: {path}")
+        if path != "-" and not os.path.isfile(path):
+            raise SystemExit(f"{prog}: {path}: " + ("is a directory; give a file" if os.path.isdir(path) else
+                                                    "no such file"))
     return entries
 
 
@@ -444,6 +460,8 @@ def load_inputs(args, entries, prog: str, need_sources: bool = True):
 
 def main(argv=None):
     args = build_parser().parse_intermixed_args(argv)
+    # sacreBLEU logs "Pre-computing ... statistics" once per significance test: nothing to act on
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)
     metrics = parse_metrics(args.metrics)
     entries = check_common_args(args, "posmix-score")
     systems, refs, srcs, notes = load_inputs(args, entries, "posmix-score", need_sources="comet" in metrics)
@@ -452,15 +470,16 @@ def main(argv=None):
         scores = score_systems(systems, refs, srcs, opts)
     except ValueError as e:
         raise SystemExit(f"posmix-score: {e}")
-    print(markdown_table(systems, scores, notes, opts))
+    if "-" not in (args.csv, args.json):  # stdout holds the CSV or JSON asked for
+        print(markdown_table(systems, scores, notes, opts))
     records = to_records(systems, scores)
     if args.csv:
-        with open(args.csv, "w", newline="", encoding="utf-8") as f:
+        with open_output(args.csv, "--csv", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(records[0].keys()) if records else ["system"])
             w.writeheader()
             w.writerows(records)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
+        with open_output(args.json, "--json") as f:
             untranslated = read_untranslated(args.untranslated)[0] if args.untranslated else []
             json.dump({"decoding": notes, "signatures": scores.signatures, "skipped": scores.skipped,
                        "untranslated": {"count": len(untranslated), "ids": untranslated, "note": notes[0]}
@@ -470,10 +489,8 @@ def main(argv=None):
     return scores
 
 
-def cli():
-    """Console entry point: main() returns results for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-score")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

@@ -101,7 +101,7 @@ def paired_bootstrap(system, baseline=None, aggregate: Optional[Aggregate] = Non
     """The system's score, resampled mean and 95% half-width; with a baseline, the p-value of
     ``|system - baseline|``."""
     if n_samples < 1:
-        raise ValueError(f"--bootstrap-samples must be >= 1 (got {n_samples})")
+        raise ValueError(f"--paired-bs-n must be >= 1 (got {n_samples})")
     sys_stats, bl_stats, agg = _pair(system, baseline, aggregate)
     rng = np.random.default_rng(sacrebleu_seed() if seed is None else seed)
     idx = rng.choice(len(sys_stats), size=(n_samples, len(sys_stats)), replace=True)
@@ -120,7 +120,7 @@ def paired_approximate_randomization(system, baseline, aggregate: Optional[Aggre
                                      count_ties: bool = True) -> float:
     """The p-value of ``|system - baseline|`` under random swaps of each segment's pair."""
     if n_trials < 1:
-        raise ValueError(f"--ar-trials must be >= 1 (got {n_trials})")
+        raise ValueError(f"--paired-ar-n must be >= 1 (got {n_trials})")
     sys_stats, bl_stats, agg = _pair(system, baseline, aggregate)
     if bl_stats is None:
         raise ValueError("approximate randomization compares two systems: give a baseline")

@@ -10,9 +10,11 @@ Every reader names the file and the option in its errors; nothing is guessed.
 - ``posmix-forward-time --json`` and ``posmix-ngram-orders --json``: see those commands.
 """
 import csv
-import json
+import io
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from ... import command
 
 
 class FigureInputError(ValueError):
@@ -20,13 +22,10 @@ class FigureInputError(ValueError):
 
 
 def read_json(path: str, what: str):
-    if not os.path.isfile(path):
-        raise FigureInputError(f"{path}: no such file ({what})")
-    with open(path, encoding="utf-8") as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as e:
-            raise FigureInputError(f"{path}: not JSON ({what}): {e}") from None
+    try:
+        return command.read_json(path, what=what)
+    except command.CommandError as e:
+        raise FigureInputError(f"{e} ({what})") from None
 
 
 def parse_pairs(items: Sequence[str], option: str, example: str) -> List[Tuple[str, str]]:
@@ -94,10 +93,11 @@ def pick_system(systems: Sequence[str], name: Optional[str], path: str, option: 
 
 
 def argmax_rows(path: str) -> List[Dict]:
-    if not os.path.isfile(path):
-        raise FigureInputError(f"{path}: no such file (posmix-attention's argmax_distance.csv)")
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    try:
+        text = command.read_text(path)
+    except command.CommandError as e:
+        raise FigureInputError(f"{e} (posmix-attention's argmax_distance.csv)") from None
+    rows = list(csv.DictReader(io.StringIO(text)))
     need = {"sublayer", "layer", "head", "mean_argmax_distance"}
     if not rows or not need <= set(rows[0]):
         raise FigureInputError(f"{path}: expected posmix-attention's argmax_distance.csv "

@@ -19,12 +19,13 @@ Where a paper's text states the numbers behind a figure they are drawn beside ou
 "paper"; where it does not, the figure says so (:mod:`.paper_numbers`). Each sub-command's --help
 names the command whose output it reads.
 """
-import argparse
 import json
 import os
 from typing import List, Optional
 
 from . import style
+from ...command import (HelpFormatter, build_parser as command_parser, check_checkpoint, check_data_dir,
+                        console)
 from .data import (FigureInputError, argmax_rows, contrastive_by_distance, length_bins, metric_of, parse_pairs,
                    pick_system, read_json, system_scores, table_scores)
 
@@ -45,6 +46,9 @@ def cmd_positions(a):
     if a.source.endswith(".json"):
         data = read_json(a.source, "posmix-plot positions --json output")
     else:
+        check_checkpoint(a.source, "SOURCE")
+        if a.data:
+            check_data_dir(a.data, "--data")
         queries = [int(x) for x in a.query_positions.split(",")] if a.query_positions else None
         data = extract(load_model(a.source, a.data), a.positions, queries, checkpoint=a.source)
         os.makedirs(a.out, exist_ok=True)
@@ -154,14 +158,13 @@ def cmd_posnet_fig4(a):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="posmix-plot", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
-    sub = p.add_subparsers(dest="figure", required=True, metavar="FIGURE")
+    p = command_parser("posmix-plot", __doc__)
+    sub = p.add_subparsers(dest="figure", required=True, metavar="FIGURE", help="the figure to draw")
 
     def add(name, fn, help_):
-        s = sub.add_parser(name, help=help_, description=help_)
-        s.add_argument("--out", required=True, help="output directory (files are named after the figure)")
+        s = sub.add_parser(name, help=help_, description=help_, formatter_class=HelpFormatter)
+        s.add_argument("--out", required=True, metavar="DIR",
+                       help="output directory (files are named after the figure)")
         s.add_argument("--formats", default="png,svg", help="comma-separated: png, svg, pdf (default png,svg)")
         s.add_argument("--dpi", type=int, default=style.DPI,
                        help=f"PNG resolution, {style.DPI_RANGE[0]}..{style.DPI_RANGE[1]} dots per inch (default "
@@ -174,45 +177,47 @@ def build_parser():
     s.add_argument("--single-heads", action="store_true", help="also one figure per layer and head")
     s = add("positions", cmd_positions, "what a position-based model learned, from a checkpoint (trained or frozen) "
                                         "or a positions.json this command wrote")
-    s.add_argument("source", help="checkpoint (.pt) or positions.json")
-    s.add_argument("--data", help="the dictionaries' directory when the checkpoint's own is not here")
+    s.add_argument("source", metavar="SOURCE", help="checkpoint (.pt) or positions.json")
+    s.add_argument("--data", metavar="DIR", help="the dictionaries' directory when the checkpoint's own is not here")
     s.add_argument("--positions", type=int, help="positions P drawn (default 32, or fewer where the model has fewer)")
     s.add_argument("--query-positions",
                    help="query positions of the rPosNet softmax profiles (default: 4 spread over P)")
-    s.add_argument("--json", help="where to write the tables (default OUT/positions.json)")
+    s.add_argument("--json", metavar="FILE", help="where to write the tables (default OUT/positions.json)")
     s = add("hc-fig2", cmd_hc_fig2, "HC Fig. 2: argmax distance of each head (posmix-attention's argmax_distance.csv)")
-    s.add_argument("csv")
+    s.add_argument("csv", metavar="CSV", help="posmix-attention's argmax_distance.csv")
     s.add_argument("--value", default="mean_argmax_distance",
                    help="column: mean_argmax_distance (default), mean_abs_distance or off_diagonal_share")
     s = add("hc-fig3", cmd_hc_fig3,
             "HC Fig. 3: BLEU by layers with and without feed-forward (posmix-score --json each)")
     s.add_argument("--score", action="append", default=[], metavar="SYSTEM:LAYERS=PATH",
                    help="one model; systems X and X/-FF are paired (e.g. BASE:2=..., BASE/-FF:2=...)")
-    s.add_argument("--metric", default="BLEU")
+    s.add_argument("--metric", default="BLEU", help="the metric drawn, as posmix-score names it")
     s = add("hc-fig4", cmd_hc_fig4, "HC Fig. 4: BLEU and its difference to BASE by reference length "
                                     "(posmix-length-bins --by ref --bins quantiles:5 --json)")
-    s.add_argument("json")
+    s.add_argument("json", metavar="JSON", help="posmix-length-bins --json output")
     s.add_argument("--baseline", required=True, help="the baseline's system name in the file")
-    s.add_argument("--metric", default="BLEU")
+    s.add_argument("--metric", default="BLEU", help="the metric drawn, as posmix-score names it")
     s = add("hc-fig5", cmd_hc_fig5,
             "HC Fig. 5: agreement accuracy by subject-verb distance (posmix-contrastive --json each)")
-    s.add_argument("--system", action="append", default=[], metavar="LABEL=PATH")
+    s.add_argument("--system", action="append", default=[], metavar="LABEL=PATH",
+                   help="one model: its label and its posmix-contrastive --json file; repeat for each")
     s.add_argument("--category", default="subj_verb_agreement",
                    help="LingEval97 error type (default subj_verb_agreement)")
     s = add("hc-fig6", cmd_hc_fig6,
             "HC Fig. 6: BLEU by off-diagonality (posmix-length-bins --key-file offdiag.X.txt --json)")
-    s.add_argument("json")
+    s.add_argument("json", metavar="JSON", help="posmix-length-bins --key-file offdiag.X.txt --json output")
     s.add_argument("--title", default="decoder self-attention", help="what the off-diagonality was measured on")
-    s.add_argument("--metric", default="BLEU")
+    s.add_argument("--metric", default="BLEU", help="the metric drawn, as posmix-score names it")
     s = add("hc-fig7", cmd_hc_fig7,
             "HC Fig. 7: cross-attention heads in one layer vs spread (posmix-reproduce --table hc-fig7)")
     s.add_argument("--scores-dir", help="posmix-reproduce's OUT/hc-fig7 (scores.<system>.json)")
     s.add_argument("--score", action="append", default=[], metavar="LABEL=PATH",
                    help="a system by its hc-fig7 label, e.g. '2 heads, 1 per layer=scores.json'")
-    s.add_argument("--metric", default="BLEU")
+    s.add_argument("--metric", default="BLEU", help="the metric drawn, as posmix-score names it")
     s = add("hc-fig8", cmd_hc_fig8, "HC Fig. 8: Fig. 6 for more sublayers or directions, one --panel each")
-    s.add_argument("--panel", action="append", default=[], metavar="TITLE=PATH")
-    s.add_argument("--metric", default="BLEU")
+    s.add_argument("--panel", action="append", default=[], metavar="TITLE=PATH",
+                   help="one panel: its title and a posmix-length-bins --json file; repeat for each")
+    s.add_argument("--metric", default="BLEU", help="the metric drawn, as posmix-score names it")
     s = add("gpa-fig2", cmd_gpa_fig2,
             "GPA Fig. 2: each approach with and without gating (posmix-reproduce --table gpa-6)")
     s.add_argument("--scores-dir", help="posmix-reproduce's OUT/gpa-6 (scores.<system>.json)")
@@ -221,12 +226,13 @@ def build_parser():
     s.add_argument("--metric", default="COMET", help="COMET (the paper's), BLEU or BLEURT are in Table 6")
     s.add_argument("--ours-title", default="ours", help="title of our panel (e.g. the data and model size)")
     s = add("posnet-fig2", cmd_posnet_fig2, "PosNet Fig. 2: forward time per method (posmix-forward-time --json)")
-    s.add_argument("json")
+    s.add_argument("json", metavar="JSON", help="posmix-forward-time --json output")
     s = add("posnet-fig3", cmd_posnet_fig3, "PosNet Fig. 3: BLEU by PosNet-Embed's d_p (posmix-score --json each)")
-    s.add_argument("--score", action="append", default=[], metavar="D_P=PATH")
-    s.add_argument("--metric", default="BLEU")
+    s.add_argument("--score", action="append", default=[], metavar="D_P=PATH",
+                   help="one model: its d_p and its posmix-score --json file; repeat for each")
+    s.add_argument("--metric", default="BLEU", help="the metric drawn, as posmix-score names it")
     s = add("posnet-fig4", cmd_posnet_fig4, "PosNet Fig. 4: gap over SAPE by n-gram order (posmix-ngram-orders --json)")
-    s.add_argument("json")
+    s.add_argument("json", metavar="JSON", help="posmix-ngram-orders --json output")
     return p
 
 
@@ -241,10 +247,8 @@ def main(argv: Optional[List[str]] = None):
     return result
 
 
-def cli():
-    """Console entry point: main() returns the figure(s) for tests; the process exits 0 on success."""
-    main()
+cli = console(main, "posmix-plot")
 
 
 if __name__ == "__main__":
-    cli()
+    raise SystemExit(cli())

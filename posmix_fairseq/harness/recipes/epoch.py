@@ -17,7 +17,9 @@ def updates_per_epoch(train_argv: Sequence[str], gpus: int = 1) -> int:
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    import posmix_fairseq  # noqa: F401
+    import posmix_fairseq
+
+    posmix_fairseq.register()  # the package may have been imported before fairseq (then it registered nothing)
 
     args = options.parse_args_and_arch(options.get_training_parser(), list(train_argv))
     cfg = convert_namespace_to_omegaconf(args)

@@ -23,6 +23,8 @@ def parse_train_args(flags: Sequence[str]):
 
     import posmix_fairseq
 
+    posmix_fairseq.register()  # --user-dir does not re-import a package imported before fairseq
+
     parser = options.get_training_parser()
     return options.parse_args_and_arch(parser, ["unused-data-dir", "--task", "translation", "--user-dir",
                                                 posmix_fairseq.USER_DIR, *flags])

@@ -330,11 +330,11 @@ class Stages:
         bins = r.get("CONCAT_BINS") or "25,50,75,100"
         concat, concat_bin = os.path.join(self.out, "concat"), os.path.join(self.out, "data-bin-concat")
         self.run.log(f"concat: concatenated test set, groups {bins}")
-        self.run.run(py("posmix_fairseq.harness.evaluation.concat_testset", "--src-file", os.path.join(self.prep, f"test.{self.src}"),
-                        "--tgt-file", os.path.join(self.prep, f"test.{self.tgt}"), "--src", self.src, "--tgt", self.tgt,
+        self.run.run(py("posmix_fairseq.harness.evaluation.concat_testset", "--src", os.path.join(self.prep, f"test.{self.src}"),
+                        "--tgt", os.path.join(self.prep, f"test.{self.tgt}"), "-s", self.src, "-t", self.tgt,
                         "--out", concat, "--bins", bins))
-        self.run.run(py("posmix_fairseq.harness.evaluation.concat_testset", "--src-file", os.path.join(self.prep, "raw", f"test.{self.src}"),
-                        "--tgt-file", self.reference(), "--src", self.src, "--tgt", self.tgt,
+        self.run.run(py("posmix_fairseq.harness.evaluation.concat_testset", "--src", os.path.join(self.prep, "raw", f"test.{self.src}"),
+                        "--tgt", self.reference(), "-s", self.src, "-t", self.tgt,
                         "--out", os.path.join(concat, "raw")))
         if self.run.plan or not os.path.isdir(concat_bin):
             self.run.run(py("fairseq_cli.preprocess", "--source-lang", self.src, "--target-lang", self.tgt, "--testpref",
@@ -380,7 +380,7 @@ class Stages:
                           url, path])
         flags = (["--moses"] if r.flag("MOSES") else []) + (["--lowercase"] if r.flag("LOWERCASE") else [])
         self.run.run(py("posmix_fairseq.harness.evaluation.contrastive", self.data_bin, "--path", self.final, "--set", path,
-                        "--src", self.src, "--tgt", self.tgt, *flags, "--spm-model", os.path.join(self.prep, "spm.model"),
+                        "-s", self.src, "-t", self.tgt, *flags, "--spm-model", os.path.join(self.prep, "spm.model"),
                         "--per-token", "--scores-out", os.path.join(self.out, f"contrastive-scores.{self.name}.txt"),
                         "--json", os.path.join(self.out, f"contrastive.{self.name}.json")),
                      tee=os.path.join(self.out, f"contrastive.{self.name}.md"))
@@ -390,7 +390,9 @@ def check_arch(recipe: Recipe):
     """A clear error for an arch that does not exist (VARIANT + the size's suffix)."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    import posmix_fairseq  # noqa: F401
+    import posmix_fairseq
+
+    posmix_fairseq.register()  # the package may have been imported before fairseq (then it registered nothing)
 
     arch = recipe["ARCH"]
     if arch not in ARCH_MODEL_REGISTRY:

@@ -20,7 +20,6 @@ stopped, and sections run in separate calls merge with ``--merge``. The Markdown
 its targets (value, goal, met or short). ``--dry-run-cpu`` runs tiny sizes on the CPU so that the
 script cannot rot: its figures are no GPU results and are marked so.
 """
-import argparse
 import datetime
 import json
 import os
@@ -29,6 +28,8 @@ import sys
 import time
 
 import torch
+from ....command import (CommandError, build_parser as command_parser, check_input_file, check_output_file, console,
+                          read_json)
 
 SECTIONS = ("kernels", "sublayer", "train", "decode", "quality")
 DEFAULT_SECTIONS = ("kernels", "sublayer", "train", "decode")
@@ -71,9 +72,11 @@ def parse_set(items):
     return out
 
 
-def load(path):
-    with open(path) as f:
-        return json.load(f)
+def load(path, option="--json"):
+    results = read_json(path, option, "a posmix-bench-gpu results file")
+    if not isinstance(results, dict) or not isinstance(results.get("sections"), dict):
+        raise CommandError(f"{option} {path}: not a posmix-bench-gpu results file (no \"sections\")")
+    return results
 
 
 def save(path, results):
@@ -99,7 +102,7 @@ def merge(paths):
     modules = dict(sublayer=sublayer, train=training, decode=decoding, quality=quality)
     merged = dict(meta=None, sections={})
     for path in paths:
-        r = load(path)
+        r = load(path, "--merge")
         merged["meta"] = merged["meta"] or r["meta"]
         for name, section in r["sections"].items():
             section = dict(section, meta=section.get("meta") or r["meta"])
@@ -173,9 +176,7 @@ def run_section(name, mode, device, dtype, args, overrides, log):
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog="posmix-bench-gpu", description=__doc__.split("\n\n")[0],
-                                 epilog=__doc__.split("\n\n", 1)[1],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = command_parser("posmix-bench-gpu", __doc__)
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="smaller sizes: about 10 minutes on an H100")
     mode.add_argument("--dry-run-cpu", action="store_true", help="tiny sizes on the CPU (CI): not a measurement")
@@ -200,6 +201,13 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    for path in args.merge or []:
+        check_input_file(path, "--merge")
+    if args.json and os.path.exists(args.json) and not args.merge:
+        check_input_file(args.json, "--json")
+    for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
+        if path:
+            check_output_file(path, flag, parent_must_exist=False)
     if args.merge:
         results = merge(args.merge)
         save(args.json, results)
@@ -256,3 +264,6 @@ def main(argv=None):
     if failed:
         sys.exit(1)
     return results
+
+
+cli = console(main, "posmix-bench-gpu")

@@ -1,3 +1,3 @@
-from . import main
+from . import cli
 
-main()
+raise SystemExit(cli())

@@ -26,6 +26,10 @@ def main(argv=None):
         raise SystemExit("usage: python -m posmix_fairseq.harness.benchmarks.gpu.fairseq_child train|generate|preprocess ARGS")
     verb, args_list = argv[0], argv[1:]
     from fairseq import options
+
+    import posmix_fairseq
+
+    posmix_fairseq.register()  # --user-dir does not re-import the package this module's import loaded
     start = time.perf_counter()
     if verb == "preprocess":
         from fairseq_cli import preprocess

@@ -160,7 +160,7 @@ def score_rows(rows, bpe, work):
     out = os.path.join(work, "quality-scores.json")
     posmix_score([*[r["gen"] for r in scored], "--names", *[r["system"] for r in scored], "--spm-model",
                   os.path.join(bpe, "spm.model"), "--ref", os.path.join(bpe, "test.ref.en"), "--metrics", "bleu,chrf++",
-                  "--bootstrap-samples", "0", "--json", out])
+                  "--paired-bs-n", "0", "--json", out])
     for record in json.load(open(out))["rows"]:
         for r in scored:
             if r["system"] == record.get("system"):

@@ -1,0 +1,328 @@
+"""What every ``posmix-*`` command shares: its parser, its errors and exit statuses, its text files.
+
+Exit statuses follow sacreBLEU's and argparse's convention: 0 success, 1 a failure the user can act
+on (a bad file, a bad value found while working), 2 a usage error (a bad option or combination).
+``run(main, prog)`` turns :class:`CommandError` / :class:`UsageError`, and the ``ValueError``,
+``OSError`` and ``UnicodeDecodeError`` that reading files raises, into one line ``prog: message`` on
+stderr, without a traceback unless ``--debug`` is given. Every parser made by :func:`build_parser`
+prints plain-text help (reST markup stripped) with each option's default, and has ``--version``,
+``--quiet`` and ``--debug``. A file argument ``-`` is stdin (inputs) or stdout (outputs).
+
+This module is part of the library floor: it imports nothing heavy (no torch, no fairseq), so
+``--help`` and the commands that score text files start in a fraction of a second.
+"""
+import argparse
+import contextlib
+import io
+import logging
+import os
+import re
+import sys
+import traceback
+import warnings
+from typing import Callable, Iterator, List, Optional, Sequence
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class CommandError(ValueError):
+    """A failure the user can act on: printed as ``prog: message``; exit status 1. A ValueError, so that
+    code which reports bad input by catching ValueError reports these too."""
+
+    exit_status = EXIT_FAILURE
+
+
+class UsageError(CommandError):
+    """Options that cannot work together or a value out of range: exit status 2 (argparse's)."""
+
+    exit_status = EXIT_USAGE
+
+
+_REST = [
+    (re.compile(r":[a-z]+:`([^`]+)`"), r"\1"),  # :class:`X` -> X
+    (re.compile(r"``([^`]+)``"), r"\1"),  # ``code`` -> code
+    (re.compile(r"`([^`<]+?)\s*<[^>]+>`_+"), r"\1"),  # `text <url>`_ -> text
+    (re.compile(r"`([^`]+)`_+"), r"\1"),  # `ref`_ -> ref
+    (re.compile(r"\*\*([^*]+)\*\*"), r"\1"),  # **bold** -> bold
+    (re.compile(r"::$", re.MULTILINE), ":"),  # literal-block marker
+]
+
+
+def plain_text(doc: Optional[str]) -> str:
+    """``doc`` with its reST inline markup removed (what ``--help`` prints)."""
+    text = (doc or "").strip()
+    for pattern, repl in _REST:
+        text = pattern.sub(repl, text)
+    return text
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the description's line breaks and appends each option's default to its help, as
+    ``ArgumentDefaultsHelpFormatter`` does, unless the help already states it or there is none to
+    state (a switch that is off, an option without a default)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text.lower() or not action.option_strings:
+            return text
+        if action.default in (None, False, argparse.SUPPRESS) or action.default == [] or action.nargs == 0:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that applies ``--quiet`` once the options are parsed."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        ns, rest = super().parse_known_args(args, namespace)
+        if getattr(ns, "quiet", False):
+            logging.disable(logging.INFO)  # only warnings and errors: lines a user acts on
+        return ns, rest
+
+
+def version_string() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """``--version``, ``--quiet`` and ``--debug`` (``run`` reads ``--debug`` from the raw arguments)."""
+    group = parser.add_argument_group("common options")
+    group.add_argument("--version", action="version", version=f"%(prog)s (posmix_fairseq {version_string()})",
+                       help="print the version and exit")
+    group.add_argument("-q", "--quiet", action="store_true",
+                       help="no log lines from the libraries below the command (only their warnings and errors)")
+    group.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
+def build_parser(prog: str, doc: Optional[str], **kwargs) -> CommandParser:
+    """The parser of command ``prog``: the first paragraph of ``doc`` is the description, the rest
+    the epilog (both plain text); the common options are added."""
+    paragraphs = plain_text(doc).split("\n\n", 1)
+    kwargs.setdefault("description", paragraphs[0])
+    if len(paragraphs) > 1:
+        kwargs.setdefault("epilog", paragraphs[1])
+    parser = CommandParser(prog=prog, formatter_class=HelpFormatter, **kwargs)
+    add_common_options(parser)
+    return parser
+
+
+# -- files -------------------------------------------------------------------------------------------
+
+def _label(path: str, option: Optional[str]) -> str:
+    return f"{option} {path}" if option else path
+
+
+def check_input_file(path: str, option: Optional[str] = None, allow_empty: bool = False) -> str:
+    """``path`` if it names a readable file (``-``: stdin); otherwise a :class:`CommandError` naming
+    the option and the file."""
+    if path == "-":
+        return path
+    label = _label(path, option)
+    if not os.path.exists(path):
+        raise CommandError(f"{label}: no such file")
+    if os.path.isdir(path):
+        raise CommandError(f"{label}: is a directory; give a file")
+    if not os.access(path, os.R_OK):
+        raise CommandError(f"{label}: not readable (check its permissions)")
+    if not allow_empty and os.path.getsize(path) == 0:
+        raise CommandError(f"{label}: the file is empty")
+    return path
+
+
+def check_output_file(path: str, option: Optional[str] = None, parent_must_exist: bool = True) -> str:
+    """``path`` if a file can be written there (``-``: stdout): not a directory, and in a directory that
+    exists (unless the command creates it: ``parent_must_exist=False``)."""
+    if path == "-":
+        return path
+    label = _label(path, option)
+    if os.path.isdir(path):
+        raise CommandError(f"{label}: is a directory; give a file name")
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isfile(parent):
+        raise CommandError(f"{label}: {parent} is a file, not a directory")
+    if parent_must_exist and not os.path.isdir(parent):
+        raise CommandError(f"{label}: directory {parent} does not exist")
+    return path
+
+
+def check_output_dir(path: str, option: Optional[str] = None) -> str:
+    """``path`` if it is a directory or can be created as one."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CommandError(f"{_label(path, option)}: exists and is not a directory")
+    return path
+
+
+#: the first bytes of a file torch.save writes: a zip archive (torch >= 1.6) or a pickle (older torch)
+CHECKPOINT_MAGIC = (b"PK\x03\x04", b"\x80")
+
+
+def check_checkpoint(path: str, option: Optional[str] = None) -> str:
+    """``path`` if it is a non-empty file that torch.save could have written (read: its first bytes)."""
+    check_input_file(path, option)
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head.startswith(CHECKPOINT_MAGIC):
+        raise CommandError(f"{_label(path, option)}: not a PyTorch checkpoint (neither a zip archive nor a pickle); "
+                           "give a file written by fairseq-train, posmix-freeze or posmix-average")
+    return path
+
+
+def check_checkpoints(paths: str, option: str = "--path") -> List[str]:
+    """The checkpoints of a ':'-separated list (fairseq-generate's ``--path`` for an ensemble), each checked."""
+    return [check_checkpoint(path, option) for path in paths.split(":")]
+
+
+def check_data_dir(path: str, option: Optional[str] = None) -> str:
+    """``path`` if it is a directory holding fairseq-preprocess's dictionaries (``dict.*.txt``)."""
+    label = _label(path, option) if option else f"data directory {path}"
+    if not os.path.isdir(path):
+        raise CommandError(f"{label}: " + ("is a file; give the directory fairseq-preprocess --destdir wrote"
+                                           if os.path.exists(path) else "no such directory"))
+    if not any(name.startswith("dict.") and name.endswith(".txt") for name in os.listdir(path)):
+        raise CommandError(f"{label}: no dict.*.txt; give the directory fairseq-preprocess --destdir wrote")
+    return path
+
+
+def decode_utf8(data: bytes, name: str) -> str:
+    """``data`` as text; a :class:`CommandError` naming ``name`` and the line of the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise CommandError(f"{name}: line {line} is not UTF-8 (byte 0x{data[e.start]:02x}); convert the file, "
+                           f"e.g. iconv -f latin1 -t utf-8") from None
+
+
+def read_text(path: str, option: Optional[str] = None, allow_empty: bool = False) -> str:
+    """The UTF-8 text of ``path`` (``-``: stdin; ``.gz``: gunzipped), checked as ``check_input_file``,
+    with its line ends read as Python's text files read them (``\\r\\n`` and ``\\r`` become ``\\n``)."""
+    check_input_file(path, option, allow_empty)
+    if path == "-":
+        text = decode_utf8(sys.stdin.buffer.read(), "<stdin>")
+    else:
+        if path.endswith(".gz"):
+            import gzip
+
+            opener = gzip.open
+        else:
+            opener = open
+        with opener(path, "rb") as f:
+            text = decode_utf8(f.read(), _label(path, option))
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_text_lines(path: str, option: Optional[str] = None, allow_empty: bool = False) -> List[str]:
+    """The lines of a UTF-8 text file without their newlines (a final newline ends the last line)."""
+    text = read_text(path, option, allow_empty)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def read_json(path: str, option: Optional[str] = None, what: str = "JSON"):
+    """The JSON value in ``path``; errors name the option, the file, the line and column, and ``what``
+    the file should be."""
+    import json
+
+    text = read_text(path, option)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CommandError(f"{_label(path, option)}: line {e.lineno} column {e.colno}: not valid JSON ({e.msg}); "
+                           f"expected {what}") from None
+
+
+@contextlib.contextmanager
+def open_output(path: str, option: Optional[str] = None, newline: Optional[str] = None) -> Iterator[io.TextIOBase]:
+    """A UTF-8 text file to write (``-``: stdout, left open)."""
+    if path == "-":
+        yield sys.stdout
+        return
+    check_output_file(path, option)
+    with open(path, "w", encoding="utf-8", newline=newline) as f:
+        yield f
+
+
+# -- library noise ------------------------------------------------------------------------------------
+
+# Warnings the libraries print while a model loads that a user of these commands cannot act on (each
+# matched by its own message, never a whole category): Hydra's deprecation notices (fairseq 0.12 composes
+# its configuration with Hydra 1.0's API), torch's pin_memory notice on a machine without a GPU, and
+# torch.cuda.amp's deprecation (fairseq's trainer code).
+LIBRARY_WARNINGS = [
+    (r"hydra\.experimental\.(initialize|compose)\(\) is no longer experimental", UserWarning),
+    (r"\s*The version_base parameter is not specified", UserWarning),
+    (r"In '[^']*': Usage of deprecated keyword in package header", UserWarning),
+    (r"\s*'[^']*' is validated against ConfigStore schema with the same name", UserWarning),
+    (r"\s*The strict flag in the compose API is deprecated", UserWarning),
+    (r"'pin_memory' argument is set as true but no accelerator is found", UserWarning),
+    (r"`?torch\.cuda\.amp\.(autocast|GradScaler)\(args\.\.\.\)`? is deprecated", FutureWarning),
+]
+
+
+def silence_library_noise() -> None:
+    """Filter the library warnings above (these messages only) and Hydra's DEBUG log lines."""
+    for message, category in LIBRARY_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
+    for name in ("hydra", "hydra.core", "omegaconf"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+# -- running ------------------------------------------------------------------------------------------
+
+def error_message(error: BaseException) -> str:
+    """One line for ``error``: an OSError names its file; a decode error says the input is not UTF-8."""
+    if isinstance(error, UnicodeDecodeError):
+        return f"an input is not UTF-8 text ({error.reason} at byte {error.start}); convert it to UTF-8"
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return str(error) or type(error).__name__
+
+
+def run(main: Callable[[Optional[Sequence[str]]], object], prog: str, argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``main(argv)`` as command ``prog`` and return its exit status (what a console script
+    passes to ``sys.exit``); ``main``'s return value is for tests and is not printed."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    silence_library_noise()
+    try:
+        main(args)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as e:  # argparse (--help: 0, usage: 2) or a command's own SystemExit(message)
+        if isinstance(e.code, str):
+            if debug and e.__context__ is not None:  # the error the command turned into this message
+                traceback.print_exception(e.__context__, file=sys.stderr)
+            message = e.code if e.code.startswith(f"{prog}:") else f"{prog}: {e.code}"
+            print(message, file=sys.stderr)
+            return EXIT_FAILURE
+        return int(e.code or 0)
+    except CommandError as e:
+        if debug:
+            raise
+        print(f"{prog}: {e}", file=sys.stderr)
+        return e.exit_status
+    except (ValueError, OSError) as e:  # UnicodeDecodeError is a ValueError
+        if debug:
+            raise
+        message = error_message(e)
+        message = message if message.startswith(f"{prog}:") else f"{prog}: {message}"
+        print(f"{message}\n{prog}: (--debug shows where)", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def console(main: Callable[[Optional[Sequence[str]]], object], prog: str) -> Callable[[], int]:
+    """A console-script entry point for ``main``: returns the exit status, never ``main``'s result."""
+
+    def cli() -> int:
+        return run(main, prog)
+
+    cli.__doc__ = f"Console entry point of {prog}: returns its exit status."
+    return cli
