@@ -7,9 +7,9 @@ each such sublayer's energy is replaced by its table (aPosNet H x N_q x N_k, rPo
 Emb_rel are dropped. The new checkpoint stores each side's table size N in its args
 (``--encoder-frozen-energy-positions``, ``--decoder-frozen-energy-positions``), so plain
 ``fairseq-generate --user-dir ...`` builds the frozen model (the frozen energies the mixer registry
-declares, :mod:`.mixers.engine.frozen_energy`) and gives the same translations.  Parameters before and after are printed per sublayer
-kind, in the form of Table 8 (per layer; the paper's formulas count weights without biases /
-LayerNorm).
+declares, :mod:`.mixers.engine.frozen_energy`) and gives the same translations. Parameters before
+and after are printed per sublayer kind, in the form of Table 8 (per layer; the paper's formulas
+count weights without biases / LayerNorm).
 
 Table sizes. A table grows with N (rPosNet: H (2K+1) N per layer, aPosNet: H N_q N_k), so N is
 chosen from what the model will meet. Default: source, the longest source sentence of the

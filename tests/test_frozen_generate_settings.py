@@ -25,8 +25,9 @@ MIXERS = {"rposnet": placement_flags("rposnet", True, True, True),
 def looping_model(mixer):
     """A tiny random model at fairseq's default limits whose EOS logit is 0 (the median of a random
     row): beam search never picks EOS, so every hypothesis runs to fairseq-generate's max_len."""
-    args = parse_model_args(MIXERS[mixer] + ["--encoder-layers", "1", "--decoder-layers", "1",  # 200 steps: small
-                                             "--max-source-positions", str(LIMIT), "--max-target-positions", str(LIMIT)])
+    small = ["--encoder-layers", "1", "--decoder-layers", "1"]  # 200 decoding steps
+    limits = ["--max-source-positions", str(LIMIT), "--max-target-positions", str(LIMIT)]
+    args = parse_model_args(MIXERS[mixer] + small + limits)
     model, d = build_model_from_args(args)
     with torch.no_grad():
         model.decoder.output_projection.weight[d.eos()] = 0
