@@ -7,20 +7,23 @@ each such sublayer's energy is replaced by its table (aPosNet H x N_q x N_k, rPo
 Emb_rel are dropped. The new checkpoint stores each side's table size N in its args
 (``--encoder-frozen-energy-positions``, ``--decoder-frozen-energy-positions``), so plain
 ``fairseq-generate --user-dir ...`` builds the frozen model (the frozen energies the mixer registry
-declares, :mod:`.mixers.engine.frozen_energy`) and gives the same translations. Its max positions
-are at most N per side: fairseq refuses longer sentences (``--skip-invalid-size-inputs-valid-test``
-skips them) and stops outputs at N tokens. Parameters before and after are printed per sublayer
-kind, in the form of Table 8 (per layer; the paper's formulas count weights without biases /
-LayerNorm).
+declares, :mod:`.mixers.engine.frozen_energy`) and gives the same translations. Parameters before
+and after are printed per sublayer kind, in the form of Table 8 (per layer; the paper's formulas
+count weights without biases / LayerNorm).
 
 Table sizes. A table grows with N (rPosNet: H (2K+1) N per layer, aPosNet: H N_q N_k), so N is
-chosen from what the model will meet. Default: per side, the longest sentence of the checkpoint's
-binarized data (train, valid and test splits, in tokens with EOS) rounded up to a multiple of 16,
-never above the side's --max-source/target-positions; when no binarized split is at hand, GPA
-Section 4.2's N = 128 (never above the side's limit). ``--max-positions N`` (both sides) or
-``SOURCE,TARGET`` gives them explicitly (each at most its side's limit). The choice and its
-trade-off are printed, and a warning whenever the search-time model has more parameters than the
-trained one.
+chosen from what the model will meet. Default: source, the longest source sentence of the
+checkpoint's binarized data (train, valid and test splits, in tokens with EOS); target, the longest
+target sentence or the positions fairseq-generate's default settings decode (max_len_a * S +
+max_len_b outputs + EOS, at most the model's limit), whichever is larger; each rounded up to a
+multiple of 16 and never above the side's --max-source/target-positions. Without a binarized split,
+the source side takes GPA Section 4.2's N = 128. ``--max-positions N`` (both sides) or
+``SOURCE,TARGET`` gives them explicitly (each at most its side's limit). The search-time model
+keeps the trained model's max positions, so fairseq-generate bounds outputs as it did for the
+trained model and a position beyond a table is a clear error; ``--tables-as-max-positions`` makes
+the tables the model's max positions instead (fairseq refuses longer sentences and stops outputs
+within the target table). The choice and its trade-off are printed, and a warning whenever the
+search-time model has more parameters than the trained one.
 
     posmix-freeze checkpoints/checkpoint_best.pt checkpoints/search.pt
     posmix-freeze checkpoints/checkpoint_best.pt checkpoints/search.pt --max-positions 128
@@ -128,6 +131,19 @@ def parse_max_positions(text) -> Tuple[int, int]:
     return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
 
 
+def generated_target_positions(source_length: int, target_limit: int) -> Tuple[int, str]:
+    """(target positions, the settings): what fairseq-generate's default settings feed the decoder.
+
+    ``SequenceGenerator`` decodes at most max_len = min(max_len_a * S + max_len_b, max decoder
+    positions - 1) tokens (S: the batch's source length) and runs max_len + 1 steps, the last one
+    emitting EOS; the step t reads the target positions 0..t, so max_len + 1 positions."""
+    from fairseq.dataclass.configs import GenerationConfig
+
+    defaults = GenerationConfig()
+    max_len = min(int(defaults.max_len_a * source_length + defaults.max_len_b), target_limit - 1)
+    return max_len + 1, f"--max-len-a {defaults.max_len_a:g} --max-len-b {defaults.max_len_b}"
+
+
 def choose_table_sizes(args, data: Optional[str], src: Optional[str], tgt: Optional[str],
                        max_positions=None) -> Tuple[Dict[str, int], List[str]]:
     """({role: N} for every side a frozen table reads, lines explaining the choice and its trade-off).
@@ -155,14 +171,22 @@ def choose_table_sizes(args, data: Optional[str], src: Optional[str], tgt: Optio
             lines.append(f"  {side.role}: N = {sizes[side.role]} (--max-positions {max_positions}{capped})")
     else:
         longest = longest_sentences(data, src, tgt) if data else None
+        source_length = longest["source"] if longest is not None else FALLBACK_POSITIONS
         for side in sorted(sides, key=lambda s: s.role):
             limit = limits[side]
             if longest is not None:
-                wanted = round_up(longest[side.role])
-                why = (f"the longest {side.role} sentence of {', '.join(longest['splits'])} has "
-                       f"{longest[side.role]} tokens with EOS, rounded up to a multiple of {ROUND_TO}")
+                wanted, why = longest[side.role], (f"the longest {side.role} sentence of "
+                                                   f"{', '.join(longest['splits'])} has {longest[side.role]} "
+                                                   f"tokens with EOS")
             else:
                 wanted, why = FALLBACK_POSITIONS, f"no binarized data at hand: GPA Section 4.2's N = {FALLBACK_POSITIONS}"
+            if side.role == "target":  # the outputs fairseq-generate decodes by default, whatever the data
+                generated, settings = generated_target_positions(source_length, getattr(args, side.max_positions_attr))
+                if generated >= wanted:
+                    wanted, why = generated, (f"fairseq-generate's defaults {settings} decode up to {generated - 1} "
+                                              f"tokens + EOS, target positions 0..{generated - 1}; {why}")
+            wanted = round_up(wanted)
+            why += f", rounded up to a multiple of {ROUND_TO}"
             sizes[side.role] = min(wanted, limit)
             capped = f", capped at {side.max_positions_option} {limit}" if wanted > limit else \
                 f"; {side.max_positions_option} {limit}"
@@ -170,21 +194,34 @@ def choose_table_sizes(args, data: Optional[str], src: Optional[str], tgt: Optio
         if longest is None:
             lines.append(f"  (the checkpoint's data directory {data!r} has no binarized train/valid/test split: "
                          "pass --data DIR to size the tables from the data, or --max-positions)")
+    if "target" in sizes:
+        generated, settings = generated_target_positions(sizes.get("source", FALLBACK_POSITIONS),
+                                                         getattr(args, "max_target_positions"))
+        if sizes["target"] < generated:
+            lines.append(f"  note: fairseq-generate's defaults ({settings}) decode up to target position "
+                         f"{generated - 1}, beyond the target table: an output that grows past position "
+                         f"{sizes['target'] - 1} stops generation with an error; decode with --max-len-a 0 "
+                         f"--max-len-b {sizes['target'] - 1} (the trained model gives the same translations under "
+                         f"it) or freeze with a larger target N")
     lines.append("Trade-off: each rPosNet layer keeps H (2K+1) N_q parameters and each aPosNet layer H N_q N_k "
                  "(N_q, N_k: the table sizes of the query's and the key's side), so smaller tables make a smaller "
-                 "model; fairseq-generate refuses sentences longer than N tokens on that side "
-                 "(--skip-invalid-size-inputs-valid-test skips them) and stops outputs at N target tokens. "
+                 "model. The search-time model keeps the trained model's max positions: a sentence or an output "
+                 "beyond a table stops fairseq-generate with an error naming the table, never a shorter output "
+                 "(--tables-as-max-positions makes the tables the model's max positions instead: fairseq then "
+                 "refuses longer sentences and stops outputs within the target table). "
                  "Other sizes: --max-positions N or SOURCE,TARGET.")
     return sizes, lines
 
 
 # ---- freezing ------------------------------------------------------------------------------------------
 
-def freeze_model(task, model, args, num_positions: Union[int, Dict[str, int]]):
+def freeze_model(task, model, args, num_positions: Union[int, Dict[str, int]], tables_as_max_positions: bool = False):
     """(frozen model, its args): the model rebuilt with its frozen energy tables (``num_positions``:
     N for every side a table reads, or {"source": N_s, "target": N_t}) and filled with the trained
-    weights and the tables."""
+    weights and the tables. Its max positions are the trained model's, or the tables' sizes with
+    ``tables_as_max_positions``."""
     from .core.placement import SIDES
+    from .mixers.engine.frozen_energy import TABLES_AS_LIMITS
     from .models.sublayers import sublayers
 
     needed = table_sides(args)
@@ -194,6 +231,7 @@ def freeze_model(task, model, args, num_positions: Union[int, Dict[str, int]]):
     frozen_args = copy.deepcopy(args)
     for side in SIDES:
         side.write(frozen_args, FROZEN_OPTION, sizes.get(side.role) if side in needed else None)
+    setattr(frozen_args, TABLES_AS_LIMITS, bool(tables_as_max_positions))
     frozen = task.build_model(frozen_args)
     freezable = {placement for placement, _ in frozen_placements(args)}
     tables = {}
@@ -322,14 +360,14 @@ class FreezeResult(NamedTuple):
 
 
 def freeze_checkpoint(src: str, dst: str, max_positions=None, data: Optional[str] = None,
-                      task_overrides: Optional[Dict] = None) -> FreezeResult:
+                      task_overrides: Optional[Dict] = None, tables_as_max_positions: bool = False) -> FreezeResult:
     """Writes the search-time checkpoint ``dst``."""
     state, task, model = load_trained(src, data, task_overrides)
     args = state["cfg"]["model"]
     task_cfg = state["cfg"]["task"]
     sizes, choice = choose_table_sizes(args, str(task_cfg.data), getattr(task_cfg, "source_lang", None),
                                        getattr(task_cfg, "target_lang", None), max_positions)
-    frozen, frozen_args = freeze_model(task, model, args, sizes)
+    frozen, frozen_args = freeze_model(task, model, args, sizes, tables_as_max_positions)
     report = parameter_report(model, frozen, args, sizes)
     warning = larger_model_warning(model, frozen, sizes)
     # fairseq's own format: the stored (plain) cfg where the checkpoint has one, else the upgraded one
@@ -359,13 +397,18 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--data", metavar="DIR", help="fairseq-preprocess --destdir with the dictionaries (and the "
                                                  "binarized splits that size the tables), when the checkpoint's own "
                                                  "data directory is not here")
+    p.add_argument("--tables-as-max-positions", action="store_true",
+                   help="make the tables' sizes the search-time model's max positions: fairseq refuses longer "
+                        "sentences and stops outputs within the target table (default: the trained model's max "
+                        "positions; a sentence or output beyond a table is an error)")
     a = p.parse_args(argv)
     check_checkpoint(a.input, "IN.pt")
     check_output_file(a.output, "OUT.pt", parent_must_exist=False)
     if a.data:
         check_data_dir(a.data, "--data")
     try:
-        result = freeze_checkpoint(a.input, a.output, a.max_positions, a.data)
+        result = freeze_checkpoint(a.input, a.output, a.max_positions, a.data,
+                                   tables_as_max_positions=a.tables_as_max_positions)
     except NothingToFreeze as e:
         print(f"posmix-freeze: {e}", file=sys.stderr)
         raise SystemExit(2)

@@ -113,7 +113,7 @@ def test_position_beyond_the_frozen_table_is_a_clear_error(flags, original):
     message = str(raised.value)
     assert "position 11 is beyond the frozen" in message and "-frozen-energy-positions 8" in message
     assert "posmix-freeze --max-positions" in message and original in message, message
-    assert frozen.max_positions() == ((8, 64) if "aposnet" in flags else (64, 8))  # fairseq stops there
+    assert frozen.max_positions() == model.max_positions() == (64, 64)  # the trained limits: no silent stop at 8
 
 
 # ---- table sizes per side -------------------------------------------------------------------------
@@ -317,30 +317,14 @@ def test_freeze_then_fairseq_generate_gives_the_same_translations(trained_checkp
 
     short = str(root / "short.pt")
     assert freeze_cli(checkpoint, short, "--max-positions", "3").returncode == 0
-    too_long = run_generate(data, short)  # fairseq's size check: the frozen model's max positions are 3
+    too_long = run_generate(data, short)  # longer source sentences: the table's error, not a skipped sentence
     assert too_long.returncode != 0
-    assert "max_positions=(3, 3)" in too_long.stderr, too_long.stderr[-3000:]
-
-
-def test_default_tables_cover_the_longest_sentence_of_the_data(trained_checkpoint):
-    """Default: per side, the longest sentence of train/valid/test (tokens with EOS) rounded up to a
-    multiple of 16, printed with the trade-off; the frozen model translates and stops its outputs
-    within the target table."""
-    data, checkpoint, root = trained_checkpoint
-    frozen = str(root / "search_default.pt")
-    result = freeze_cli(checkpoint, frozen)
-    assert result.returncode == 0, result.stderr[-3000:]
-    source, target = raw_longest(root)
-    args = torch.load(frozen, map_location="cpu", weights_only=False)["cfg"]["model"]
-    sizes = (args.encoder_frozen_energy_positions, args.decoder_frozen_energy_positions)
-    assert sizes == (-(-source // 16) * 16, -(-target // 16) * 16), (sizes, source, target)
-    assert f"source: N = {sizes[0]} (the longest source sentence of train, valid, test has {source} tokens with " \
-           "EOS, rounded up to a multiple of 16" in result.stdout, result.stdout
-    assert "Trade-off" in result.stdout and "warning" not in result.stderr, result.stderr
-    searched = run_generate(data, frozen)
-    assert searched.returncode == 0, searched.stderr[-3000:]
-    found = hypotheses(searched.stdout)
-    assert len(found) == 12 and all(len(tokens.split()) < sizes[1] for tokens, _ in found.values())
+    assert "(--encoder-frozen-energy-positions 3, set by posmix-freeze --max-positions)" in too_long.stderr, \
+        too_long.stderr[-3000:]
+    limited = str(root / "limited.pt")  # asked for: the tables are the max positions, fairseq's size check
+    assert freeze_cli(checkpoint, limited, "--max-positions", "3", "--tables-as-max-positions").returncode == 0
+    too_long = run_generate(data, limited)
+    assert too_long.returncode != 0 and "max_positions=(3, 3)" in too_long.stderr, too_long.stderr[-3000:]
 
 
 def test_nothing_to_freeze_is_a_clear_error(trained_checkpoint):

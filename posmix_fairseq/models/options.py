@@ -10,7 +10,7 @@ import logging
 
 from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
 from ..mixers import MIXER_REGISTRY, frozen_mixers
-from ..mixers.engine.frozen_energy import FROZEN_OPTION
+from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 
 logger = logging.getLogger(__name__)
@@ -67,6 +67,11 @@ def add_posmix_args(parser):
                            help=f"search-time model: every aposnet/rposnet sublayer keeps its energies as a frozen "
                                 f"table (GPA Sections 4.1-4.2) instead of W^Q, W^K, n~/m~ and Emb_rel, covering "
                                 f"{side.role} positions 0..N-1; set by posmix-freeze (not a training option)")
+    group.add_argument("--" + TABLES_AS_LIMITS.replace("_", "-"), action="store_true",
+                       help="search-time model: its max positions are the frozen tables' sizes, so fairseq refuses "
+                            "longer sentences and stops outputs within the target table (without it: the trained "
+                            "model's --max-source/target-positions, and a position beyond a table is an error); set "
+                            "by posmix-freeze --tables-as-max-positions (not a training option)")
 
 
 def default_mixers(args):
@@ -92,6 +97,7 @@ def posmix_base_architecture(args):
         setattr(args, name, getattr(args, name, None))
     for side in SIDES:
         side.write(args, FROZEN_OPTION, side.read(args, FROZEN_OPTION))
+    setattr(args, TABLES_AS_LIMITS, bool(getattr(args, TABLES_AS_LIMITS, False)))
     args.no_encoder_ffn = getattr(args, "no_encoder_ffn", False)
     args.no_decoder_ffn = getattr(args, "no_decoder_ffn", False)
     base_architecture(args)
@@ -153,6 +159,9 @@ def validate_frozen_energy_positions(args):
     """A search-time model: a table size >= 1 for each side a frozen table reads, and something to freeze."""
     given = {side: side.read(args, FROZEN_OPTION) for side in SIDES if side.read(args, FROZEN_OPTION) is not None}
     if not given:
+        if getattr(args, TABLES_AS_LIMITS, False):
+            raise ValueError(f"--{TABLES_AS_LIMITS.replace('_', '-')} applies to a search-time model only (one with "
+                             f"--encoder/decoder-{FROZEN_OPTION}, written by posmix-freeze); drop the flag")
         return
     for side, n in given.items():
         if not isinstance(n, int) or n < 1:

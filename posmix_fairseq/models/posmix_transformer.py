@@ -28,7 +28,7 @@ from ..core.positions import PositionFrame
 from ..fairseq_bf16 import Bf16Inference
 from ..length_ratio import training_length_ratio
 from ..mixers import MIXER_REGISTRY
-from ..mixers.engine.frozen_energy import FROZEN_OPTION
+from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from ..tasks.translation import check_source_prefix
 from .layers import PosMixDecoderLayer, PosMixEncoderLayer, wrap_layer
@@ -63,7 +63,9 @@ class PositionAwareSide:
         if entry.token_positions == "learned":  # fairseq's table has one row per position up to the limit
             limit = (getattr(cfg, side.max_positions_attr), side.max_positions_option)
         self.__dict__["_learned_positions_limit"] = limit
-        self.__dict__["_frozen_positions"] = side.read(cfg, FROZEN_OPTION)  # search-time tables (posmix-freeze)
+        # search-time tables (posmix-freeze) bound max_positions() only when the checkpoint asks for it
+        self.__dict__["_frozen_positions"] = (side.read(cfg, FROZEN_OPTION) if getattr(cfg, TABLES_AS_LIMITS, False)
+                                              else None)
         self.__dict__["_checkpointed_layers"] = bool(cfg.checkpoint_activations)
 
     def shared_parameters_of_call(self):
@@ -74,8 +76,10 @@ class PositionAwareSide:
         return contextlib.nullcontext()
 
     def max_positions(self):
-        """fairseq's limit; in a search-time model at most the side's frozen energy tables, so that
-        fairseq's size filter refuses longer sentences and generation stops within the tables."""
+        """fairseq's limit, the trained model's in a search-time model too: fairseq-generate bounds its
+        outputs by the decoder's max positions, so reporting a smaller frozen table would silently
+        shorten outputs (a position beyond a table is a clear error instead). A search-time model
+        frozen with ``--tables-as-max-positions`` reports its tables, as that option asks."""
         limit = super().max_positions()
         frozen = self.__dict__.get("_frozen_positions")
         return limit if frozen is None else min(limit, frozen)

@@ -17,9 +17,12 @@ and ``rposnet``; a search-time model builds them instead of the trained energies
 n~ / m~ tables and Emb_rel are not built). They implement the table contract of
 :mod:`.table_energy` (``energy_rows`` / ``energy_table``, dense ``logits``), so every mixing path of
 the trained ones (dense softmax, window form, constant-state decoding, kernels) runs on them
-unchanged. A position beyond a table raises a ValueError that names the table, its option and
-whether the original (unfrozen) model would have handled it: sinusoidal n~ / m~ are defined for
-any position, a learned table stops at ``--max-source/target-positions``.
+unchanged. A position beyond a table raises a ValueError that names the table, its option,
+whether the original (unfrozen) model would have handled it (sinusoidal n~ / m~ are defined for
+any position, a learned table stops at ``--max-source/target-positions``) and the fix; it is never
+clipped. A search-time model reports the trained model's max positions (fairseq-generate's output
+bound), so an output that outgrows the target table meets this error, not a silent stop, unless
+it was frozen with ``posmix-freeze --tables-as-max-positions`` (``--frozen-tables-as-max-positions``).
 """
 from abc import ABCMeta, abstractmethod
 from typing import Dict
@@ -33,6 +36,7 @@ from .table_energy import AbsoluteTableEnergy, RelativeTableEnergy
 
 FROZEN_OPTION = "frozen-energy-positions"  # per side: --encoder-frozen-energy-positions, --decoder-...
 FREEZE_FLAG = "posmix-freeze --max-positions"
+TABLES_AS_LIMITS = "frozen_tables_as_max_positions"  # the model's max positions are its tables (posmix-freeze)
 
 
 class FrozenTable(metaclass=ABCMeta):
@@ -92,10 +96,15 @@ class FrozenTable(metaclass=ABCMeta):
             original = (f"the original (unfrozen) model would not have handled it either: its learned position "
                         f"table has {limit} positions ({limit_option} {limit})")
             fix = "Keep the sentences within the table"
+        if role == "target":  # fairseq-generate feeds positions 0..max_len (the last step emits EOS)
+            within = (f"or bound the outputs within the table (fairseq-generate --max-len-a 0 --max-len-b {n - 1}; "
+                      f"the trained model gives the same translations under it)")
+        else:
+            within = f"or keep {role} sentences within {n} tokens (EOS included)"
         raise ValueError(
             f"{role} position {longest} is beyond the frozen {info['kind']} energy table of the {info['placement']} "
             f"sublayer, which covers {role} positions 0..{n - 1} ({flag} {n}, set by {FREEZE_FLAG}); {original}. "
-            f"{fix}, or keep sentences (and outputs: fairseq-generate --max-len-a/b) shorter")
+            f"{fix}, {within}")
 
 
 class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
