@@ -19,10 +19,11 @@ max_len_b outputs + EOS, at most the model's limit), whichever is larger; each r
 multiple of 16 and never above the side's --max-source/target-positions. Without a binarized split,
 the source side takes GPA Section 4.2's N = 128. ``--max-positions N`` (both sides) or
 ``SOURCE,TARGET`` gives them explicitly (each at most its side's limit). The search-time model
-keeps the trained model's max positions, so fairseq-generate bounds outputs as it did for the
-trained model and a position beyond a table is a clear error; ``--tables-as-max-positions`` makes
-the tables the model's max positions instead (fairseq refuses longer sentences and stops outputs
-within the target table). The choice and its trade-off are printed, and a warning whenever the
+reports its source table as its max source positions (fairseq refuses a longer source before
+decoding) and keeps the trained model's max target positions, so fairseq-generate bounds outputs as
+it did for the trained model and an output beyond the target table is a clear error;
+``--tables-as-max-positions`` makes the target table the max target positions instead (outputs stop
+within it). The choice and its trade-off are printed, and a warning whenever the
 search-time model has more parameters than the trained one.
 
     posmix-freeze checkpoints/checkpoint_best.pt checkpoints/search.pt
@@ -205,10 +206,11 @@ def choose_table_sizes(args, data: Optional[str], src: Optional[str], tgt: Optio
                          f"it) or freeze with a larger target N")
     lines.append("Trade-off: each rPosNet layer keeps H (2K+1) N_q parameters and each aPosNet layer H N_q N_k "
                  "(N_q, N_k: the table sizes of the query's and the key's side), so smaller tables make a smaller "
-                 "model. The search-time model keeps the trained model's max positions: a sentence or an output "
-                 "beyond a table stops fairseq-generate with an error naming the table, never a shorter output "
-                 "(--tables-as-max-positions makes the tables the model's max positions instead: fairseq then "
-                 "refuses longer sentences and stops outputs within the target table). "
+                 "model. fairseq refuses a source longer than the source table before decoding; the search-time "
+                 "model keeps the trained model's max target positions, so an output beyond the target table "
+                 "stops fairseq-generate with an error naming the table, never a shorter output "
+                 "(--tables-as-max-positions makes the target table the max target positions: outputs then "
+                 "stop within it). "
                  "Other sizes: --max-positions N or SOURCE,TARGET.")
     return sizes, lines
 

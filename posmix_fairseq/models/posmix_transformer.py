@@ -63,9 +63,10 @@ class PositionAwareSide:
         if entry.token_positions == "learned":  # fairseq's table has one row per position up to the limit
             limit = (getattr(cfg, side.max_positions_attr), side.max_positions_option)
         self.__dict__["_learned_positions_limit"] = limit
-        # search-time tables (posmix-freeze) bound max_positions() only when the checkpoint asks for it
-        self.__dict__["_frozen_positions"] = (side.read(cfg, FROZEN_OPTION) if getattr(cfg, TABLES_AS_LIMITS, False)
-                                              else None)
+        # search-time tables (posmix-freeze) bound the encoder's max_positions() (fairseq refuses a longer
+        # source before decoding), and the decoder's only when the checkpoint asks for it
+        bounded = side.name == "encoder" or getattr(cfg, TABLES_AS_LIMITS, False)
+        self.__dict__["_frozen_positions"] = side.read(cfg, FROZEN_OPTION) if bounded else None
         self.__dict__["_checkpointed_layers"] = bool(cfg.checkpoint_activations)
 
     def shared_parameters_of_call(self):
@@ -76,10 +77,11 @@ class PositionAwareSide:
         return contextlib.nullcontext()
 
     def max_positions(self):
-        """fairseq's limit, the trained model's in a search-time model too: fairseq-generate bounds its
-        outputs by the decoder's max positions, so reporting a smaller frozen table would silently
-        shorten outputs (a position beyond a table is a clear error instead). A search-time model
-        frozen with ``--tables-as-max-positions`` reports its tables, as that option asks."""
+        """fairseq's limit. In a search-time model the encoder reports at most its frozen tables, so that
+        fairseq's size filter refuses a longer source before any decoding; the decoder reports the trained
+        model's limit, because fairseq-generate bounds its outputs by it and a smaller frozen table would
+        silently shorten outputs (an output position beyond a table is a clear error instead). A
+        search-time model frozen with ``--tables-as-max-positions`` reports its tables on both sides."""
         limit = super().max_positions()
         frozen = self.__dict__.get("_frozen_positions")
         return limit if frozen is None else min(limit, frozen)

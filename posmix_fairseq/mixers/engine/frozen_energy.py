@@ -20,8 +20,8 @@ the trained ones (dense softmax, window form, constant-state decoding, kernels) 
 unchanged. A position beyond a table raises a ValueError that names the table, its option,
 whether the original (unfrozen) model would have handled it (sinusoidal n~ / m~ are defined for
 any position, a learned table stops at ``--max-source/target-positions``) and the fix; it is never
-clipped. A search-time model reports the trained model's max positions (fairseq-generate's output
-bound), so an output that outgrows the target table meets this error, not a silent stop, unless
+clipped. A search-time decoder reports the trained model's max target positions
+(fairseq-generate's output bound; the encoder reports its source table), so an output that outgrows the target table meets this error, not a silent stop, unless
 it was frozen with ``posmix-freeze --tables-as-max-positions`` (``--frozen-tables-as-max-positions``).
 """
 from abc import ABCMeta, abstractmethod
