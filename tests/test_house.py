@@ -13,6 +13,8 @@ from fairseq import checkpoint_utils
 import posmix_fairseq
 from helpers import build_model, build_model_from_args, mix, mixer_spec, parse_model_args, random_batch
 from posmix_fairseq.core.positions import PositionFrame
+from posmix_fairseq.harness.testing import stored_arguments
+from posmix_fairseq.models.readings import READINGS_VERSION
 from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.mixers.engine import DirectWeights, Energy, SoftmaxEnergy
 
@@ -42,7 +44,8 @@ def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name)
     ("linearnet_p256", {"encoder_self_linear_max_positions": 256, "decoder_self_linear_max_positions": 256,
                         "encoder_position_encoding": "none"}),
     ("posnet_embed_gelu", {"encoder_posnet_embed_activation": "gelu", "decoder_posnet_embed_activation": "gelu"}),
-    ("at5_cumulative", {"encoder_self_t5_adaptive": "cumulative", "decoder_self_t5_adaptive": "cumulative"}),
+    ("at5_cumulative", {"posmix_legacy_readings": {"encoder_self": {"t5-adaptive": "cumulative"},
+                                                   "decoder_self": {"t5-adaptive": "cumulative"}}}),
 ])
 def test_checkpoint_without_the_readings_marker_keeps_its_defaults_and_translates_as_it_did(name, pinned):
     """Made by the code that stored no readings marker (gLinearNet with P = 256 and no token positions, PosNet-Embed
@@ -63,14 +66,9 @@ def test_checkpoint_without_the_readings_marker_keeps_its_defaults_and_translate
 def stored_args(flags, readings, **unset_then):
     """Arguments as a checkpoint stored them: parsed from ``flags``, with the readings marker
     ``readings`` (None: absent) and the given attributes as stored (None: unset)."""
-    from posmix_fairseq.models.upgrades import READINGS_MARKER
-    args = parse_model_args(flags)
+    args = stored_arguments(flags, readings=readings)
     for key, value in unset_then.items():
         setattr(args, key, value)
-    if readings is None:
-        delattr(args, READINGS_MARKER)
-    else:
-        setattr(args, READINGS_MARKER, readings)
     return args
 
 
@@ -85,7 +83,7 @@ def test_posnet_attn_activation_follows_the_stored_readings(readings, activation
         act = layer.self_attn.values.activation_fn(torch.tensor([-1.0]))
         assert torch.allclose(act, F.gelu(torch.tensor([-1.0])) if activation == "gelu" else torch.zeros(1))
     assert args.encoder_self_posnet_activation == (None if activation == "relu" else "gelu")
-    assert args.posmix_paper_readings == 12
+    assert args.posmix_paper_readings == READINGS_VERSION
 
 
 def test_posnet_embed_options_stored_under_their_old_names_are_renamed():

@@ -7,7 +7,7 @@ import os
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import torch  # noqa: E402
-from fairseq import options  # noqa: E402
+from fairseq import models, options  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import ARCH_MODEL_REGISTRY  # noqa: E402
 
@@ -54,7 +54,7 @@ def build_model_from_args(args, dictionary=None, seed=0, default_length_ratio=1.
     # posmix_translation: fairseq's translation, and the sources the *_released archs read (--source-prefix)
     task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, target_dictionary or d)
     torch.manual_seed(seed)
-    return ARCH_MODEL_REGISTRY[args.arch].build_model(args, task), d
+    return models.build_model(args, task), d  # as fairseq builds: the arch function, then build_model
 
 
 def meta_model(flags, vocab, target_vocab=None, tiny=False):
