@@ -184,8 +184,9 @@ HC_IWSLT_SMALL = dict(encoder_embed_dim=288, encoder_ffn_embed_dim=507, encoder_
 
 
 def _reads(args, placement, option: str) -> bool:
-    """Whether the mixer of ``placement`` (already chosen) reads its own ``option``."""
-    return option in MIXER_REGISTRY.get(placement.read(args, "mixer"), placement.flag("mixer")).options
+    """Whether the mixer of ``placement`` (already chosen) reads its own ``option`` under its options."""
+    entry = MIXER_REGISTRY.get(placement.read(args, "mixer"), placement.flag("mixer"))
+    return option in entry.options and not entry.unread_condition(option, placement.read_declared(args, entry.options))
 
 
 def _apply(args, defaults):

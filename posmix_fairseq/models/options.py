@@ -106,6 +106,13 @@ def validate_posmix_args(args):
                 raise ValueError(f"{placement.flag(option)} is read only by the mixer(s) "
                                  f"{', '.join(MIXER_REGISTRY.readers(option))}, but {placement.flag('mixer')} is "
                                  f"{mixer}: drop the flag or choose one of those mixers")
+            unread = entry.unread_condition(option, placement.read_declared(args, entry.options))
+            if unread and placement.read(args, option) is not None:
+                other, value = unread
+                raise ValueError(f"{placement.flag(option)} is read by the {mixer} mixer only with "
+                                 f"{placement.flag(other)} {value}, but {placement.flag(other)} is "
+                                 f"{placement.read(args, other, entry.options[other].get('default'))}: "
+                                 f"drop the flag or set {placement.flag(other)} {value}")
     for side in SIDES:
         name = side.read(args, "position-encoding")
         entry = POSITION_ENCODING_REGISTRY.get(name, side.flag("position-encoding"))

@@ -208,6 +208,9 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                 pin_encoding_option("posnet-embed-activation", lambda args, side: "gelu"), readings_below=11),
     ArgsUpgrade("PosNet-Attn's activation is ReLU, as PosNet-Embed's (was GeLU)",
                 pin_mixer_option("posnet-activation", lambda args, p: "gelu"), readings_below=12),
+    ArgsUpgrade("K (--S-max-relative-position) of hard-coded Gaussian heads is stored only with --S-gaussian-impl "
+                "window, the one implementation that reads it (was stored for every implementation)",
+                lambda args: _drop_unread_conditional_options(args), readings_below=13),
     # last: the values only older checkpoints use leave the command line for stored legacy readings
     ArgsUpgrade("--S-relative-sinusoids, --S-posnet-kernel, --<side>-rpe-reading and --S-t5-adaptive cumulative "
                 "are stored legacy readings (no command line asks for per-head sinusoids or kernels, RPE's "
@@ -222,6 +225,21 @@ LEGACY_ONLY_OPTIONS = {
     "rpe-reading": (SIDES, "sliced-legacy"),
 }
 LEGACY_ONLY_VALUES = {"t5-adaptive": (PLACEMENTS, "cumulative")}  # option -> (scopes, a value no CLI offers)
+
+
+def _drop_unread_conditional_options(args) -> bool:
+    changed = False
+    for placement in PLACEMENTS:
+        mixer = placement.read(args, "mixer", "mha")
+        if mixer not in MIXER_REGISTRY:
+            continue
+        entry = MIXER_REGISTRY.get(mixer, placement.flag("mixer"))
+        for option in entry.read_when:
+            if placement.read(args, option) is not None and \
+                    entry.unread_condition(option, placement.read_declared(args, entry.options)):
+                placement.write(args, option, None)
+                changed = True
+    return changed
 
 
 def _legacy_values_leave_the_command_line(args) -> bool:
