@@ -10,8 +10,9 @@ stored with readings version < 12 keep the GeLU they were trained with (models/u
 paper's kernel tensor is Phi in R^{L x d_k x d_k} (PosNet paper, Section 3.3, "Attention-Level"):
 one (d_k x d_k) kernel per key position p_m, the same for every head. Dropout
 (``--S-posnet-dropout``, its own rate, "independent from that of Transformer", the paper giving no
-value; default ``--dropout``, as PosNet-Embed's ``--<side>-posnet-embed-dropout``) is applied to the PosNet output act(v Phi) right before the
-residual (Section 3.3, "Residual Connection and Dropout"): PosNet(v) = Dropout(act(v Phi[p_m])) + v.
+value; default ``--dropout``, as PosNet-Embed's ``--<side>-posnet-embed-dropout``) is applied to the
+PosNet output act(v Phi) right before the residual (Section 3.3, "Residual Connection and Dropout"):
+PosNet(v) = Dropout(act(v Phi[p_m])) + v.
 A per-head kernel, Phi[p_m, h] of shape (P x H x D_h x D_h), is what checkpoints stored without the
 readings marker use (their stored legacy reading ``posnet-kernel head``, set only by their upgrade).
 
