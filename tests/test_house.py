@@ -276,6 +276,9 @@ def test_energy_contract_has_one_abstract_method_and_two_kinds():
      r"gaussian, lightconv, relattn, rposnet, shaw"),
     (["--arch", "hc_sa_iwslt_de_en", "--encoder-self-position-table", "learned"],
      r"--encoder-self-position-table is read only by"),
+    (["--arch", "hc_sa_iwslt_de_en", "--encoder-self-max-relative-position", "4"],
+     r"--encoder-self-max-relative-position is read by the gaussian mixer only with --encoder-self-gaussian-impl "
+     r"window, but --encoder-self-gaussian-impl is full"),
     (["--arch", "lstmpe_iwslt_de_en", "--encoder-rpe-heads", "2"],
      r"--encoder-rpe-heads is read only by the position encoding\(s\) mprhead, rpehead"),
     (["--arch", "rposnet_iwslt_de_en", "--decoder-self-mixer", "mha"],
@@ -286,6 +289,16 @@ def test_energy_contract_has_one_abstract_method_and_two_kinds():
 def test_bad_combinations_are_clear_errors(flags, message):
     with pytest.raises(ValueError, match=message):
         build_model(flags)
+
+
+def test_gaussian_k_is_taken_with_the_window_form_and_dropped_from_older_stored_arguments():
+    model, _ = build_model(["--arch", "hc_sa_iwslt_de_en", "--encoder-self-gaussian-impl", "window",
+                            "--encoder-self-max-relative-position", "4"])
+    assert model.encoder.layers[0].self_attn.energy.window == 4
+    stored = stored_arguments(["--arch", "hc_sa_iwslt_de_en"], readings=12)
+    stored.encoder_self_max_relative_position = 16  # what the arch function wrote for every implementation
+    build_model_from_args(stored)
+    assert stored.encoder_self_max_relative_position is None
 
 
 def test_position_blind_sides_are_allowed_when_asked_for():
