@@ -43,7 +43,8 @@ def test_fairseq_train_registers_no_legacy_only_flag_or_value(arch):
     assert getattr(args, READINGS_MARKER) == READINGS_VERSION and not hasattr(args, LEGACY_READINGS)
 
 
-@pytest.mark.parametrize("flags", [["--encoder-self-mixer", "sliced_mha"], ["--encoder-self-t5-adaptive", "cumulative"]])
+@pytest.mark.parametrize("flags", [["--encoder-self-mixer", "sliced_mha"],
+                                   ["--encoder-self-t5-adaptive", "cumulative"]])
 def test_legacy_only_values_are_refused_on_the_command_line(flags, capsys):
     with pytest.raises(SystemExit):
         parse_model_args(["--arch", "at5bias_iwslt_de_en"] + flags)
@@ -118,3 +119,12 @@ def test_the_cumulative_t5_table_is_stored_apart_from_at5():
     keys = list(models_[0].state_dict())
     assert any("mixer_position_tables.t5bias_encoder_self_t5cumulative." in k for k in keys)
     assert not any(k.split(".")[2].endswith("_at5") for k in keys if ".mixer_position_tables." in k)
+
+
+def test_build_model_refuses_stored_arguments_that_skipped_the_arch_function():
+    """Arguments of older code reach the model only through fairseq's arch function (which upgrades them)."""
+    from posmix_fairseq.models.posmix_transformer import PosMixTransformerModel
+    d = make_dictionary()
+    task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, d)
+    with pytest.raises(ValueError, match="without the current readings marker"):
+        PosMixTransformerModel.build_model(stored_arguments(["--arch", "posnet_attn_iwslt_de_en"]), task)

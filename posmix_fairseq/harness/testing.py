@@ -9,7 +9,6 @@ os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 import torch  # noqa: E402
 from fairseq import models, options  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
-from fairseq.models import ARCH_MODEL_REGISTRY  # noqa: E402
 
 from posmix_fairseq import USER_DIR  # noqa: E402
 from posmix_fairseq.core.placement import PLACEMENT_BY_NAME, SIDES  # noqa: E402
