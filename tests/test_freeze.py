@@ -191,6 +191,7 @@ def test_search_checkpoints_with_one_table_size_load_with_it_on_both_sides():
     for side in ("encoder", "decoder"):
         delattr(args, f"{side}_frozen_energy_positions")
     args.frozen_energy_positions = 12
+    args.posmix_paper_readings = 12  # stored by the code of that option
     model, _ = build_model_from_args(args)
     assert model.decoder.layers[0].encoder_attn.energy.table.shape == (4, 12, 12)
     assert not hasattr(args, "frozen_energy_positions") and args.encoder_frozen_energy_positions == 12

@@ -13,6 +13,8 @@ from fairseq import checkpoint_utils
 import posmix_fairseq
 from helpers import build_model, build_model_from_args, mix, mixer_spec, parse_model_args, random_batch
 from posmix_fairseq.core.positions import PositionFrame
+from posmix_fairseq.harness.testing import stored_arguments
+from posmix_fairseq.models.readings import READINGS_VERSION
 from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.mixers.engine import DirectWeights, Energy, SoftmaxEnergy
 
@@ -42,7 +44,8 @@ def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name)
     ("linearnet_p256", {"encoder_self_linear_max_positions": 256, "decoder_self_linear_max_positions": 256,
                         "encoder_position_encoding": "none"}),
     ("posnet_embed_gelu", {"encoder_posnet_embed_activation": "gelu", "decoder_posnet_embed_activation": "gelu"}),
-    ("at5_cumulative", {"encoder_self_t5_adaptive": "cumulative", "decoder_self_t5_adaptive": "cumulative"}),
+    ("at5_cumulative", {"posmix_legacy_readings": {"encoder_self": {"t5-adaptive": "cumulative"},
+                                                   "decoder_self": {"t5-adaptive": "cumulative"}}}),
 ])
 def test_checkpoint_without_the_readings_marker_keeps_its_defaults_and_translates_as_it_did(name, pinned):
     """Made by the code that stored no readings marker (gLinearNet with P = 256 and no token positions, PosNet-Embed
@@ -63,14 +66,9 @@ def test_checkpoint_without_the_readings_marker_keeps_its_defaults_and_translate
 def stored_args(flags, readings, **unset_then):
     """Arguments as a checkpoint stored them: parsed from ``flags``, with the readings marker
     ``readings`` (None: absent) and the given attributes as stored (None: unset)."""
-    from posmix_fairseq.models.upgrades import READINGS_MARKER
-    args = parse_model_args(flags)
+    args = stored_arguments(flags, readings=readings)
     for key, value in unset_then.items():
         setattr(args, key, value)
-    if readings is None:
-        delattr(args, READINGS_MARKER)
-    else:
-        setattr(args, READINGS_MARKER, readings)
     return args
 
 
@@ -85,7 +83,7 @@ def test_posnet_attn_activation_follows_the_stored_readings(readings, activation
         act = layer.self_attn.values.activation_fn(torch.tensor([-1.0]))
         assert torch.allclose(act, F.gelu(torch.tensor([-1.0])) if activation == "gelu" else torch.zeros(1))
     assert args.encoder_self_posnet_activation == (None if activation == "relu" else "gelu")
-    assert args.posmix_paper_readings == 12
+    assert args.posmix_paper_readings == READINGS_VERSION
 
 
 def test_posnet_embed_options_stored_under_their_old_names_are_renamed():
@@ -278,6 +276,9 @@ def test_energy_contract_has_one_abstract_method_and_two_kinds():
      r"gaussian, lightconv, relattn, rposnet, shaw"),
     (["--arch", "hc_sa_iwslt_de_en", "--encoder-self-position-table", "learned"],
      r"--encoder-self-position-table is read only by"),
+    (["--arch", "hc_sa_iwslt_de_en", "--encoder-self-max-relative-position", "4"],
+     r"--encoder-self-max-relative-position is read by the gaussian mixer only with --encoder-self-gaussian-impl "
+     r"window, but --encoder-self-gaussian-impl is full"),
     (["--arch", "lstmpe_iwslt_de_en", "--encoder-rpe-heads", "2"],
      r"--encoder-rpe-heads is read only by the position encoding\(s\) mprhead, rpehead"),
     (["--arch", "rposnet_iwslt_de_en", "--decoder-self-mixer", "mha"],
@@ -288,6 +289,16 @@ def test_energy_contract_has_one_abstract_method_and_two_kinds():
 def test_bad_combinations_are_clear_errors(flags, message):
     with pytest.raises(ValueError, match=message):
         build_model(flags)
+
+
+def test_gaussian_k_is_taken_with_the_window_form_and_dropped_from_older_stored_arguments():
+    model, _ = build_model(["--arch", "hc_sa_iwslt_de_en", "--encoder-self-gaussian-impl", "window",
+                            "--encoder-self-max-relative-position", "4"])
+    assert model.encoder.layers[0].self_attn.energy.window == 4
+    stored = stored_arguments(["--arch", "hc_sa_iwslt_de_en"], readings=12)
+    stored.encoder_self_max_relative_position = 16  # what the arch function wrote for every implementation
+    build_model_from_args(stored)
+    assert stored.encoder_self_max_relative_position is None
 
 
 def test_position_blind_sides_are_allowed_when_asked_for():

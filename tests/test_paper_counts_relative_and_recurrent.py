@@ -222,8 +222,3 @@ def test_models_stored_without_the_readings_marker_rebuild_and_give_the_same_log
         logits, _ = model(record["src"], record["src_len"], record["prev"])
     torch.testing.assert_close(torch.log_softmax(logits.double(), -1), record["lp"], atol=1e-6, rtol=0)
 
-
-def test_relative_sinusoids_without_a_sinusoidal_table_is_a_clear_error():
-    from helpers import build_model
-    with pytest.raises(ValueError, match="--encoder-self-relative-sinusoids head applies to sinusoidal"):
-        build_model(["--arch", "shaw_iwslt_de_en", "--encoder-self-relative-sinusoids", "head"])

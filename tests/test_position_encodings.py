@@ -133,8 +133,7 @@ def context_for(length, batch=1, padding_mask=None):
 
 
 def rpe_spec(side="encoder", **options):
-    opts = {"rpe-heads": 1, "rpe-cell": "gru", "rpe-direction": "forward", "rpe-sinusoids": "on",
-            "rpe-reading": "paper"}
+    opts = {"rpe-heads": 1, "rpe-cell": "gru", "rpe-direction": "forward", "rpe-sinusoids": "on"}
     opts.update({k.replace("_", "-"): v for k, v in options.items()})
     return PositionEncodingSpec(name="rpehead", side={"encoder": ENCODER, "decoder": DECODER}[side], embed_dim=16,
                                 num_heads=4, dropout=0.0, options=opts)
@@ -187,11 +186,13 @@ def test_rpehead_first_layer_is_the_transformers_multi_head_attention():
 
 
 def test_rpehead_sliced_legacy_first_layer_feeds_t_heads_from_the_recurrent_part_only():
-    """The reading of checkpoints stored without the readings marker (--S-rpe-reading sliced-legacy): with
-    d_r = t D / H, perturbing R changes the attention of the last t heads only."""
-    model, d = build_model(["--arch", "rpehead_iwslt_de_en", "--encoder-rpe-heads", "1",
-                            "--encoder-rpe-reading", "sliced-legacy"])
-    attn = model.encoder.layers[0].self_attn  # sliced_mha
+    """The reading of checkpoints stored without the readings marker (their stored legacy reading
+    rpe-reading sliced-legacy): with d_r = t D / H, perturbing R changes the attention of the last t heads only."""
+    from posmix_fairseq.harness.testing import build_stored_model, stored_arguments
+    model, d = build_stored_model(stored_arguments(["--arch", "rpehead_iwslt_de_en"],
+                                                   ["encoder_rpe_reading", "encoder_rpe_heads"]))
+    assert model.encoder.layernorm_embedding.encoding.d_r == 8  # t = 1
+    attn = model.encoder.layers[0].self_attn  # heads from input slices
     x = torch.randn(7, 1, 32)
     y = x.clone()
     y[..., 24:] += torch.randn(7, 1, 8)  # R = the last t * D / H = 8 dims
@@ -406,8 +407,8 @@ def test_parameter_counts_match_the_formulas():
     # T5: B H per side; cumulative AT5 adds max_distance increments per direction (2 in the encoder)
     t5, _ = build_model(["--arch", "t5bias_iwslt_de_en"])
     assert n_params(t5) - n_params(base) == 2 * 32 * H
-    cumulative, _ = build_model(["--arch", "at5bias_iwslt_de_en", "--encoder-self-t5-adaptive", "cumulative",
-                                 "--decoder-self-t5-adaptive", "cumulative"])
+    from posmix_fairseq.harness.testing import build_stored_model, stored_arguments
+    cumulative, _ = build_stored_model(stored_arguments(["--arch", "at5bias_iwslt_de_en"]))  # the legacy reading
     assert n_params(cumulative) - n_params(t5) == 2 * 128 + 128
     # AT5 (Wu et al.): per head and direction a slope and the MLP 1 -> 32 -> 4 -> 1 (2 directions in the encoder)
     at5, _ = build_model(["--arch", "at5bias_iwslt_de_en"])
@@ -426,8 +427,6 @@ def test_big_posnet_embed_uses_d_p_256_and_base_128():
 # ---------------------------------------------------------------------------------------------
 ERRORS = [
     (["--arch", "rpehead_iwslt_de_en", "--decoder-rpe-direction", "bidirectional"], "--decoder-rpe-direction"),
-    (["--arch", "rpehead_iwslt_de_en", "--encoder-self-mixer", "shaw", "--encoder-rpe-reading", "sliced-legacy"],
-     "--encoder-self-mixer mha"),
     (["--arch", "rpehead_iwslt_de_en", "--encoder-rpe-heads", "4"], "--encoder-rpe-heads"),
     (["--arch", "mprhead_iwslt_de_en", "--encoder-embed-dim", "24", "--decoder-embed-dim", "24",
       "--encoder-rpe-heads", "1"], "--encoder-rpe-heads"),  # d_r = 6 cannot be split into 4 heads

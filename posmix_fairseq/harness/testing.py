@@ -7,14 +7,15 @@ import os
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import torch  # noqa: E402
-from fairseq import options  # noqa: E402
+from fairseq import models, options  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
-from fairseq.models import ARCH_MODEL_REGISTRY  # noqa: E402
 
 from posmix_fairseq import USER_DIR, register  # noqa: E402
 from posmix_fairseq.core.placement import PLACEMENT_BY_NAME, SIDES  # noqa: E402
 from posmix_fairseq.core.position_tables import SharedPositionTables  # noqa: E402
 from posmix_fairseq.core.positions import PositionFrame, PositionRoute  # noqa: E402
+from posmix_fairseq.models.architectures import ARCHITECTURES  # noqa: E402
+from posmix_fairseq.models.upgrades import READINGS_MARKER  # noqa: E402
 from posmix_fairseq.mixers import MIXER_REGISTRY, MixerSpec  # noqa: E402
 from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask  # noqa: E402
 
@@ -54,7 +55,7 @@ def build_model_from_args(args, dictionary=None, seed=0, default_length_ratio=1.
     # posmix_translation: fairseq's translation, and the sources the *_released archs read (--source-prefix)
     task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, target_dictionary or d)
     torch.manual_seed(seed)
-    return ARCH_MODEL_REGISTRY[args.arch].build_model(args, task), d
+    return models.build_model(args, task), d  # as fairseq builds: the arch function, then build_model
 
 
 def meta_model(flags, vocab, target_vocab=None, tiny=False):
@@ -119,3 +120,164 @@ def mix(mixer, x, key_padding_mask=None, source=None, source_padding_mask=None, 
     src = PositionFrame.of_padding(source_padding_mask, batch, source.size(0), x.device)
     frame = PositionFrame.of_padding(key_padding_mask, batch, length, x.device, source_positions=src.positions)
     return mixer(x, source, source, key_padding_mask=source_padding_mask, positions=frame, **kwargs)
+
+
+# ---- the every-arch suite: every registered arch and the configurations the archs do not name ----------
+# every registered arch, plus the sublayer placements/gating switches the archs do not name
+EXTRA_CONFIGS = {
+    "rposnet_cross": ["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet", "--length-ratio", "1.3"],
+    "aposnet_cross": ["--arch", "aposnet_iwslt_de_en", "--decoder-cross-mixer", "aposnet", "--length-ratio", "0.8"],
+    "shaw_cross": ["--arch", "shaw_iwslt_de_en", "--decoder-cross-mixer", "shaw", "--length-ratio", "1.1"],
+    "relattn_cross": ["--arch", "relattn_iwslt_de_en", "--decoder-cross-mixer", "relattn", "--length-ratio", "1.0"],
+    "mha_gated": ["--arch", "posmix_transformer", "--encoder-self-gating", "on", "--decoder-self-gating", "on",
+                  "--decoder-cross-gating", "on"],
+    "shaw_gated_sinusoidal": ["--arch", "shaw_wmt_en_de", "--encoder-self-gating", "on",
+                              "--decoder-self-gating", "on", "--encoder-self-position-table", "sinusoidal"],
+    "rposnet_ungated_sinusoidal": ["--arch", "rposnet_wmt_en_de", "--encoder-self-gating", "off",
+                                   "--decoder-self-gating", "off", "--encoder-self-position-table", "sinusoidal"],
+    "aposnet_learned": ["--arch", "aposnet_wmt_en_de", "--encoder-self-position-table", "learned",
+                        "--decoder-self-position-table", "learned"],
+}
+ALL_CONFIGS = {name: ["--arch", name] for name in ["posmix_transformer", *ARCHITECTURES]}
+ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+
+EXTRA_CONFIGS.update({
+    "hc_conv": ["--arch", "hc_all_iwslt_de_en", "--length-ratio", "1.2", "--encoder-self-gaussian-impl", "conv",
+                "--decoder-self-gaussian-impl", "conv", "--decoder-cross-gaussian-impl", "conv"],
+    "hc_index_no_value_proj": ["--arch", "hc_all_wmt_en_de", "--length-ratio", "0.9",
+                               "--encoder-self-gaussian-impl", "index", "--decoder-self-gaussian-impl", "index",
+                               "--decoder-cross-gaussian-impl", "index", "--encoder-self-gaussian-value-projection", "off",
+                               "--decoder-self-gaussian-value-projection", "off"],
+    "hc_per_layer_offsets_gated": ["--arch", "hc_sa_iwslt_de_en", "--encoder-self-gaussian-offsets=-2,2;-1,1",
+                                   "--decoder-self-gaussian-offsets=-1;-2,-1", "--decoder-self-gating", "on"],
+    "base_minus_sa": ["--arch", "posmix_transformer_iwslt_de_en", "--encoder-self-mixer", "none",
+                      "--decoder-self-mixer", "none"],
+    "sh_x_minus_sa_minus_ff": ["--arch", "sh_x_iwslt_de_en", "--encoder-self-mixer", "none",
+                               "--decoder-self-mixer", "none", "--no-encoder-ffn", "--no-decoder-ffn"],
+    "sh_x_two_heads_each": ["--arch", "sh_x_wmt_en_de", "--decoder-cross-heads", "2,2"],
+})
+ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+EXTRA_CONFIGS.update({
+    # Appendix E (Table 7) ablation chain of light convolution, and its other placements
+    "lightconv_no_glu": ["--arch", "lightconvnet_iwslt_de_en", "--encoder-self-lightconv-glu", "off",
+                         "--decoder-self-lightconv-glu", "off"],
+    "lightconv_gelu_gating": ["--arch", "lightconvnet_iwslt_de_en", "--encoder-self-lightconv-glu", "off",
+                              "--decoder-self-lightconv-glu", "off", "--encoder-self-gating", "on",
+                              "--decoder-self-gating", "on"],
+    "lightconv_gating_global": ["--arch", "lightconvnet_wmt_en_de_big", "--encoder-self-lightconv-glu", "off",
+                                "--decoder-self-lightconv-glu", "off", "--encoder-self-gating", "on",
+                                "--decoder-self-gating", "on", "--encoder-self-lightconv-global-context", "on",
+                                "--decoder-self-lightconv-global-context", "on"],
+    "lightconv_cross_global": ["--arch", "lightconvnet_iwslt_de_en", "--decoder-cross-mixer", "lightconv",
+                               "--decoder-cross-lightconv-global-context", "on"],
+    "gaussian_window": ["--arch", "hc_all_iwslt_de_en"] + [  # K = 2, sigma = 2: the window cuts real mass
+        flag for sub in ("encoder-self", "decoder-self", "decoder-cross")
+        for flag in (f"--{sub}-gaussian-impl", "window", f"--{sub}-max-relative-position", "2",
+                     f"--{sub}-gaussian-sigma", "2")],
+    "linear_cross": ["--arch", "glinearnet_iwslt_de_en", "--decoder-cross-mixer", "linear",
+                     "--encoder-self-linear-max-positions", "40", "--max-source-positions", "40"],
+})
+ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+EXTRA_CONFIGS.update({
+    # positional-encoding family: options and placements the archs do not name
+    "rpe_lstm_cell_bidirectional_encoder": ["--arch", "rpehead_iwslt_de_en", "--encoder-rpe-cell", "lstm",
+                                            "--decoder-rpe-cell", "lstm", "--encoder-rpe-direction", "bidirectional"],
+    "rpe_rnn_cell_backward_no_sinusoids": ["--arch", "rpehead_wmt_en_de", "--encoder-rpe-cell", "rnn",
+                                           "--encoder-rpe-direction", "backward", "--encoder-rpe-sinusoids", "off",
+                                           "--decoder-rpe-sinusoids", "off", "--encoder-rpe-heads", "2"],
+    "mpr_encoder_only_gated_first_layer": ["--arch", "mprhead_iwslt_de_en", "--decoder-position-encoding", "sinusoidal",
+                                           "--encoder-self-gating", "on"],
+    "lstm_two_layers_encoder_learned_decoder": ["--arch", "lstmpe_iwslt_de_en", "--encoder-position-lstm-layers", "2",
+                                                "--decoder-position-encoding", "learned"],
+    "posnet_attn_per_layer_kernels_cross": ["--arch", "posnet_attn_iwslt_de_en", "--encoder-self-posnet-share-kernels",
+                                            "off", "--decoder-cross-mixer", "posnet", "--decoder-self-gating", "on"],
+    "posnet_embed_relu_with_layernorm": ["--arch", "posnet_embed_wmt_en_de", "--encoder-posnet-embed-activation", "relu",
+                                         "--layernorm-embedding"],
+    "t5_saturating_buckets": ["--arch", "t5bias_iwslt_de_en", "--encoder-self-t5-buckets", "8",
+                              "--encoder-self-t5-max-distance", "5", "--decoder-self-t5-buckets", "6",
+                              "--decoder-self-t5-max-distance", "4"],
+    "at5_saturating_buckets": ["--arch", "at5bias_wmt_en_de", "--encoder-self-t5-buckets", "8",
+                               "--encoder-self-t5-max-distance", "5", "--decoder-self-t5-buckets", "6",
+                               "--decoder-self-t5-max-distance", "4"],
+    "shaw_konly_cross": ["--arch", "shaw_konly_iwslt_de_en", "--decoder-cross-mixer", "shaw",
+                         "--decoder-cross-shaw-value-term", "off", "--length-ratio", "1.4"],
+})
+ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+EXTRA_CONFIGS.update({
+    # search-time rPosNet: the window impl everywhere, K = 2 so that the 10-step exactness
+    # test runs the constant decoding state's far sum, and rPosNet cross-attention with gamma
+    "rposnet_window_small_k": ["--arch", "rposnet_iwslt_de_en", "--encoder-self-rposnet-impl", "window",
+                               "--decoder-self-rposnet-impl", "window", "--decoder-cross-mixer", "rposnet",
+                               "--decoder-cross-rposnet-impl", "window", "--length-ratio", "1.3",
+                               "--encoder-self-max-relative-position", "2", "--decoder-self-max-relative-position", "2",
+                               "--decoder-cross-max-relative-position", "3"],
+})
+ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+EXTRA_CONFIGS.update({
+    # relative-embedding layouts the archs do not default to (Shaw's own sharing, heads sharing one table)
+    "shaw_sin_sliced_heads": ["--arch", "shaw_sin_iwslt_de_en", "--encoder-self-relative-embedding-heads", "sliced",
+                              "--decoder-self-relative-embedding-heads", "sliced"],
+    "rposnet_shared_heads_shaw_cross": [
+        "--arch", "rposnet_iwslt_de_en", "--encoder-self-relative-embedding-heads", "shared",
+        "--decoder-self-relative-embedding-heads", "shared", "--decoder-cross-mixer", "shaw",
+        "--decoder-cross-position-table", "sinusoidal", "--length-ratio", "1.2"],
+})
+ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+# stored arguments of checkpoints made before the readings marker: (flags, attributes those checkpoints
+# lacked). Built through fairseq's load path (:func:`build_stored_model`), they are upgraded to the
+# readings of their time: RPE's head-sliced first layer, per-head PosNet-Attn kernels, the cumulative T5
+# variant, per-head relative sinusoids with relative embeddings shared by the heads.
+STORED_CONFIGS = {
+    "stored_rpe_sliced_mprhead": (["--arch", "mprhead_iwslt_de_en"],
+                                  [f"{s}_rpe_{o}" for s in ("encoder", "decoder") for o in ("reading", "heads")]),
+    "stored_posnet_attn_head_kernels": (["--arch", "posnet_attn_iwslt_de_en"],
+                                        [f"{s}_self_posnet_{o}" for s in ("encoder", "decoder")
+                                         for o in ("kernel", "max_positions", "dropout", "activation")]),
+    "stored_at5_cumulative": (["--arch", "at5bias_iwslt_de_en"], []),
+    "stored_rposnet_shared_heads_sinusoids_shaw_cross": (
+        ["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "shaw", "--decoder-cross-position-table",
+         "sinusoidal", "--length-ratio", "1.2"],
+        ["encoder_self_relative_embedding_heads", "decoder_self_relative_embedding_heads",
+         "decoder_cross_relative_embedding_heads", "decoder_cross_relative_sinusoids",
+         "decoder_cross_shaw_value_term"]),
+}
+
+
+def stored_arguments(flags, unset=(), readings=None, tiny=True):
+    """Model arguments as a checkpoint stored them: parsed from ``flags``, the attributes ``unset``
+    left unset (None: options its code did not have), and the readings marker ``readings`` (None:
+    absent, as in checkpoints made before it)."""
+    args = parse_model_args(flags, tiny)
+    for key in unset:
+        setattr(args, key, None)
+    if readings is None:
+        if hasattr(args, READINGS_MARKER):
+            delattr(args, READINGS_MARKER)
+    else:
+        setattr(args, READINGS_MARKER, readings)
+    return args
+
+
+def build_stored_model(args, dictionary=None, seed=0):
+    """The model of stored arguments built as fairseq builds a loaded checkpoint's model
+    (``fairseq.models.build_model``: the arch function, then the model's ``build_model``)."""
+    from fairseq import models
+
+    d = dictionary or make_dictionary()
+    task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, d)
+    torch.manual_seed(seed)
+    return models.build_model(args, task).eval(), d
+
+
+def build_config(name, seed=0):
+    """(model in eval mode, dictionary) of one configuration of the every-arch suite or of STORED_CONFIGS."""
+    if name in STORED_CONFIGS:
+        flags, unset = STORED_CONFIGS[name]
+        return build_stored_model(stored_arguments(flags, unset), seed=seed)
+    return build_model(ALL_CONFIGS[name], seed=seed)

@@ -98,6 +98,7 @@ class GaussianWeights(DirectWeights):
 @register_mixer(
     "gaussian", gated_by_default=False, uses_positions=True,
     description="hard-coded Gaussian heads (You et al. 2020): fixed N(floor(gamma i + o_h), sigma^2) weights",
+    read_when={"max-relative-position": ("gaussian-impl", "window")},  # K cuts the window form only
     options={
         "gaussian-offsets": dict(type=str, default=None, metavar="OFFSETS",
                                  help="per-head centre offsets: '-1,1' for all layers or '-1,1;0,1;...' per layer "

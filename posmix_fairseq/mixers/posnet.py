@@ -8,13 +8,13 @@ with q, k, v the usual projections. act is ReLU by default (``--S-posnet-activat
 paper's Figure 5), and PosNet-Embed's act is ReLU in the authors' released code; checkpoints
 stored with readings version < 12 keep the GeLU they were trained with (models/upgrades.py). The
 paper's kernel tensor is Phi in R^{L x d_k x d_k} (PosNet paper, Section 3.3, "Attention-Level"):
-one (d_k x d_k) kernel per key position p_m, the same for every head (``--S-posnet-kernel layer``,
-the default). Dropout (``--S-posnet-dropout``, its own rate, "independent from that of
-Transformer", the paper giving no value; default ``--dropout``, as PosNet-Embed's
-``--<side>-posnet-embed-dropout``) is applied to the PosNet output act(v Phi) right before the
-residual (Section 3.3, "Residual Connection and Dropout"): PosNet(v) = Dropout(act(v Phi[p_m])) + v.
-``--S-posnet-kernel head`` is a per-head reading, Phi[p_m, h] of shape (P x H x D_h x D_h), which
-checkpoints stored without the readings marker use.
+one (d_k x d_k) kernel per key position p_m, the same for every head. Dropout
+(``--S-posnet-dropout``, its own rate, "independent from that of Transformer", the paper giving no
+value; default ``--dropout``, as PosNet-Embed's ``--<side>-posnet-embed-dropout``) is applied to the
+PosNet output act(v Phi) right before the residual (Section 3.3, "Residual Connection and Dropout"):
+PosNet(v) = Dropout(act(v Phi[p_m])) + v.
+A per-head kernel, Phi[p_m, h] of shape (P x H x D_h x D_h), is what checkpoints stored without the
+readings marker use (their stored legacy reading ``posnet-kernel head``, set only by their upgrade).
 
 p_m is the key's TRUE position (padding excluded; fairseq left-pads sources). By default one
 kernel tensor is shared by the layers of each sublayer kind (``--S-posnet-share-kernels``); the
@@ -24,7 +24,7 @@ exceed P (checked at build time; the ``posnet_attn_*`` archs default them to P),
 size filter handles longer sentences and generation stops at P tokens; called directly with a
 longer sentence the mixer raises a clear error naming the option.
 
-Parameters: 4(D^2 + D) per layer, plus P * d_k^2 per kernel tensor (P * H * D_h^2 with ``head``).
+Parameters: 4(D^2 + D) per layer, plus P * d_k^2 per kernel tensor (P * H * D_h^2 per head).
 Table 1 of the paper: PosNet-Attn 64.11M vs SAPE 63.08M, +1.03M; with P = 128 the encoder's and
 the decoder's tensors add 2 * 128 * 64^2 = 1.05M (tests/test_paper_counts.py).
 """
@@ -36,7 +36,7 @@ from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values, reg
 
 ON_OFF = ("on", "off")
 DEFAULT_MAX_POSITIONS = 128  # P (see the module docstring and PosNet Table 1)
-KERNEL_SHAPES = ("layer", "head")
+PER_HEAD_KERNELS = "head"  # the stored legacy reading "posnet-kernel" of checkpoints made before the marker
 
 
 class PositionKernels(nn.Module):
@@ -85,10 +85,6 @@ class PositionKernelValues(Values):
                                                  help=f"positions covered by the PosNet kernel table (default "
                                                       f"{DEFAULT_MAX_POSITIONS}); the model's max source/target "
                                                       "positions may not exceed it"),
-                    "posnet-kernel": dict(choices=KERNEL_SHAPES, default="layer",
-                                          help="layer: Phi in R^{P x d_k x d_k} shared by the heads (the paper, "
-                                               "default); head: one kernel per head (P x H x D_h x D_h; "
-                                               "checkpoints stored without the readings marker)"),
                     "posnet-dropout": dict(type=float, default=None, metavar="P",
                                            help="dropout on the PosNet output before its residual (default: "
                                                 "--dropout, as PosNet-Embed's)"),
@@ -115,7 +111,7 @@ def build_posnet(spec: MixerSpec):
     energy = ContentEnergy(spec)
     head_dim = spec.embed_dim // spec.num_heads
     shared = opts["posnet-share-kernels"] == "on"
-    groups = spec.num_heads if opts["posnet-kernel"] == "head" else 1
+    groups = spec.num_heads if opts.get("posnet-kernel") == PER_HEAD_KERNELS else 1
     dropout = spec.dropout if opts["posnet-dropout"] is None else float(opts["posnet-dropout"])
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"{spec.flag('posnet-dropout')} must be in [0, 1) (got {dropout})")

@@ -34,6 +34,6 @@ class RelativeKeyEnergy(SoftmaxEnergy):
 @register_mixer("relattn", gated_by_default=False, uses_positions=True,
                 description="token-position relative attention (content queries, relative-position keys)",
                 options={**max_relative_position_option(), **position_table_option("learned"),
-                         **relative_embeddings_options("sliced", sinusoids=True)})
+                         **relative_embeddings_options("sliced")})
 def build_relattn(spec: MixerSpec):
     return EnergyMixingAttention(spec, RelativeKeyEnergy(spec))

@@ -53,7 +53,7 @@ class ShawValues(Values):
 @register_mixer("shaw", gated_by_default=False, uses_positions=True,
                 description="Shaw et al. (2018) relative position representations (K and V terms)",
                 options={**max_relative_position_option(), **position_table_option("learned"),
-                         **relative_embeddings_options("shared", sinusoids=True),
+                         **relative_embeddings_options("shared"),
                          "shaw-value-term": dict(choices=("on", "off"), default="on",
                                                  help="the a^V term of Shaw Eq. 3 (off: K-only, the positional-"
                                                       "encoding analysis' variant; default on)")})

@@ -14,8 +14,9 @@ initialisation) the content term keeps fairseq's 1/sqrt(D_h) scaling.
 AT5 (``--S-t5-adaptive on``) is Wu et al. (2021)'s soft bucketing, in :mod:`.t5bias_soft_buckets` (a
 per-head MLP of the soft bucket 1 - exp(-alpha |d|); ``--S-at5-hidden l1,l2``).
 
-``--S-t5-adaptive cumulative`` is our own variant (what checkpoints stored without the readings
-marker built for ``--S-t5-adaptive on``): a learnable, monotone bucketisation that equals T5's at
+The cumulative variant is what checkpoints stored without the readings marker built for
+``--S-t5-adaptive on`` (their stored legacy reading ``t5-adaptive cumulative``, set only by their
+upgrade; no command line asks for it): a learnable, monotone bucketisation that equals T5's at
 initialisation. The bucket coordinate of a distance a = |d| (per direction) is a running sum of
 non-negative increments,
 
@@ -40,7 +41,8 @@ from ..core.placement import ENCODER_SELF
 from ..core.positions import relative_distance
 from .t5bias_soft_buckets import SoftBucketBias, parse_widths
 
-ADAPTIVE = ("off", "on", "cumulative")
+ADAPTIVE = ("off", "on")
+CUMULATIVE = "cumulative"  # the stored legacy reading "t5-adaptive" of checkpoints made before the marker
 
 
 def t5_bucket(distance: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
@@ -130,15 +132,15 @@ class T5BiasEnergy(ContentEnergy):
             raise ValueError(f"{prefix}-t5-max-distance must be > {direction_buckets // 2} (half the buckets of "
                              f"a direction; got {max_distance})")
         adaptive = opts["t5-adaptive"]
-        if adaptive not in ADAPTIVE:
+        if adaptive not in ADAPTIVE + (CUMULATIVE,):
             raise ValueError(f"{prefix}-t5-adaptive: {adaptive!r} is not one of {', '.join(ADAPTIVE)}")
         if adaptive == "on":  # Wu et al. (2021): soft buckets and a per-head MLP
             widths = parse_widths(opts["at5-hidden"], f"{prefix}-at5-hidden")
             name, make = "at5soft", lambda: SoftBucketBias(spec.num_heads, bidirectional, widths,
                                                            spec.attention_dropout)
         else:
-            cumulative = adaptive == "cumulative"
-            name = "at5" if cumulative else "t5"  # "at5": the name checkpoints of the cumulative variant use
+            cumulative = adaptive == CUMULATIVE
+            name = "t5cumulative" if cumulative else "t5"
             make = lambda: ScalarRelativeBias(spec.num_heads, num_buckets, max_distance, bidirectional,  # noqa: E731
                                               cumulative, spec.embed_dim)
         # plain attribute: one table per encoder/decoder, registered by it (T5 shares it across layers)
@@ -162,8 +164,7 @@ class T5BiasEnergy(ContentEnergy):
                                             help="distance from which all share the last bucket (default 128)"),
                     "t5-adaptive": dict(choices=ADAPTIVE, default="off",
                                         help="on: AT5, Wu et al. (2021)'s soft buckets and per-head MLP; "
-                                             "cumulative: T5's table with learnable monotone bucket boundaries "
-                                             "(equal to T5 at initialisation); off: T5 (default)"),
+                                             "off: T5 (default)"),
                     "at5-hidden": dict(type=str, default="32,4", metavar="L1,L2",
                                        help="AT5 (--S-t5-adaptive on): hidden widths of the per-head MLP "
                                             "(default 32,4)"),

@@ -5,6 +5,8 @@ command line. Sizes follow GPA Section 5.1:
 Small (``iwslt_de_en``) = Base with FFN 1024 and dropout 0.3; Base (``wmt_en_de``);
 Big (``wmt_en_de_big``). K = 16 for Small/Base and 8 for Big.
 """
+import functools
+
 from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 
 from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
@@ -12,7 +14,8 @@ from ..mixers import MIXER_REGISTRY
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .options import default_mixers, posmix_base_architecture
 from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers the model first)
-from .upgrades import upgrade_stored_args
+from . import upgrades
+from .readings import made_by_this_code
 
 SIZES = {
     "iwslt_de_en": dict(encoder_embed_dim=512, encoder_ffn_embed_dim=1024, encoder_attention_heads=8,
@@ -181,8 +184,9 @@ HC_IWSLT_SMALL = dict(encoder_embed_dim=288, encoder_ffn_embed_dim=507, encoder_
 
 
 def _reads(args, placement, option: str) -> bool:
-    """Whether the mixer of ``placement`` (already chosen) reads its own ``option``."""
-    return option in MIXER_REGISTRY.get(placement.read(args, "mixer"), placement.flag("mixer")).options
+    """Whether the mixer of ``placement`` (already chosen) reads its own ``option`` under its options."""
+    entry = MIXER_REGISTRY.get(placement.read(args, "mixer"), placement.flag("mixer"))
+    return option in entry.options and not entry.unread_condition(option, placement.read_declared(args, entry.options))
 
 
 def _apply(args, defaults):
@@ -206,7 +210,6 @@ def _apply(args, defaults):
 
 def make_architecture(variant_defaults, size_defaults):
     def architecture(args):
-        upgrade_stored_args(args)  # stored arguments of older checkpoints: before the defaults below
         _apply(args, {k: v for k, v in variant_defaults.items() if k.endswith("_mixer")})
         default_mixers(args)  # the mixers are chosen before their own options
         _apply(args, variant_defaults)
@@ -230,8 +233,24 @@ for _variant, (_paper, _what, _defaults) in VARIANTS.items():
         ARCHITECTURES[f"{_variant}_iwslt_small"] = (_paper, _what + " (the paper's small IWSLT model)",
                                                     make_architecture(_defaults, HC_IWSLT_SMALL))
 
+
+
+def upgrading_stored_arguments(architecture):
+    """The registered arch function: fairseq runs it first on a loaded checkpoint's arguments
+    (``fairseq.models.build_model``), so arguments stored by older code (a readings marker below
+    the current version, or none) are upgraded here, once, before any default fills them; the
+    upgrade stamps the current version. Arguments of this code's command lines run no upgrade code."""
+    @functools.wraps(architecture)
+    def registered(args):
+        if not made_by_this_code(args):
+            upgrades.upgrade_stored_args(args)
+        architecture(args)
+    return registered
+
+
 if "posmix_transformer" not in ARCH_MODEL_REGISTRY:
-    register_model_architecture("posmix_transformer", "posmix_transformer")(posmix_base_architecture)
+    register_model_architecture("posmix_transformer", "posmix_transformer")(
+        upgrading_stored_arguments(posmix_base_architecture))
 for _name, (_paper, _what, _fn) in ARCHITECTURES.items():
     if _name not in ARCH_MODEL_REGISTRY:
-        register_model_architecture("posmix_transformer", _name)(_fn)
+        register_model_architecture("posmix_transformer", _name)(upgrading_stored_arguments(_fn))

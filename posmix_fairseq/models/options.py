@@ -1,5 +1,5 @@
-"""The command-line schema of ``posmix_transformer``: flags, defaults and validation (the upgrade of
-arguments stored by older checkpoints is :mod:`.upgrades`).
+"""The command-line schema of ``posmix_transformer``: flags, defaults and validation (arguments stored
+by older checkpoints are upgraded before any of it, see :mod:`.upgrades`).
 
 Per sublayer S in ``encoder-self``, ``decoder-self``, ``decoder-cross``: ``--S-mixer`` and
 ``--S-gating``, plus every option a registered mixer declares (``--S-<option>``; given for a
@@ -8,10 +8,12 @@ sublayer whose mixer does not read it, it is an error). Per side (``encoder``, `
 """
 import logging
 
-from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
+from ..core.placement import PLACEMENTS, SIDES
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
+from .position_signal import side_has_position_signal
+from .readings import mark_command_lines
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +56,7 @@ def add_posmix_args(parser):
                        help="remove the feed-forward sublayers of the encoder (the -FF ablation)")
     group.add_argument("--no-decoder-ffn", action="store_true",
                        help="remove the feed-forward sublayers of the decoder (the -FF ablation)")
-    from .upgrades import READINGS_MARKER, READINGS_VERSION
-    group.add_argument("--" + READINGS_MARKER.replace("_", "-"), type=int, default=READINGS_VERSION, metavar="N",
-                       help="the version of the defaults the model was built with (stored in checkpoints; older "
-                            "checkpoints keep the defaults they were trained with, see models/upgrades.py)")
+    mark_command_lines(group)  # the readings marker: a parser default, no flag
     group.add_argument("--length-ratio", type=float, metavar="GAMMA",
                        help="gamma of cross-attention positions floor(gamma*n); default: mean source "
                             "length / mean target length of the binarized training set (stored in the "
@@ -82,9 +81,6 @@ def default_mixers(args):
 def posmix_base_architecture(args):
     from fairseq.models.transformer.transformer_legacy import base_architecture
 
-    from .upgrades import upgrade_stored_args
-
-    upgrade_stored_args(args)  # stored arguments: before any default fills them (idempotent)
     default_mixers(args)
     for placement in PLACEMENTS:
         placement.write(args, "gating", placement.read(args, "gating", "default"))
@@ -103,14 +99,6 @@ def posmix_base_architecture(args):
     base_architecture(args)
 
 
-def side_has_position_signal(args, side) -> bool:
-    """An embedding-level position module, or a position-aware mixer on the side's queries."""
-    if side.read(args, "position-encoding", "sinusoidal") != "none":
-        return True
-    placements = [p for p in PLACEMENTS if p.owner == side]
-    return any(MIXER_REGISTRY.get(p.read(args, "mixer", "mha"), p.flag("mixer")).uses_positions for p in placements)
-
-
 def validate_posmix_args(args):
     """Clear errors for bad options, naming the option and the valid values."""
     for placement in PLACEMENTS:
@@ -124,6 +112,13 @@ def validate_posmix_args(args):
                 raise ValueError(f"{placement.flag(option)} is read only by the mixer(s) "
                                  f"{', '.join(MIXER_REGISTRY.readers(option))}, but {placement.flag('mixer')} is "
                                  f"{mixer}: drop the flag or choose one of those mixers")
+            unread = entry.unread_condition(option, placement.read_declared(args, entry.options))
+            if unread and placement.read(args, option) is not None:
+                other, value = unread
+                raise ValueError(f"{placement.flag(option)} is read by the {mixer} mixer only with "
+                                 f"{placement.flag(other)} {value}, but {placement.flag(other)} is "
+                                 f"{placement.read(args, other, entry.options[other].get('default'))}: "
+                                 f"drop the flag or set {placement.flag(other)} {value}")
     for side in SIDES:
         name = side.read(args, "position-encoding")
         entry = POSITION_ENCODING_REGISTRY.get(name, side.flag("position-encoding"))
@@ -132,11 +127,6 @@ def validate_posmix_args(args):
                 raise ValueError(f"{side.flag(option)} is read only by the position encoding(s) "
                                  f"{', '.join(POSITION_ENCODING_REGISTRY.readers(option))}, but "
                                  f"{side.flag('position-encoding')} is {name}: drop the flag or choose one of those")
-        self_mixer = SELF_ATTENTION[side].read(args, "mixer")
-        first = entry.first_self_mixer_of(side.read_declared(args, entry.options))
-        if first and self_mixer != "mha":
-            raise ValueError(f"{side.flag('position-encoding')} {name} feeds its first self-attention layer head by "
-                             f"head ({first}); it needs {SELF_ATTENTION[side].flag('mixer')} mha (got {self_mixer})")
     blind = position_blind_sides(args)
     for side in SIDES:
         if side.name not in blind and not side_has_position_signal(args, side):

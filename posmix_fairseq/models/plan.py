@@ -10,7 +10,10 @@ from ..mixers import MIXER_REGISTRY, MixerSpec, build_mixer
 from ..mixers.engine import reads_absolute_table, shared_table
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY, EmbeddingStage, PositionEncodingSpec
+from ..position_encodings.recurrent import SLICED_LEGACY
 from .options import cross_heads
+from .readings import legacy_readings, read_options
+from .sliced_first_layer import build_sliced_attention
 
 
 class MixerPlan:
@@ -34,19 +37,9 @@ class MixerPlan:
         self._built_layers += 1
         return self._built_layers - 1
 
-    def mixer_name(self, placement, layer_idx: int) -> str:
-        name = placement.read(self.cfg, "mixer", "mha")
-        if not placement.cross and layer_idx == 0:
-            owner = placement.owner
-            encoding = POSITION_ENCODING_REGISTRY.get(owner.read(self.cfg, "position-encoding", "sinusoidal"),
-                                                      owner.flag("position-encoding"))
-            # RecPE's sliced reading: the first layer's heads from input slices
-            name = encoding.first_self_mixer_of(owner.read_declared(self.cfg, encoding.options)) or name
-        return name
-
     def spec(self, placement, layer_idx: int) -> MixerSpec:
         cfg = self.cfg
-        name = self.mixer_name(placement, layer_idx)
+        name = placement.read(cfg, "mixer", "mha")
         entry = MIXER_REGISTRY.get(name, placement.flag("mixer"))
         gating = placement.read(cfg, "gating", "default")
         side_cfg = cfg.encoder if placement == ENCODER_SELF else cfg.decoder
@@ -78,12 +71,21 @@ class MixerPlan:
             shared_tables=self.shared_tables,
             route=self.route,
             # options a checkpoint made before an option existed lacks take its default
-            options=placement.read_declared(cfg, entry.options),
+            options=read_options(cfg, placement, entry.options),
             frozen_positions=frozen,
         )
 
     def build(self, placement, layer_idx: int):
-        return build_mixer(self.spec(placement, layer_idx))
+        spec = self.spec(placement, layer_idx)
+        if self.sliced_first_layer(placement, layer_idx):
+            return build_sliced_attention(spec)
+        return build_mixer(spec)
+
+    def sliced_first_layer(self, placement, layer_idx: int) -> bool:
+        """RPE models stored before the readings marker compute the heads of their side's first
+        self-attention layer from slices of its input (their stored legacy RPE reading)."""
+        return (not placement.cross and layer_idx == 0
+                and legacy_readings(self.cfg, placement.owner).get("rpe-reading") == SLICED_LEGACY)
 
     def self_mixer_table(self):
         """The absolute position table n~ of the side's self-attention mixer (the one its layers
@@ -105,7 +107,7 @@ class MixerPlan:
         side_cfg = getattr(cfg, side.name)
         spec = PositionEncodingSpec(
             name=name, side=side, embed_dim=side_cfg.embed_dim, num_heads=side_cfg.attention_heads,
-            dropout=cfg.dropout, options=side.read_declared(cfg, entry.options),
+            dropout=cfg.dropout, options=read_options(cfg, side, entry.options),
             embed_scale=1.0 if cfg.no_scale_embedding else math.sqrt(side_cfg.embed_dim),
             mixer_table=self.self_mixer_table)
         module = entry.builder(spec)

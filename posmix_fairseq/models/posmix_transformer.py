@@ -15,7 +15,7 @@ layers' shared tables are used once per call, outside the layers (core/shared_pa
 import contextlib
 import logging
 
-from fairseq.models import ARCH_CONFIG_REGISTRY, MODEL_REGISTRY, register_model
+from fairseq.models import MODEL_REGISTRY, register_model
 from fairseq.models.transformer import (
     TransformerConfig,
     TransformerDecoderBase,
@@ -32,9 +32,10 @@ from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from ..tasks.translation import check_source_prefix
 from .layers import PosMixDecoderLayer, PosMixEncoderLayer, wrap_layer
-from .options import add_posmix_args, cross_heads, posmix_base_architecture, validate_posmix_args
+from .options import add_posmix_args, cross_heads, validate_posmix_args
 from .plan import MixerPlan
-from .upgrades import upgrade_stored_args, upgrade_stored_parameters
+from .readings import READINGS_MARKER, made_by_this_code
+from .upgrades import upgrade_stored_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -165,9 +166,14 @@ class PosMixTransformerModel(Bf16Inference, TransformerModel):
 
     @classmethod
     def build_model(cls, args, task):
-        upgrade_stored_args(args)  # before the arch function fills today's defaults
-        # the arch's defaults (idempotent: they fill only what is unset; new options of old checkpoints)
-        ARCH_CONFIG_REGISTRY.get(getattr(args, "arch", None), posmix_base_architecture)(args)
+        """Builds from arguments the arch function has completed: fairseq runs it first, on a command
+        line (``parse_args_and_arch``) and on a loaded checkpoint's arguments (``models.build_model``,
+        where it also upgrades arguments stored by older code)."""
+        if not made_by_this_code(args):
+            raise ValueError(f"model arguments without the current readings marker ({READINGS_MARKER}): "
+                             "arguments stored by older code are upgraded by the arch function; build them "
+                             "through fairseq (fairseq.models.build_model / task.build_model), not "
+                             "PosMixTransformerModel.build_model")
         validate_posmix_args(args)
         check_source_prefix(task, args)  # the task makes the sources the model was trained on
         if args.length_ratio is None and MIXER_REGISTRY.get(args.decoder_cross_mixer,
@@ -178,7 +184,8 @@ class PosMixTransformerModel(Bf16Inference, TransformerModel):
         return super().build_model(args, task)
 
     def upgrade_state_dict_named(self, state_dict, name):
-        """Parameters stored by older checkpoints (models/upgrades.py), then fairseq's own upgrades."""
+        """fairseq's hook when a checkpoint's state is loaded: parameters stored by older code are
+        renamed (models/upgrades.py), then fairseq's own upgrades run."""
         upgrade_stored_parameters(self, state_dict, name)
         super().upgrade_state_dict_named(state_dict, name)
 

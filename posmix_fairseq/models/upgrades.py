@@ -8,17 +8,20 @@ values that rebuild the model those arguments were trained as:
 
 * a renamed option is recognised by its old attribute (only arguments stored before the rename
   have it);
-* a changed default is recognised by the readings marker ``posmix_paper_readings``, a model option
-  whose argparse default is :data:`READINGS_VERSION`, so every command line stores it (fairseq
-  applies no argparse defaults to a checkpoint's stored arguments). A step declares the version
-  that introduced its change (``readings_below``) and runs on arguments stored with a lower
-  version or without the marker; they get the former default written in explicitly.
+* a changed default is recognised by the readings marker ``posmix_paper_readings`` (:mod:`.readings`:
+  a parser default, so every command line of this code carries :data:`READINGS_VERSION`). A step
+  declares the version that introduced its change (``readings_below``) and runs on arguments stored
+  with a lower version or without the marker; they get the former default written in explicitly;
+* a computation no command line asks for any more (RecPE's head-sliced first layer, per-head
+  PosNet-Attn kernels, per-head relative sinusoids, the cumulative T5 variant) becomes a stored
+  legacy reading (:func:`~.readings.write_legacy_reading`), the only way to build it.
 
-:func:`upgrade_stored_args` runs every step in order and then stamps the current version. It is the
-one entry point, run by every architecture function (fairseq runs the arch function on a loaded
-checkpoint's arguments before building the model) and by ``build_model``, before any default fills
-the unset options; it is idempotent. :func:`upgrade_stored_parameters` renames and drops stored
-parameters; the model's ``upgrade_state_dict_named`` runs it when a checkpoint is loaded.
+:func:`upgrade_stored_args` runs every step in order and then stamps the current version. It runs
+once per load: the registered arch functions call it for arguments below the current version, and
+fairseq runs the arch function first on a loaded checkpoint's arguments (``models.build_model``);
+arguments of this code's command lines never reach it. :func:`upgrade_stored_parameters` renames and
+drops stored parameters; the model's ``upgrade_state_dict_named`` runs it when a checkpoint's state
+is loaded.
 
 ``tests/test_house.py`` loads checkpoints made before each step (``tests/data/legacy_checkpoints``)
 and reproduces the log-probs recorded when they were made.
@@ -31,18 +34,11 @@ from ..core.placement import PLACEMENTS, SIDES
 from ..mixers.engine import MIXER_REGISTRY, EnergyMixingAttention
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
+from .position_signal import side_has_position_signal
+from .readings import READINGS_MARKER, READINGS_VERSION, stored_readings, write_legacy_reading  # noqa: F401
 from .sublayers import sublayers
 
 logger = logging.getLogger(__name__)
-
-READINGS_MARKER = "posmix_paper_readings"
-#: the version of the defaults this code builds; steps with ``readings_below`` <= it pin former ones
-READINGS_VERSION = 12
-
-
-def stored_readings(args) -> int:
-    """The readings version stored with ``args`` (0: stored without the marker)."""
-    return getattr(args, READINGS_MARKER, None) or 0
 
 
 def mixer_options(args, placement):
@@ -58,26 +54,30 @@ def encoding_options(args, side):
         if name in POSITION_ENCODING_REGISTRY else {}
 
 
-def pin_mixer_option(option: str, former: Callable):
-    """Writes ``former(args, placement)`` where the sublayer's mixer reads ``option`` and the stored
-    arguments leave it unset."""
+def pin_mixer_option(option: str, former: Callable, mixers=None):
+    """Writes ``former(args, placement)`` where the sublayer's mixer reads ``option`` (or is one of
+    ``mixers``, for an option that became a legacy reading) and the stored arguments leave it unset."""
     def apply(args) -> bool:
         changed = False
         for placement in PLACEMENTS:
-            if option in mixer_options(args, placement) and placement.read(args, option) is None:
+            reads = option in mixer_options(args, placement) if mixers is None else \
+                placement.read(args, "mixer", "mha") in mixers
+            if reads and placement.read(args, option) is None:
                 placement.write(args, option, former(args, placement))
                 changed = True
         return changed
     return apply
 
 
-def pin_encoding_option(option: str, former: Callable):
-    """Writes ``former(args, side)`` where the side's position encoding reads ``option`` and the
-    stored arguments leave it unset."""
+def pin_encoding_option(option: str, former: Callable, encodings=None):
+    """Writes ``former(args, side)`` where the side's position encoding reads ``option`` (or is one of
+    ``encodings``, for an option that became a legacy reading) and the stored arguments leave it unset."""
     def apply(args) -> bool:
         changed = False
         for side in SIDES:
-            if option in encoding_options(args, side) and side.read(args, option) is None:
+            reads = option in encoding_options(args, side) if encodings is None else \
+                side.read(args, "position-encoding") in encodings
+            if reads and side.read(args, option) is None:
                 side.write(args, option, former(args, side))
                 changed = True
         return changed
@@ -137,8 +137,6 @@ _mixer_renames_stored, _rename_mixer_options = rename(PLACEMENTS, MIXER_OPTION_R
 def _rename_mixer_options_and_drop_unread(args) -> bool:
     """The code that stored the old names stored every mixer option for every sublayer, and had no
     --position-blind (the no-PE arch then was position-blind by construction)."""
-    from .options import side_has_position_signal
-
     _rename_mixer_options(args)
     for placement in PLACEMENTS:
         read = mixer_options(args, placement)
@@ -181,12 +179,14 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                 pin_mixer_option("relative-embedding-heads", lambda args, p: "shared"), readings_below=11),
     ArgsUpgrade("sinusoidal relative tables take the first D_h dims of the D-dim encoding (were a D_h-dim one)",
                 pin_mixer_option("relative-sinusoids", lambda args, p:
-                                 "head" if p.read(args, "position-table") == "sinusoidal" else None),
+                                 "head" if p.read(args, "position-table") == "sinusoidal" else None,
+                                 mixers=("shaw", "relattn")),
                 readings_below=11),
     ArgsUpgrade("the shaw archs drop Shaw's a^V term (GPA Table 8)",
                 pin_mixer_option("shaw-value-term", lambda args, p: "on"), readings_below=11),
     ArgsUpgrade("RecPE's first layer is multi-head attention over all of m_j (was head-sliced)",
-                pin_encoding_option("rpe-reading", lambda args, side: "sliced-legacy"), readings_below=11),
+                pin_encoding_option("rpe-reading", lambda args, side: "sliced-legacy",
+                                    encodings=("rpehead", "mprhead")), readings_below=11),
     ArgsUpgrade("RecPE's recurrent heads t default per arch (was 1)",
                 pin_encoding_option("rpe-heads", lambda args, side: 1), readings_below=11),
     ArgsUpgrade("LSTM position encoding width 2D per direction (was D/2 in the encoder, D in the decoder)",
@@ -198,17 +198,67 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                        keep_positions_within("linear-max-positions", "linear")), readings_below=11),
     ArgsUpgrade("PosNet-Attn's kernel is shared by the heads, covers 128 positions and has dropout (was per head, "
                 "256, none), and the model's max positions stay within it",
-                all_of(pin_mixer_option("posnet-kernel", lambda args, p: "head"),
+                all_of(pin_mixer_option("posnet-kernel", lambda args, p: "head", mixers=("posnet",)),
                        pin_mixer_option("posnet-max-positions", lambda args, p: 256),
                        pin_mixer_option("posnet-dropout", lambda args, p: 0.0),
                        keep_positions_within("posnet-max-positions", "posnet")), readings_below=11),
-    ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (the cumulative increments are "
-                "--S-t5-adaptive cumulative)", lambda args: _t5_adaptive_cumulative(args), readings_below=11),
+    ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (were T5's table with cumulative bucket increments)",
+                lambda args: _t5_adaptive_cumulative(args), readings_below=11),
     ArgsUpgrade("PosNet-Embed's activation is ReLU (was GeLU)",
                 pin_encoding_option("posnet-embed-activation", lambda args, side: "gelu"), readings_below=11),
     ArgsUpgrade("PosNet-Attn's activation is ReLU, as PosNet-Embed's (was GeLU)",
                 pin_mixer_option("posnet-activation", lambda args, p: "gelu"), readings_below=12),
+    ArgsUpgrade("K (--S-max-relative-position) of hard-coded Gaussian heads is stored only with --S-gaussian-impl "
+                "window, the one implementation that reads it (was stored for every implementation)",
+                lambda args: _drop_unread_conditional_options(args), readings_below=13),
+    # last: the values only older checkpoints use leave the command line for stored legacy readings
+    ArgsUpgrade("--S-relative-sinusoids, --S-posnet-kernel, --<side>-rpe-reading and --S-t5-adaptive cumulative "
+                "are stored legacy readings (no command line asks for per-head sinusoids or kernels, RecPE's "
+                "head-sliced first layer or cumulative T5 buckets)",
+                lambda args: _legacy_values_leave_the_command_line(args), readings_below=13),
 ]
+
+#: options no command line has any more: option -> (scopes, the value kept as a legacy reading)
+LEGACY_ONLY_OPTIONS = {
+    "relative-sinusoids": (PLACEMENTS, "head"),
+    "posnet-kernel": (PLACEMENTS, "head"),
+    "rpe-reading": (SIDES, "sliced-legacy"),
+}
+LEGACY_ONLY_VALUES = {"t5-adaptive": (PLACEMENTS, "cumulative")}  # option -> (scopes, a value no CLI offers)
+
+
+def _drop_unread_conditional_options(args) -> bool:
+    changed = False
+    for placement in PLACEMENTS:
+        mixer = placement.read(args, "mixer", "mha")
+        if mixer not in MIXER_REGISTRY:
+            continue
+        entry = MIXER_REGISTRY.get(mixer, placement.flag("mixer"))
+        for option in entry.read_when:
+            if placement.read(args, option) is not None and \
+                    entry.unread_condition(option, placement.read_declared(args, entry.options)):
+                placement.write(args, option, None)
+                changed = True
+    return changed
+
+
+def _legacy_values_leave_the_command_line(args) -> bool:
+    changed = False
+    for option, (scopes, legacy) in LEGACY_ONLY_OPTIONS.items():
+        for scope in scopes:
+            if scope.stored(args, option):
+                value = scope.read(args, option)
+                delattr(args, scope.attr(option))
+                if value == legacy:
+                    write_legacy_reading(args, scope, option, value)
+                changed = True
+    for option, (scopes, legacy) in LEGACY_ONLY_VALUES.items():
+        for scope in scopes:
+            if scope.read(args, option) == legacy:
+                scope.write(args, option, None)
+                write_legacy_reading(args, scope, option, legacy)
+                changed = True
+    return changed
 
 
 def _frozen_positions_per_side(args) -> bool:
@@ -269,6 +319,17 @@ def move_value_parameters(model, state_dict, prefix: str):
                     break
 
 
+def rename_cumulative_t5_tables(model, state_dict, prefix: str):
+    """The cumulative T5 variant's shared table is ``t5bias_<sublayer>_t5cumulative`` (was ``..._at5``,
+    a name that read as AT5, whose table is ``..._at5soft``)."""
+    for side in SIDES:
+        tables = prefix + f"{side.name}.mixer_position_tables."
+        for key in [k for k in state_dict if k.startswith(tables)]:
+            table, _, rest = key[len(tables):].partition(".")
+            if table.startswith("t5bias_") and table.endswith("_at5"):
+                state_dict[tables + table[:-len("_at5")] + "_t5cumulative." + rest] = state_dict.pop(key)
+
+
 def drop_unbuilt_position_tables(model, state_dict, prefix: str):
     """A cross-attention rPosNet reads only the target side's n~: checkpoints that stored an unused
     learned source table in the decoder lose it on load."""
@@ -280,7 +341,7 @@ def drop_unbuilt_position_tables(model, state_dict, prefix: str):
                 del state_dict[key]
 
 
-PARAMETER_UPGRADES = (move_value_parameters, drop_unbuilt_position_tables)
+PARAMETER_UPGRADES = (move_value_parameters, rename_cumulative_t5_tables, drop_unbuilt_position_tables)
 
 
 def upgrade_stored_parameters(model, state_dict, prefix: str = ""):

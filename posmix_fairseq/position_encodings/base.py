@@ -41,24 +41,18 @@ class PositionEncodingEntry(Entry):
     """``builder`` returns None for fairseq's additive embeddings (``token_positions`` says which)."""
 
     token_positions: Optional[str] = None  # fairseq's additive embeddings kept: "sinusoidal", "learned" or None
-    # the mixer the side's first self-attention layer must use: a name, or options -> name (or None)
-    first_self_mixer: Optional[object] = None
-
-    def first_self_mixer_of(self, options: Dict) -> Optional[str]:
-        """The first self-attention layer's forced mixer under the encoding's ``options`` (name -> value)."""
-        return self.first_self_mixer(options) if callable(self.first_self_mixer) else self.first_self_mixer
 
 
 POSITION_ENCODING_REGISTRY: Registry[PositionEncodingEntry] = Registry("position encoding")
 
 
 def register_position_encoding(name: str, *, description: str, token_positions: Optional[str] = None,
-                               first_self_mixer: Optional[object] = None, options: Optional[Dict] = None):
+                               options: Optional[Dict] = None):
     """Decorator registering ``builder(spec) -> module`` (or None, see :class:`PositionEncodingEntry`)."""
 
     def wrap(builder: Callable):
         POSITION_ENCODING_REGISTRY.register(name, PositionEncodingEntry(builder, description, dict(options or {}),
-                                                                        token_positions, first_self_mixer))
+                                                                        token_positions))
         return builder
 
     return wrap

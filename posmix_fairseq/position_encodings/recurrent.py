@@ -22,10 +22,11 @@ also carries its memory c). Direction (``--S-rpe-direction``): forward by defaul
 may run backward or bidirectionally (two cells of d_r/2 units, r = [r_fwd : r_bwd]); the decoder
 must be forward (left to right), which makes decoding incremental: r_{j-1} (and c) are kept
 in fairseq's incremental state. Ablations: ``--S-rpe-sinusoids off`` drops pe_j (the "-PE"
-rows); an RecPE-free side is simply ``--S-position-encoding sinusoidal``.
-``--S-rpe-reading sliced-legacy`` is the reading of checkpoints stored without the readings marker (head h of
-the first layer computed from slice h of m_j only, the ``sliced_mha`` mixer, and pe_j in the
-[sin | cos] layout); kept so that they load as trained.
+rows); a RecPE-free side is simply ``--S-position-encoding sinusoidal``.
+The ``sliced-legacy`` RecPE reading (the stored legacy reading ``rpe-reading`` of checkpoints made
+before the readings marker, set only by their upgrade) puts pe_j in the [sin | cos] layout, and the
+model computes head h of the side's first self-attention layer from slice h of m_j only; no command
+line asks for it.
 Parameters: the cell(s) (GRU: 3 (d_r d_r + d_r d_r + 2 d_r)) and W^r, b^r (d_r^2 + d_r).
 """
 import torch
@@ -38,12 +39,7 @@ from .base import PositionEncodingSpec
 
 CELLS = {"gru": nn.GRUCell, "lstm": nn.LSTMCell, "rnn": nn.RNNCell}
 DIRECTIONS = ("forward", "backward", "bidirectional")
-READINGS = ("paper", "sliced-legacy")
-
-
-def first_self_mixer(options) -> str:
-    """The first self-attention layer's mixer: the side's own (paper), or ``sliced_mha`` (sliced-legacy)."""
-    return "sliced_mha" if options["rpe-reading"] == "sliced-legacy" else None
+SLICED_LEGACY = "sliced-legacy"  # the stored legacy reading "rpe-reading" of checkpoints made before the marker
 
 
 class RecurrentCell(nn.Module):
@@ -106,9 +102,7 @@ class RecurrentPositionalEmbedding(BatchFirstIncrementalState):
         else:
             self.cells = nn.ModuleList([RecurrentCell(cell, self.d_r, self.d_r)])
         self.sinusoids = opts["rpe-sinusoids"] == "on"
-        if opts["rpe-reading"] not in READINGS:
-            raise ValueError(f"{prefix}-rpe-reading: {opts['rpe-reading']!r} is not one of {', '.join(READINGS)}")
-        self.legacy = opts["rpe-reading"] == "sliced-legacy"
+        self.legacy = opts.get("rpe-reading") == SLICED_LEGACY
 
     def position_sinusoids(self, positions: Tensor) -> Tensor:
         """pe_j of Eq. 2 (interleaved; the [sin | cos] layout for sliced-legacy checkpoints)."""
@@ -171,8 +165,4 @@ RPE_OPTIONS = {
                           help="direction of the RecPE recurrence (decoder: forward only; default forward)"),
     "rpe-sinusoids": dict(choices=("on", "off"), default="on",
                           help="add the d_p-dim sinusoids to P (Eqs. 2-3; off: the -PE ablation)"),
-    "rpe-reading": dict(choices=READINGS, default="paper",
-                        help="paper: the first layer is multi-head attention over all of m_j (Eqs. 4-5; default); "
-                             "sliced-legacy: head h reads only slice h of m_j, sinusoids in [sin | cos] layout "
-                             "(checkpoints stored without the readings marker)"),
 }

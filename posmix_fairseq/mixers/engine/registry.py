@@ -6,7 +6,7 @@ positions only, the frozen energy a search-time model (``posmix-freeze``) builds
 trained one.
 """
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 from torch import nn
 
@@ -57,13 +57,24 @@ class MixerEntry(Entry):
     uses_positions: bool = False  # the mixer gives its sublayer a position signal
     # frozen_energy(spec): the search-time table of a position-only energy (GPA Sections 4.1-4.2)
     frozen_energy: Optional[Callable] = None
+    # option -> (other option, value): an own option read only when the other one has that value
+    read_when: Dict[str, Tuple[str, str]] = field(default_factory=dict)
+
+    def unread_condition(self, option: str, options: Dict) -> Optional[Tuple[str, str]]:
+        """(other option, value) when the mixer declares ``option`` but does not read it under its
+        ``options`` (option -> value, unset ones at their defaults); None when it reads it."""
+        condition = self.read_when.get(option)
+        if condition is None or options.get(condition[0]) == condition[1]:
+            return None
+        return condition
 
 
 MIXER_REGISTRY: Registry[MixerEntry] = Registry("token mixer")
 
 
 def register_mixer(name: str, *, gated_by_default: bool, uses_positions: bool, description: str,
-                   options: Optional[Dict] = None, frozen_energy: Optional[Callable] = None):
+                   options: Optional[Dict] = None, frozen_energy: Optional[Callable] = None,
+                   read_when: Optional[Dict[str, Tuple[str, str]]] = None):
     """Decorator registering ``builder(spec) -> module`` under ``name``.
 
     ``options`` declares the mixer's own command-line options, e.g.
@@ -72,12 +83,13 @@ def register_mixer(name: str, *, gated_by_default: bool, uses_positions: bool, d
     A flag given for a sublayer whose mixer does not declare it is an error. ``frozen_energy``
     (a class taking the spec, with ``table_sides(placement)`` and ``table_from(trained_energy)``) makes
     the mixer freezable by ``posmix-freeze``; its builder then gets its energy from
-    :meth:`MixerSpec.energy`.
+    :meth:`MixerSpec.energy`. ``read_when`` names own options read only under another option's value
+    (``{"max-relative-position": ("gaussian-impl", "window")}``): given otherwise, they are an error.
     """
 
     def wrap(builder):
         MIXER_REGISTRY.register(name, MixerEntry(builder, description, dict(options or {}), gated_by_default,
-                                                 uses_positions, frozen_energy))
+                                                 uses_positions, frozen_energy, dict(read_when or {})))
         return builder
 
     return wrap

@@ -1,6 +1,6 @@
 """Options declared by several mixers: K (the clipping distance of relative positions), the kind of
 a mixer's own position table, and the layout of relative-distance embeddings."""
-from ...core.position_tables import RELATIVE_EMBEDDING_HEADS, RELATIVE_SINUSOIDS, RelativePositionTable
+from ...core.position_tables import RELATIVE_EMBEDDING_HEADS, RelativePositionTable
 from .registry import MixerSpec
 
 POSITION_TABLE_KINDS = ("sinusoidal", "learned")
@@ -21,32 +21,21 @@ def position_table_option(default: str):
                                         "(default: aposnet sinusoidal, the others learned; GPA Section 5.2)")}
 
 
-def relative_embeddings_options(default: str, sinusoids: bool = False):
+def relative_embeddings_options(default: str):
     """How the heads of a layer use its relative-distance embeddings (sliced: one D-vector per
     distance, head h uses slice h, as GPA counts them in Table 8;
-    shared: one D_h-vector per distance for all heads, as Shaw et al. 2018), and, for the mixers
-    that offer sinusoidal relative tables, which sinusoids (see
-    :class:`~posmix_fairseq.core.position_tables.RelativePositionTable`)."""
-    options = {"relative-embedding-heads": dict(
+    shared: one D_h-vector per distance for all heads, as Shaw et al. 2018)."""
+    return {"relative-embedding-heads": dict(
         choices=RELATIVE_EMBEDDING_HEADS, default=default,
         help="relative-distance embeddings of a layer: sliced (one D-dim vector per distance, head h uses "
              "slice h; GPA Table 8) or shared (one D_h-dim vector for all heads; Shaw et al. 2018). Default: "
              "the paper of the mixer/arch (docs/choices.md)")}
-    if sinusoids:
-        options["relative-sinusoids"] = dict(
-            choices=RELATIVE_SINUSOIDS, default=None,
-            help="sinusoidal relative tables: d-model (the first D_h dims of the D-dim encoding, Analysis of "
-                 "positional encodings Eqs. 8-9; default) or head (a D_h-dim encoding over all frequencies: "
-                 "what checkpoints without the stored readings marker use)")
-    return options
 
 
 def relative_position_table(spec: MixerSpec, k: int, kind: str):
-    """The relative-distance table of ``spec``'s mixer, laid out by its own options."""
+    """The relative-distance table of ``spec``'s mixer, laid out by its own options and, for checkpoints
+    stored without the readings marker, their stored legacy reading ``relative-sinusoids head``."""
     sinusoids = spec.options.get("relative-sinusoids")
-    if sinusoids is not None and kind != "sinusoidal":
-        raise ValueError(f"{spec.flag('relative-sinusoids')} {sinusoids} applies to sinusoidal relative tables only; "
-                         f"{spec.flag('position-table')} is {kind}: drop the flag or make the table sinusoidal")
     return RelativePositionTable(k, spec.embed_dim, spec.num_heads, kind, spec.options["relative-embedding-heads"],
                                  sinusoids or "d-model")
 

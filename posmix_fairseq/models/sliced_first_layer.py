@@ -1,4 +1,5 @@
-"""``sliced_mha``: multi-head attention whose head h is computed from slice h of its input.
+"""Multi-head attention whose head h is computed from slice h of its input: the first self-attention
+layer of RecPE models stored before the readings marker.
 
 RecPE (Chen et al. 2019) Eqs. 4-5: the input of self-attention is
 m_j = [P : R] (RPEHead) or [p^1 : r^1, ..., p^H : r^H] (MPRHead), and head h attends with
@@ -8,14 +9,15 @@ queries, keys and values projected from its own D/H-dimensional slice of m_j:
 
 so with d_r = t D / H, exactly t heads see the recurrent part R (RPEHead), or every head sees its
 own slice of P and of R (MPRHead). This is the reading of checkpoints stored without the
-readings marker (``--S-rpe-reading sliced-legacy``), kept so they load as trained; the paper's Eqs. 4-5 project
-all of m_j in every head (the Transformer's attention), which its parameter counts confirm.
+readings marker (their stored legacy reading ``rpe-reading sliced-legacy``, set only by their upgrade;
+no command line and no mixer name asks for it), kept so they load as trained; the paper's Eqs. 4-5
+project all of m_j in every head (the Transformer's attention), which its parameter counts confirm.
 Parameters: 3 (D^2 / H + D) + (D^2 + D).
 """
 import torch
 from torch import Tensor, nn
 
-from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values, register_mixer
+from ..mixers.engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values
 
 
 class HeadSlicedLinear(nn.Module):
@@ -35,11 +37,10 @@ class HeadSlicedLinear(nn.Module):
         return out.reshape(x.shape)
 
 
-@register_mixer("sliced_mha", gated_by_default=False, uses_positions=False,
-                description="multi-head attention with head h computed from input slice h (RecPE Eqs. 4-5)")
-def build_sliced_mha(spec: MixerSpec):
+def build_sliced_attention(spec: MixerSpec):
+    """The first self-attention layer of ``spec``'s side under the legacy RecPE reading (ungated)."""
     if spec.kdim != spec.embed_dim:
-        raise ValueError(f"{spec.flag('mixer')} sliced_mha needs equal key and model dims "
+        raise ValueError(f"the head-sliced first layer of {spec.placement} needs equal key and model dims "
                          f"({spec.kdim} != {spec.embed_dim})")
     sliced = lambda in_dim, out_dim: HeadSlicedLinear(out_dim, spec.num_heads)  # noqa: E731
     return EnergyMixingAttention(spec, ContentEnergy(spec, projection=sliced),

@@ -1,0 +1,102 @@
+"""Outputs of every configuration at one commit against another's: the check of a reshaping that
+must not change any model.
+
+``save OUTDIR`` builds every registered arch, every configuration of the every-arch suite and the
+stored arguments of older checkpoints (``posmix_fairseq.harness.testing``: ALL_CONFIGS,
+STORED_CONFIGS) at tiny sizes with a fixed seed, runs the full teacher-forced forward (eval mode) and
+an incremental decode of one fixed batch, and writes ``OUTDIR/outputs.pt`` (name -> {"full",
+"incremental"} log-probs). ``compare A B`` prints the max abs difference per configuration and
+exits 1 when any differs or a configuration of A is missing from B.
+
+Run ``save`` from a checkout of each commit (``git worktree add /tmp/base COMMIT``, then
+``PYTHONPATH=/tmp/base python scripts/compare_outputs.py save /tmp/out-base``); ``--only NAME``
+(repeatable) restricts ``save`` to some configurations.
+"""
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+
+import torch  # noqa: E402
+
+OUTPUTS = "outputs.pt"
+
+
+def config_outputs(name):
+    """{"full": (B, T, V) log-probs of the teacher-forced forward, "incremental": the same, step by step}."""
+    from posmix_fairseq.harness.testing import build_config, random_batch
+
+    model, d = build_config(name, seed=0)
+    src, src_len = random_batch(d, [7, 11], seed=1)
+    tgt, _ = random_batch(d, [9, 9], seed=2)
+    prev = torch.cat([torch.full((2, 1), d.eos()), tgt[:, :-1]], dim=1)
+    with torch.no_grad():
+        full = torch.log_softmax(model(src, src_len, prev)[0].double(), -1)
+        encoder_out, state, steps = model.encoder(src, src_len), {}, []
+        for t in range(prev.size(1)):
+            logits, _ = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+            steps.append(torch.log_softmax(logits[:, -1].double(), -1))
+    return {"full": full, "incremental": torch.stack(steps, 1)}
+
+
+def save(outdir, only=None):
+    from posmix_fairseq.harness.testing import ALL_CONFIGS, STORED_CONFIGS
+
+    names = sorted(ALL_CONFIGS) + sorted(STORED_CONFIGS)
+    if only:
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise SystemExit(f"--only: unknown configuration(s) {', '.join(unknown)}; valid: {', '.join(names)}")
+        names = list(only)
+    torch.set_num_threads(1)  # one summation order everywhere
+    outputs = {name: config_outputs(name) for name in names}
+    os.makedirs(outdir, exist_ok=True)
+    torch.save(outputs, os.path.join(outdir, OUTPUTS))
+    print(f"{len(outputs)} configurations -> {os.path.join(outdir, OUTPUTS)}")
+
+
+def compare(a_dir, b_dir) -> int:
+    a = torch.load(os.path.join(a_dir, OUTPUTS), weights_only=False)
+    b = torch.load(os.path.join(b_dir, OUTPUTS), weights_only=False)
+    worst, failed = 0.0, []
+    for name in sorted(a):
+        if name not in b:
+            print(f"{name}: missing from {b_dir}")
+            failed.append(name)
+            continue
+        diffs = []
+        for key in a[name]:
+            x, y = a[name][key], b[name].get(key)
+            diffs.append(float("inf") if y is None or x.shape != y.shape else (x - y).abs().max().item())
+        diff = max(diffs)
+        worst = max(worst, diff)
+        print(f"{name}: max abs diff {diff:.3g}")
+        if diff != 0.0:
+            failed.append(name)
+    extra = sorted(set(b) - set(a))
+    print(f"{len(a)} configurations compared, max abs diff {worst:.3g}" +
+          (f"; only in {b_dir}: {', '.join(extra)}" if extra else ""))
+    if failed:
+        print(f"differ: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    s = commands.add_parser("save", help="save every configuration's outputs under OUTDIR")
+    s.add_argument("outdir")
+    s.add_argument("--only", action="append", metavar="NAME", help="only this configuration (repeatable)")
+    c = commands.add_parser("compare", help="max abs diff per configuration; exit 1 if any differs")
+    c.add_argument("a")
+    c.add_argument("b")
+    args = parser.parse_args(argv)
+    if args.command == "save":
+        save(args.outdir, args.only)
+        return 0
+    return compare(args.a, args.b)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
