@@ -68,7 +68,6 @@ def table_sides(args):
 
 def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Optional[Dict] = None):
     """(state, task, model): the checkpoint as fairseq-generate loads it (its task's dictionaries)."""
-    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     from fairseq import checkpoint_utils, tasks
 
     import posmix_fairseq  # noqa: F401  (registers the model)

@@ -9,7 +9,6 @@ import torch
 
 def load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str] = (), subset: str = "test"):
     """(cfg, task, models): models in eval mode on CPU, the subset loaded if it exists in data_dir."""
-    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     from fairseq import checkpoint_utils, options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
