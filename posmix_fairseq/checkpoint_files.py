@@ -32,8 +32,8 @@ def fairseq_checkpoint_types() -> list:
     types = [argparse.Namespace]
     try:
         import numpy as np
-        core = getattr(np, "_core", None) or np.core
-        types += [core.multiarray.scalar, np.dtype]
+        from numpy.core.multiarray import scalar  # numpy 2 keeps this name as an alias
+        types += [scalar, np.dtype]
         types += [type(np.dtype(t)) for t in ("float64", "float32", "int64", "int32", "bool")]
     except ImportError:  # pragma: no cover  (numpy comes with torch's users here)
         pass
