@@ -14,6 +14,7 @@ import argparse
 import io
 import os
 import tempfile
+import zipfile
 from typing import Callable, Iterable, Mapping
 
 import torch
@@ -47,7 +48,8 @@ def allow_fairseq_checkpoints() -> None:
 
 
 def _refusal(path: str, error: Exception) -> CheckpointFileError:
-    text = str(error).split("\n\n")[0].strip() or type(error).__name__
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = next((line for line in lines if "GLOBAL" in line), lines[0] if lines else type(error).__name__)
     return CheckpointFileError(
         f"{path}: refused to load: it is not a weights-only fairseq checkpoint ({text}). Only tensors, "
         "containers and the types fairseq stores are read; a file that needs anything else to unpickle can run "
@@ -90,6 +92,26 @@ def load(path: str, option: str = "", mmap: bool = False) -> dict:
     if not isinstance(state, dict):
         raise CheckpointFileError(f"{option}{path}: holds a {type(state).__name__}, not a checkpoint dict")
     return state
+
+
+def load_fairseq(path: str, option: str = "") -> dict:
+    """``fairseq.checkpoint_utils.load_checkpoint_to_cpu`` (its upgrades of old checkpoints included), which
+    reads weights-only once :func:`allow_fairseq_checkpoints` ran; a refused or unreadable file is a
+    :class:`CheckpointFileError` naming it."""
+    import pickle
+
+    from fairseq import checkpoint_utils
+
+    allow_fairseq_checkpoints()
+    _check_readable(path, option)
+    try:
+        return checkpoint_utils.load_checkpoint_to_cpu(path)
+    except pickle.UnpicklingError as e:
+        raise _refusal(option + path, e) from None
+    except (EOFError, RuntimeError, zipfile.BadZipFile) as e:
+        raise CheckpointFileError(f"{option}{path}: not a readable checkpoint ({type(e).__name__}: "
+                                  f"{str(e).splitlines()[0] if str(e) else ''}); it may be truncated or not a "
+                                  "torch.save file") from None
 
 
 def load_mapped(path: str, option: str = "") -> dict:

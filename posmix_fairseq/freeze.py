@@ -71,7 +71,7 @@ def table_sides(args):
 
 def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Optional[Dict] = None):
     """(state, task, model): the checkpoint as fairseq-generate loads it (its task's dictionaries)."""
-    from fairseq import checkpoint_utils, tasks
+    from fairseq import tasks
 
     import posmix_fairseq  # noqa: F401  (registers the model)
     from .core.placement import PLACEMENTS, SIDES
@@ -79,7 +79,7 @@ def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Op
 
     if not os.path.isfile(checkpoint):
         raise ValueError(f"{checkpoint}: no such checkpoint")
-    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
+    state = checkpoint_files.load_fairseq(checkpoint, "IN.pt ")
     cfg = state["cfg"]
     if data is not None:
         cfg["task"].data = data
