@@ -464,9 +464,9 @@ def main(argv=None):
     entries = check_common_args(args, "posmix-score")
     systems, refs, srcs, notes = load_inputs(args, entries, "posmix-score", need_sources="comet" in metrics)
     opts = ScoringOptions.from_args(args, metrics)
-    scorers, unavailable = load_learned_scorers(opts)
-    refuse_unavailable(unavailable)  # before any scoring: a metric asked for is never silently left out
     try:
+        scorers, unavailable = load_learned_scorers(opts)
+        refuse_unavailable(unavailable)  # before any scoring: a metric asked for is never silently left out
         scores = score_systems(systems, refs, srcs, opts, scorers, {})
     except ValueError as e:
         raise SystemExit(f"posmix-score: {e}")
