@@ -53,9 +53,15 @@ class Payload:
         return os.mkdir, (self.marker,)
 
 
+def read_own(path):
+    """One of this test's own checkpoints, read weights-only with fairseq's Namespace allowed."""
+    with torch.serialization.safe_globals([argparse.Namespace]):
+        return torch.load(path, weights_only=True)
+
+
 def crafted_checkpoint(path, marker, template=None):
     """A fairseq-looking checkpoint (the template's content, if given) whose extra_state runs code."""
-    state = torch.load(template, weights_only=True) if template else {"model": {}}
+    state = read_own(template) if template else {"model": {}}
     state["extra_state"] = {"val_loss": 0.0, "payload": Payload(str(marker))}
     torch.save(state, path)
     return str(path)
@@ -247,7 +253,7 @@ def test_non_finite_weights_are_named(tmp_path):
 
 def test_average_refuses_checkpoints_with_different_model_options(trained, tmp_path):
     a, b = copies(trained, tmp_path, "a.pt", "b.pt")
-    state = torch.load(b, weights_only=True)
+    state = read_own(b)
     assert isinstance(state["cfg"]["model"], argparse.Namespace) and state["cfg"]["model"].length_ratio != 2.0
     state["cfg"]["model"].length_ratio = 2.0
     torch.save(state, b)
@@ -255,7 +261,7 @@ def test_average_refuses_checkpoints_with_different_model_options(trained, tmp_p
         average.main(["--inputs", a, b, "--output", str(tmp_path / "avg.pt")])
     assert "b.pt: its model option --length-ratio is 2.0" in str(e.value.code)
     assert not (tmp_path / "avg.pt").exists()
-    state["cfg"]["model"].length_ratio = torch.load(a, weights_only=True)["cfg"]["model"].length_ratio
+    state["cfg"]["model"].length_ratio = read_own(a)["cfg"]["model"].length_ratio
     state["cfg"]["model"].max_update = 99  # a training option, not the model's: averaging is fine
     torch.save(state, b)
     average.main(["--inputs", a, b, "--output", str(tmp_path / "avg.pt")])
