@@ -122,10 +122,10 @@ def load_mapped(path: str, option: str = "") -> dict:
 # ---- checks of what was read ---------------------------------------------------------------------
 
 ABSURD = 1e3
-"""The largest magnitude a trained position table or weight of these small models is accepted with. Trained
-parameters and their frozen energies stay within a few tens (LayerNorm, Adam's bounded steps, scaled dot
-products); flipped bytes in float32 data read as values in the thousands up to inf. fairseq checkpoints carry no checksum, so this bound
-(with NaN/inf) is the check."""
+"""The largest magnitude a trained weight or frozen energy table is accepted with. Trained parameters and
+their frozen energies stay within a few tens (LayerNorm, Adam's bounded steps, scaled dot products);
+flipped bytes in float32 data read as values in the thousands up to inf. fairseq checkpoints carry no
+checksum, so this bound (with NaN/inf) is the check."""
 
 
 def check_tensors(tensors: Mapping[str, torch.Tensor], where: str, limit: float = ABSURD) -> None:
@@ -162,7 +162,8 @@ def check_output(path: str, inputs: Iterable[str] = (), option: str = "output") 
     """Refuses an output ``path`` that is a directory or (links followed) one of ``inputs``: call it before
     reading, so nothing is lost and nothing is read in vain."""
     if os.path.isdir(path):
-        raise CheckpointFileError(f"{option} {path}: is a directory; give a file name (e.g. {os.path.join(path, 'out.pt')})")
+        raise CheckpointFileError(f"{option} {path}: is a directory; give a file name "
+                                  f"(e.g. {os.path.join(path, 'out.pt')})")
     for source in inputs:
         if same_file(path, source):
             shown = source if os.path.realpath(source) == source else f"{source} -> {os.path.realpath(source)}"

@@ -353,7 +353,8 @@ def test_comet_model_from_the_hugging_face_cache_and_missing_hparams(tmp_path, t
     assert scores.signatures["CometKiwi"].startswith("model:Unbabel/wmt22-cometkiwi-da@abc123|class:UnifiedMetric")
     assert "device:cpu" in scores.signatures["CometKiwi"]
     with pytest.raises(SystemExit) as e:
-        score_mod.main(common + ["--comet-model", "Unbabel/wmt22-cometkiwi-da", "--comet-model", str(bare / "model.ckpt")])
+        score_mod.main(common + ["--comet-model", "Unbabel/wmt22-cometkiwi-da",
+                                 "--comet-model", str(bare / "model.ckpt")])
     assert "cannot be computed" in str(e.value.code) and "two levels above the checkpoint" in str(e.value.code)
 
 

@@ -33,6 +33,7 @@ from typing import Dict, List, Optional
 
 import torch
 
+from ...checkpoint_files import write_text_atomic
 from .fairseq_loading import encode_lines, load_for_inference
 
 #: evaluate.py's distance bins: each distance 0 ... 15, everything beyond in ">15"
@@ -168,13 +169,12 @@ def main(argv: Optional[List[str]] = None):
         raise SystemExit(f"posmix-contrastive: {e}")
     print(format_tables(by_cat, by_dist))
     if a.scores_out:
-        with open(a.scores_out, "w") as f:
-            f.writelines(f"{s}\n" for s in scores)
+        write_text_atomic(a.scores_out, "".join(f"{s}\n" for s in scores), option="--scores-out")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"by_category": {k: {"correct": c, "total": n} for k, (c, n) in by_cat.items()},
-                       "by_distance": {k: {d: {"correct": c, "total": n} for d, (c, n) in ds.items()}
-                                       for k, ds in by_dist.items()}}, f, indent=1)
+        write_text_atomic(a.json, json.dumps(
+            {"by_category": {k: {"correct": c, "total": n} for k, (c, n) in by_cat.items()},
+             "by_distance": {k: {d: {"correct": c, "total": n} for d, (c, n) in ds.items()}
+                             for k, ds in by_dist.items()}}, indent=1), option="--json")
     return scores, by_cat, by_dist
 
 

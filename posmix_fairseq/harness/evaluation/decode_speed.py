@@ -29,6 +29,7 @@ from typing import List, Optional, Sequence
 
 import torch
 
+from ...checkpoint_files import write_text_atomic
 from .fairseq_loading import batches, load_for_inference
 
 SETTINGS = {
@@ -172,8 +173,7 @@ def main(argv: Optional[List[str]] = None):
     if a.json:
         import json
 
-        with open(a.json, "w") as f:
-            json.dump(asdict(r), f, indent=1)
+        write_text_atomic(a.json, json.dumps(asdict(r), indent=1), option="--json")
     return r
 
 

@@ -18,6 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ...checkpoint_files import write_text_atomic
 from . import score as score_mod
 from .detok import has_bpe_markers, has_spm_pieces
 from .generate_output import read_generate_output
@@ -159,8 +160,7 @@ def main(argv: Optional[List[str]] = None):
     if a.json:
         import json
 
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=1)
+        write_text_atomic(a.json, json.dumps(result, indent=1), option="--json")
     return result
 
 

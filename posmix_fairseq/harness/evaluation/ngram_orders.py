@@ -20,6 +20,7 @@ import argparse
 import json
 from typing import Dict, List, Optional, Sequence
 
+from ...checkpoint_files import write_text_atomic
 from .detok import Detokenizer
 from .generate_output import read_generate_output
 
@@ -141,8 +142,7 @@ def main(argv: Optional[List[str]] = None):
             print(f"| {n} | " + " | ".join(f"{v:.2f}" for v in vals + gaps) + " |")
         print()
     if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
+        write_text_atomic(a.json, json.dumps(result, indent=1), option="--json")
     return result
 
 

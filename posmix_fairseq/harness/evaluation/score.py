@@ -393,12 +393,13 @@ def parse_metrics(spec: str) -> List[str]:
 def check_distinct_systems(entries, prog: str) -> None:
     """One file given twice (as a system and a baseline, or twice in one list; links followed) would be
     compared against itself: refused."""
-    flags = {(False, False): "GEN_OUT", (False, True): "--hyp", (True, False): "--baseline", (True, True): "--baseline-hyp"}
+    flags = {(False, False): "GEN_OUT", (False, True): "--hyp", (True, False): "--baseline",
+             (True, True): "--baseline-hyp"}
     for i, (path, is_b, text) in enumerate(entries):
         for other, o_b, o_text in entries[:i]:
             if same_file(path, other):
-                raise SystemExit(f"{prog}: {flags[(is_b, text)]} {path} and {flags[(o_b, o_text)]} {other} are one file; "
-                                 "a system compared with itself gets meaningless p-values. Give each system once")
+                raise SystemExit(f"{prog}: {flags[(is_b, text)]} {path} and {flags[(o_b, o_text)]} {other} are one "
+                                 "file; a system compared with itself gets meaningless p-values. Give each system once")
 
 
 def check_common_args(args, prog: str):
