@@ -117,3 +117,13 @@ def test_an_output_file_that_is_an_input_is_refused(tmp_path):
         score_mod.main(["--hyp", hyp, "--ref", ref, "--metrics", "bleu", "--json", ref])
     assert "--json" in str(e.value.code) and "is also an input" in str(e.value.code)
     assert open(ref).read().splitlines() == refs
+
+
+def test_the_default_bleurt_model_downloads_when_the_hub_is_reachable(tmp_path, monkeypatch, tiny_learned_metrics):
+    calls = fake_hub(monkeypatch, tmp_path, tiny_learned_metrics["bleurt"])
+    srcs, refs, good, _ = _corpus(4)
+    g = _write_gen(tmp_path / "g.txt", srcs, refs, good)
+    scores = score_mod.main([g, "--remove-bpe", "--metrics", "bleurt", "--gpus", "0", "--bootstrap-samples", "0",
+                             "--ar-trials", "0"])
+    assert scores.signatures["BLEURT"].startswith("model:lucadiliello/BLEURT-20@0123abcd|case:mixed")
+    assert calls == [("lucadiliello/BLEURT-20", True), ("lucadiliello/BLEURT-20", False)]

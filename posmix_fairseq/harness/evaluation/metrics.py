@@ -39,8 +39,10 @@ COMET_HELP = ("pass --comet-model PATH: a COMET model directory as COMET stores 
               "with DIR/hparams.yaml), its .ckpt file, or a Hugging Face model name (default "
               f"{COMET_DEFAULT}), which is downloaded when the hub is reachable; its encoder (e.g. "
               "xlm-roberta-large) is downloaded or read from the cache the same way")
+BLEURT_DEFAULT = "lucadiliello/BLEURT-20"  # BLEURT-20 (GPA paper) as bleurt-pytorch publishes it
 BLEURT_HELP = ("pass --bleurt-checkpoint PATH: a bleurt-pytorch model directory (config.json, weights, vocab/"
-               "sentencepiece files), e.g. lucadiliello/BLEURT-20 downloaded on a machine with internet")
+               f"sentencepiece files) or a Hugging Face model name (default {BLEURT_DEFAULT}), which is "
+               "downloaded when the hub is reachable")
 
 
 class MetricUnavailable(Exception):
@@ -276,14 +278,16 @@ class BleurtScorer:
     reference_free = False
 
     def __init__(self, path: Optional[str], batch_size: int = 16, gpus: int = 0, lowercased: bool = False):
-        if not path:
-            raise MetricUnavailable(f"no checkpoint given; {BLEURT_HELP}")
-        if not os.path.isdir(path):
-            raise MetricUnavailable(f"--bleurt-checkpoint {path}: not a directory; {BLEURT_HELP}")
+        path = path or BLEURT_DEFAULT
         try:
             from bleurt_pytorch import BleurtForSequenceClassification, BleurtTokenizer
         except ImportError as e:
             raise MetricUnavailable(f"bleurt-pytorch is not installed: {e}")
+        name = path
+        if not os.path.isdir(path) and is_hub_name(path):
+            path = hub_snapshot(path, "--bleurt-checkpoint")
+        if not os.path.isdir(path):
+            raise MetricUnavailable(f"--bleurt-checkpoint {path}: not a directory; {BLEURT_HELP}")
         try:
             self.tokenizer = BleurtTokenizer.from_pretrained(path, local_files_only=True)
             self.model = BleurtForSequenceClassification.from_pretrained(path, local_files_only=True).eval()
@@ -294,7 +298,8 @@ class BleurtScorer:
         self.path = path
         self.batch_size = batch_size
         self.signature_items = {
-            "model": os.path.basename(os.path.normpath(path)), "case": "lc" if lowercased else "mixed",
+            "model": f"{name}@{hub_revision(path)}" if hub_revision(path) else os.path.basename(os.path.normpath(path)),
+            "case": "lc" if lowercased else "mixed",
             "batch": batch_size, "device": "gpu" if gpus else "cpu", "scale": "x100",
             "version": f"bleurt-pytorch-{package_version('bleurt-pytorch')}"}
 
