@@ -298,7 +298,8 @@ class BleurtScorer:
         self.path = path
         self.batch_size = batch_size
         self.signature_items = {
-            "model": f"{name}@{hub_revision(path)}" if hub_revision(path) else os.path.basename(os.path.normpath(path)),
+            "model": (f"{name}@{hub_revision(path)}" if hub_revision(path)
+                      else os.path.basename(os.path.normpath(path))),
             "case": "lc" if lowercased else "mixed",
             "batch": batch_size, "device": "gpu" if gpus else "cpu", "scale": "x100",
             "version": f"bleurt-pytorch-{package_version('bleurt-pytorch')}"}
