@@ -5,15 +5,11 @@ mixers and position encodings, the ``validation_plateau`` learning-rate schedule
 ``posmix_translation`` and ``translation_window`` tasks; importing the package calls it when fairseq
 is already imported (``--user-dir``, the hub API). Registration is idempotent: importing the package
 under a second module name (``--user-dir`` pointing at a copy, a test importing it by path) does not
-raise fairseq's "Cannot register duplicate" errors.
+raise fairseq's "Cannot register duplicate" errors. Registering also lets torch's weights-only loader
+read fairseq checkpoints (see ``checkpoint_files``); the package never turns weights-only loading off.
 """
 import os
-
-# torch >= 2.6 loads checkpoints with weights_only=True, which rejects the argparse.Namespace
-# that fairseq stores in every checkpoint (fairseq-generate and --restore-file would fail).
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-
-import sys  # noqa: E402
+import sys
 
 __version__ = "0.1.0"
 USER_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -32,7 +28,12 @@ def register() -> None:
     from . import schedulers  # noqa: F401  (registers --lr-scheduler validation_plateau)
     from . import tasks  # noqa: F401  (registers --task posmix_translation and translation_window)
     from . import fairseq_bf16
+    from .checkpoint_files import allow_fairseq_checkpoints
 
+    # torch >= 2.6 loads checkpoints weights-only, which by itself rejects the argparse.Namespace that fairseq
+    # stores in every checkpoint; registering the few types fairseq stores lets fairseq-generate and
+    # --restore-file load them while a pickle that needs anything else is still refused.
+    allow_fairseq_checkpoints()
     fairseq_bf16.install()  # --bf16 without torch_xla trains in bf16 instead of asking for a TPU
 
 

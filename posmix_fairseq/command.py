@@ -131,14 +131,30 @@ def check_input_file(path: str, option: Optional[str] = None, allow_empty: bool 
     return path
 
 
-def check_output_file(path: str, option: Optional[str] = None, parent_must_exist: bool = True) -> str:
-    """``path`` if a file can be written there (``-``: stdout): not a directory, and in a directory that
-    exists (unless the command creates it: ``parent_must_exist=False``)."""
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (links followed; a missing path names no existing file)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output_file(path: str, option: Optional[str] = None, parent_must_exist: bool = True,
+                      inputs: Sequence[str] = ()) -> str:
+    """``path`` if a file can be written there (``-``: stdout): not a directory, not one of the command's
+    ``inputs`` (links followed), and in a directory that exists (unless the command creates it:
+    ``parent_must_exist=False``)."""
     if path == "-":
         return path
     label = _label(path, option)
     if os.path.isdir(path):
         raise CommandError(f"{label}: is a directory; give a file name")
+    for source in inputs:
+        if source != "-" and same_file(path, source):
+            raise CommandError(f"{label}: is also an input ({source}); writing it would replace the file being "
+                               "read. Give another output file")
     parent = os.path.dirname(os.path.abspath(path))
     if os.path.isfile(parent):
         raise CommandError(f"{label}: {parent} is a file, not a directory")
@@ -235,15 +251,37 @@ def read_json(path: str, option: Optional[str] = None, what: str = "JSON"):
                            f"expected {what}") from None
 
 
+def replace_file(path: str, data: bytes) -> None:
+    """Writes ``data`` to a temporary file in ``path``'s directory (links followed), flushes it to disk and
+    renames it over ``path``: a crash or a kill mid-write leaves the old file whole."""
+    import tempfile
+
+    target = os.path.realpath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix="." + os.path.basename(target) + ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
 @contextlib.contextmanager
-def open_output(path: str, option: Optional[str] = None, newline: Optional[str] = None) -> Iterator[io.TextIOBase]:
-    """A UTF-8 text file to write (``-``: stdout, left open)."""
+def open_output(path: str, option: Optional[str] = None, newline: Optional[str] = None,
+                inputs: Sequence[str] = ()) -> Iterator[io.TextIOBase]:
+    """A UTF-8 text file to write (``-``: stdout, left open), replaced whole when the block succeeds
+    (:func:`replace_file`); an error inside the block leaves the old file as it was."""
     if path == "-":
         yield sys.stdout
         return
-    check_output_file(path, option)
-    with open(path, "w", encoding="utf-8", newline=newline) as f:
-        yield f
+    check_output_file(path, option, inputs=inputs)
+    buffer = io.StringIO(newline=newline)
+    yield buffer
+    replace_file(path, buffer.getvalue().encode("utf-8"))
 
 
 # -- library noise ------------------------------------------------------------------------------------

@@ -39,6 +39,9 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 import torch
 from .command import build_parser as command_parser, check_checkpoint, check_data_dir, check_output_file, console
 
+from . import checkpoint_files
+from .checkpoint_files import check_output, check_tensors
+
 ROUND_TO = 16  # default table sizes: the longest sentence rounded up to a multiple of this
 FALLBACK_POSITIONS = 128  # without the data: GPA Section 4.2's N
 FROZEN_OPTION = "frozen-energy-positions"  # --<side>-frozen-energy-positions (mixers/engine/frozen_energy.py)
@@ -73,8 +76,7 @@ def table_sides(args):
 
 def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Optional[Dict] = None):
     """(state, task, model): the checkpoint as fairseq-generate loads it (its task's dictionaries)."""
-    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-    from fairseq import checkpoint_utils, tasks
+    from fairseq import tasks
 
     from . import register
 
@@ -84,7 +86,7 @@ def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Op
 
     if not os.path.isfile(checkpoint):
         raise ValueError(f"{checkpoint}: no such checkpoint")
-    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
+    state = checkpoint_files.load_fairseq(checkpoint, "IN.pt ")
     cfg = state["cfg"]
     if data is not None:
         cfg["task"].data = data
@@ -363,25 +365,32 @@ class FreezeResult(NamedTuple):
 
 def freeze_checkpoint(src: str, dst: str, max_positions=None, data: Optional[str] = None,
                       task_overrides: Optional[Dict] = None, tables_as_max_positions: bool = False) -> FreezeResult:
-    """Writes the search-time checkpoint ``dst``."""
+    """Writes the search-time checkpoint ``dst`` (atomically; refused when it is ``src``, links followed).
+    The trained weights and the frozen tables are checked for NaN, inf and absurd magnitudes
+    (``checkpoint_files.check_tensors``): fairseq checkpoints carry no checksum."""
+    check_output(dst, [src], "OUT.pt")
     state, task, model = load_trained(src, data, task_overrides)
+    check_tensors(state["model"], f"{src} (trained weights)")
     args = state["cfg"]["model"]
     task_cfg = state["cfg"]["task"]
     sizes, choice = choose_table_sizes(args, str(task_cfg.data), getattr(task_cfg, "source_lang", None),
                                        getattr(task_cfg, "target_lang", None), max_positions)
     frozen, frozen_args = freeze_model(task, model, args, sizes, tables_as_max_positions)
+    check_tensors(frozen.state_dict(), f"{src} (frozen energy tables)")
     report = parameter_report(model, frozen, args, sizes)
     warning = larger_model_warning(model, frozen, sizes)
     # fairseq's own format: the stored (plain) cfg where the checkpoint has one, else the upgraded one
-    raw = torch.load(src, map_location="cpu", weights_only=False)
+    from omegaconf import OmegaConf
+
+    raw = checkpoint_files.load(src)
     out = raw if isinstance(raw.get("cfg"), dict) else dict(state)
-    out["cfg"] = dict(out["cfg"])
+    cfg = out["cfg"]
+    out["cfg"] = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) if OmegaConf.is_config(cfg) else dict(cfg)
     out["cfg"]["model"] = frozen_args
     out["model"] = frozen.state_dict()
     out["last_optimizer_state"] = None  # the trained parameters' optimizer state does not apply
     out["extra_state"] = dict(state.get("extra_state") or {}, posmix_frozen_from=os.path.abspath(src))
-    os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
-    torch.save(out, dst)
+    checkpoint_files.save_atomic(out, dst, inputs=[src], option="OUT.pt")
     return FreezeResult("\n".join(choice), report, warning, sizes)
 
 

@@ -1,12 +1,33 @@
 """gamma, the length ratio of cross-attention (GPA Section 4.2):
 average source length / average target length over the binarized training set."""
 import logging
+import math
 import os
 from typing import Tuple
 
 from .binarized_data import language_pair, sentence_sizes, split_prefixes
 
 logger = logging.getLogger(__name__)
+
+LENGTH_RATIO_RANGE = (0.01, 100.0)
+"""The gamma accepted. Mean length ratios of real language pairs (and subword vocabularies) lie within about
+0.3-3; a gamma outside this range maps every target position past the first few to one clipped source
+distance (inf and 1e300 overflow floor(gamma n) to INT64_MIN), so attention silently stops depending on
+position."""
+
+
+def check_length_ratio(gamma, where: str = "--length-ratio") -> float:
+    """``gamma`` when it is a finite number within :data:`LENGTH_RATIO_RANGE`, else a ValueError naming
+    ``where`` and the valid range."""
+    low, high = LENGTH_RATIO_RANGE
+    try:
+        x = float(gamma)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where} {gamma!r}: not a number") from None
+    if not math.isfinite(x) or not low <= x <= high:
+        raise ValueError(f"{where} {gamma!r}: gamma (mean source / mean target length) must be a finite number "
+                         f"from {low:g} to {high:g}")
+    return x
 
 
 def token_counts(index_path_prefix: str) -> Tuple[int, int]:
@@ -33,4 +54,5 @@ def training_length_ratio(data: str, src: str, tgt: str, split: str = "train") -
         n_tgt, tok_tgt = n_tgt + n, tok_tgt + t
     if n_src != n_tgt or tok_tgt == 0:
         raise ValueError(f"cannot compute the length ratio from {prefixes}: mismatched or empty data")
-    return (tok_src / n_src) / (tok_tgt / n_tgt)
+    return check_length_ratio((tok_src / n_src) / (tok_tgt / n_tgt),
+                              f"the length ratio of the binarized '{split}' data in {data_dir!r} (pass --length-ratio)")

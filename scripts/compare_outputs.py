@@ -16,9 +16,7 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-
-import torch  # noqa: E402
+import torch
 
 OUTPUTS = "outputs.pt"
 

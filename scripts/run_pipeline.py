@@ -42,7 +42,7 @@ def run(cmd, logfile, max_update=0):
     """Runs cmd with its output in logfile; with max_update, prints training progress (updates done,
     time left) as fairseq logs it, so a long run is never silent. fairseq repeats an update count in
     its epoch summary and validation lines: each count is reported once."""
-    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
     t0, reported = time.time(), 0
     with open(logfile, "w") as f:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
@@ -109,8 +109,7 @@ def freeze(checkpoint, frozen, logfile):
     """posmix-freeze; False when the model has no position-only energy (exit status 2)."""
     cmd = [sys.executable, "-m", "posmix_fairseq.freeze", checkpoint, frozen]
     with open(logfile, "w") as f:
-        code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT,
-                               env=dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1"))
+        code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
     if code == 2:
         return False
     if code != 0:

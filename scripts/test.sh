@@ -4,6 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1
 export POSMIX_MULTI30K="${POSMIX_MULTI30K:-$(cd .. && pwd)/shared/data/multi30k}"
 exec .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"

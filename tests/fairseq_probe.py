@@ -22,7 +22,6 @@ import contextlib
 import os
 import sys
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import torch  # noqa: E402
 from fairseq import distributed_utils, options  # noqa: E402

@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 from fairseq import options  # noqa: E402
 
@@ -50,8 +49,7 @@ def run_generate(data, checkpoint, *extra, beam=4):
            "--path", checkpoint, "--beam", str(beam), "--max-tokens", "2000", "--gen-subset", "test", "--cpu",
            # fairseq silently drops sentences with the default multiple of 8 (fairseq issue #5351)
            "--required-batch-size-multiple", "1", *extra]
-    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
 # The papers' texts on the development machine: ../shared/papers beside a checkout, or beside the

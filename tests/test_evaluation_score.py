@@ -331,8 +331,9 @@ def test_comet_family_and_bleurt_end_to_end(tmp_path, tiny_learned_metrics):
 
 
 def test_comet_model_from_the_hugging_face_cache_and_missing_hparams(tmp_path, tiny_learned_metrics, monkeypatch):
-    """A model name resolves in the local Hugging Face cache (what `comet-score --model NAME` leaves there);
-    a checkpoint without hparams.yaml two levels up is skipped with the reason."""
+    """A model name resolves in the local Hugging Face cache (what `comet-score --model NAME` leaves there) and
+    the signature names its revision; a checkpoint without hparams.yaml two levels up ends the command with
+    the reason."""
     import shutil
 
     import huggingface_hub.constants
@@ -347,21 +348,21 @@ def test_comet_model_from_the_hugging_face_cache_and_missing_hparams(tmp_path, t
     shutil.copy(os.path.join(tiny_learned_metrics["comet"], "checkpoints", "model.ckpt"), bare / "model.ckpt")
     srcs, refs, good, _ = _corpus(4)
     g = _write_gen(tmp_path / "g.txt", srcs, refs, good)
-    scores = score_mod.main([g, "--remove-bpe", "--metrics", "comet", "--comet-model", "Unbabel/wmt22-cometkiwi-da",
-                             "--comet-model", str(bare / "model.ckpt"), "--comet-model", "Unbabel/not-cached",
-                             "--paired-bs-n", "0", "--paired-ar-n", "0", "--gpus", "0"])
-    assert scores.signatures["CometKiwi"].startswith("model:Unbabel/wmt22-cometkiwi-da|class:UnifiedMetric")
+    common = [g, "--remove-bpe", "--metrics", "comet", "--paired-bs-n", "0", "--paired-ar-n", "0", "--gpus", "0"]
+    scores = score_mod.main(common + ["--comet-model", "Unbabel/wmt22-cometkiwi-da"])
+    assert scores.signatures["CometKiwi"].startswith("model:Unbabel/wmt22-cometkiwi-da@abc123|class:UnifiedMetric")
     assert "device:cpu" in scores.signatures["CometKiwi"]
-    assert "two levels above the checkpoint" in scores.skipped[f"COMET {bare / 'model.ckpt'}"]
-    assert "not in the local Hugging Face cache" in scores.skipped["COMET Unbabel/not-cached"]
+    with pytest.raises(SystemExit) as e:
+        score_mod.main(common + ["--comet-model", "Unbabel/wmt22-cometkiwi-da",
+                                 "--comet-model", str(bare / "model.ckpt")])
+    assert "cannot be computed" in str(e.value.code) and "two levels above the checkpoint" in str(e.value.code)
 
 
-def test_missing_learned_models_are_skipped_not_fatal(tmp_path, capsys):
+def test_missing_learned_models_end_the_command_with_the_reason(tmp_path, capsys):
     srcs, refs, good, _ = _corpus(6)
     g = _write_gen(tmp_path / "g.txt", srcs, refs, good)
-    scores = score_mod.main([g, "--remove-bpe", "--metrics", "bleu,comet,bleurt", "--gpus", "0",
-                             "--bleurt-checkpoint", str(tmp_path / "nowhere"), "--paired-bs-n", "0"])
-    assert scores.cells["g"]["BLEU"].score == pytest.approx(sacrebleu.corpus_bleu(good, [refs]).score)
-    assert "--comet-model PATH" in scores.skipped["COMET"] and "--bleurt-checkpoint" in scores.skipped["BLEURT"]
-    table = capsys.readouterr().out
-    assert "**COMET skipped**" in table and "**BLEURT skipped**" in table and "| g | " in table
+    with pytest.raises(SystemExit) as e:
+        score_mod.main([g, "--remove-bpe", "--metrics", "bleu,bleurt", "--gpus", "0",
+                        "--bleurt-checkpoint", str(tmp_path / "nowhere"), "--paired-bs-n", "0"])
+    assert "BLEURT was asked for (--metrics) and cannot be computed" in str(e.value.code)
+    assert "--bleurt-checkpoint" in str(e.value.code) and capsys.readouterr().out == ""

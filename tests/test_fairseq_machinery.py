@@ -66,7 +66,7 @@ def run_distributed(flags, out_dir, world_size=2):
     ``device_ids=[device_id]`` to DistributedDataParallel, which PyTorch rejects for CPU modules.
     """
     init = f"tcp://127.0.0.1:{free_port()}"
-    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", OMP_NUM_THREADS="1",  # 2 workers, 2 cores
+    env = dict(os.environ, OMP_NUM_THREADS="1",  # 2 workers, 2 cores
                PYTHONPATH=os.pathsep.join([REPO, HERE, os.environ.get("PYTHONPATH", "")]))
     procs, records = [], []
     for rank in range(world_size):

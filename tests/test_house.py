@@ -229,7 +229,7 @@ def test_a_new_mixer_is_one_file(tmp_path):
     import sys
     shutil.copytree(PACKAGE, tmp_path / "posmix_fairseq", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "posmix_fairseq" / "mixers" / "copy_previous.py").write_text(NEW_MIXER)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path), TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
     result = subprocess.run([sys.executable, "-c", CHILD.format(tests=os.path.dirname(__file__))], env=env, cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

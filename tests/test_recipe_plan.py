@@ -171,8 +171,7 @@ def test_plan_counts_the_test_sentences_a_position_table_cannot_take(tmp_path):
 
 def test_plan_through_the_shell_entry_point(tmp_path):
     out = tmp_path / "out"
-    env = dict(os.environ, PLAN="1", RAW=MULTI30K, OUT=str(out), PY=sys.executable, PYTHONPATH=ROOT,
-               TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    env = dict(os.environ, PLAN="1", RAW=MULTI30K, OUT=str(out), PY=sys.executable, PYTHONPATH=ROOT)
     proc = subprocess.run(["bash", os.path.join(ROOT, "examples", "wmt14_en_de", "run.sh")], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -17,6 +17,6 @@ run_recipe() {
   local root
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   PY=${PY:-$root/.venv/bin/python}
-  export TASK TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+  export TASK PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
   exec "$PY" -m posmix_fairseq.harness.recipes.stages
 }

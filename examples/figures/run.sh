@@ -18,7 +18,7 @@ UPDATES=${UPDATES:-250}
 MAX_TOKENS=${MAX_TOKENS:-2048}
 THREADS=${THREADS:-1}
 STAGES=${STAGES:-"train analyse plot"}
-export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
+export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 UD=$ROOT/posmix_fairseq
 SIZE="--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-ffn-embed-dim 256

@@ -4,7 +4,6 @@ any arch built through fairseq's own argument parser (exactly as ``fairseq-train
 specs and a call helper for standalone mixers, and random batches. Needs fairseq."""
 import os
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import torch  # noqa: E402
 from fairseq import models, options  # noqa: E402

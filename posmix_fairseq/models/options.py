@@ -8,7 +8,8 @@ sublayer whose mixer does not read it, it is an error). Per side (``encoder``, `
 """
 import logging
 
-from ..core.placement import PLACEMENTS, SIDES
+from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
+from ..length_ratio import check_length_ratio
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
@@ -137,8 +138,8 @@ def validate_posmix_args(args):
                              f"{mixers} ignore word order. Add positions with {side.flag('position-encoding')} "
                              f"sinusoidal (or another encoding) or a position-aware mixer ({aware}); or pass "
                              f"--position-blind {side} if a position-blind {side} is what you want")
-    if args.length_ratio is not None and not args.length_ratio > 0:
-        raise ValueError(f"--length-ratio must be > 0 (got {args.length_ratio})")
+    if args.length_ratio is not None:
+        check_length_ratio(args.length_ratio)
     cross_heads(args)  # validates --decoder-cross-heads
     validate_frozen_energy_positions(args)
     if getattr(args, "cross_self_attention", False) and args.decoder_self_mixer != "mha":

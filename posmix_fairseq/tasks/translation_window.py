@@ -26,11 +26,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-import torch
 from fairseq.tasks import TASK_REGISTRY, register_task
 from omegaconf import II
 
-from ..checkpoint_files import load_mapped
+from ..checkpoint_files import load_mapped, save_atomic
 from .translation import PosMixTranslationConfig, PosMixTranslationTask
 
 logger = logging.getLogger(__name__)
@@ -115,7 +114,5 @@ def strip_optimizer_state(path: str) -> bool:
     if "last_optimizer_state" not in state:
         return False
     del state["last_optimizer_state"]
-    tmp = path + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    save_atomic(state, path)  # the mapped tensors are read from the old file while the new one is written
     return True

@@ -42,7 +42,7 @@ if [ ${#SDISTS[@]} -gt 0 ]; then
 fi
 
 check() {  # prints the import check's output; its exit status is the check's
-  PYTHONPATH="$TARGET:$ROOT${PYTHONPATH:+:$PYTHONPATH}" TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 "$PY" - 2>&1 <<'EOF'
+  PYTHONPATH="$TARGET:$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" - 2>&1 <<'EOF'
 import importlib, sys
 import numpy
 import fairseq
@@ -74,4 +74,4 @@ if ! OUTPUT=$(check); then
 fi
 echo "$OUTPUT"
 "$PY" "$ROOT/scripts/gpu/wheelset.py" env-check "$TARGET"
-say "done. Before any command: export PYTHONPATH=$TARGET:$ROOT TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1"
+say "done. Before any command: export PYTHONPATH=$TARGET:$ROOT"

@@ -21,7 +21,6 @@ import os
 import statistics
 import time
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import torch  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402

@@ -23,7 +23,6 @@ import statistics
 import sys
 import time
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import torch  # noqa: E402
 from fairseq.modules import MultiheadAttention  # noqa: E402

@@ -18,7 +18,10 @@ Selection (``--inputs`` for explicit files, or a checkpoint directory with one o
 Checkpoints are ``checkpoint_<epoch>_<updates>.pt`` (``--save-interval-updates``, ordered by updates)
 or ``checkpoint<epoch>.pt`` (ordered by epoch); ``--kind`` picks one family when both exist. Checkpoints
 are memory-mapped: choosing the best reads each one's ``extra_state``, not its weights or Adam's state,
-and the average holds one running sum. The recipes' ``--task translation_window`` keeps only the
+and the average holds one running sum. Checkpoints are read weights-only (a file that needs more to
+unpickle is refused, even one the selection would not average), checkpoints whose stored model options
+differ are refused (naming the option), weights with NaN, inf or absurd values are refused, and the output
+(never one of the inputs) is written atomically. The recipes' ``--task translation_window`` keeps only the
 interval checkpoints such an average can use, without their optimizer state.
 """
 import collections
@@ -28,7 +31,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from ...checkpoint_files import load_mapped
+from ...checkpoint_files import CheckpointFileError, check_output, check_tensors, load_mapped, save_atomic
 from ...command import CommandError, build_parser as command_parser, check_checkpoint, check_output_file, console
 
 UPDATE_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
@@ -80,15 +83,61 @@ def select_best_and_next(paths: List[str], n: int) -> Tuple[List[str], str]:
                         f"({os.path.basename(paths[best])})")
 
 
+def stored_model_options(state: dict) -> Dict[str, object]:
+    """The options that define a checkpoint's model: those its architecture's model class declares
+    (``add_args``) and ``arch``, read from the stored ``cfg["model"]`` (or the legacy ``args``)."""
+    args = (state.get("cfg") or {}).get("model") or state.get("args")
+    if args is None:
+        return {}
+    stored = dict(vars(args)) if isinstance(args, argparse.Namespace) else dict(args)
+    names = declared_model_options(stored.get("arch"))
+    return {k: v for k, v in stored.items() if names is None or k in names}
+
+
+def declared_model_options(arch) -> Optional[set]:
+    """The argparse destinations ``arch``'s model class declares; None (compare everything) for an arch
+    fairseq does not know here."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import posmix_fairseq  # noqa: F401  (registers the posmix archs)
+
+    model = ARCH_MODEL_REGISTRY.get(arch)
+    if model is None or not hasattr(model, "add_args"):
+        return None
+    parser = argparse.ArgumentParser(add_help=False)
+    model.add_args(parser)
+    return {action.dest for action in parser._actions} | {"arch"}
+
+
+def check_same_model_options(reference: Dict[str, object], options: Dict[str, object], path: str, first: str):
+    """Refuses to average checkpoints whose models were built with different options (gamma, mixers,
+    sizes...): their average is no model either was trained as."""
+    for name in sorted(set(reference) | set(options)):
+        if reference.get(name) != options.get(name):
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{path}: its model option {flag} is {options.get(name)!r}, {first}'s is "
+                             f"{reference.get(name)!r}; only checkpoints of one model (one training run's "
+                             "options) can be averaged")
+
+
 def average_checkpoints(paths: List[str]) -> dict:
     if not paths:
         raise ValueError("no checkpoints to average")
     sums: Dict[str, torch.Tensor] = collections.OrderedDict()
     keys = None
     new_state = None
+    reference = None
     for path in paths:
         state = load_mapped(path)
         new_state = state  # metadata of the newest (last) checkpoint
+        if not isinstance(state.get("model"), dict):
+            raise CheckpointFileError(f"{path}: has no 'model' state dict; not a fairseq checkpoint")
+        options = stored_model_options(state)
+        if reference is None:
+            reference = options
+        else:
+            check_same_model_options(reference, options, path, paths[0])
+        check_tensors(state["model"], path)
         params = state["model"]
         if keys is None:
             keys = list(params.keys())
@@ -133,10 +182,12 @@ def main(argv: Optional[List[str]] = None):
             if a.last or a.best_and_next:
                 raise ValueError("--last/--best-and-next select from --dir; with --inputs every file is averaged")
             chosen, how_text = a.inputs, f"{len(a.inputs)} given files"
+            check_output(a.output, a.inputs, "--output")
         else:
             if not (a.last or a.best_and_next):
                 raise ValueError("with --dir, give --last N or --best-and-next N")
             paths = list_checkpoints(a.dir, a.kind)
+            check_output(a.output, paths, "--output")  # every candidate may be read
             if a.last:
                 chosen, how_text = select_last(paths, a.last), f"the last {a.last}"
             else:
@@ -144,10 +195,9 @@ def main(argv: Optional[List[str]] = None):
         for path in chosen:
             check_checkpoint(path, "--inputs" if a.inputs else None)
         state = average_checkpoints(chosen)
+        save_atomic(state, a.output, inputs=chosen, option="--output")
     except ValueError as e:
         raise SystemExit(f"posmix-average: {e}")
-    os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
-    torch.save(state, a.output)
     print(f"posmix-average: averaged {len(chosen)} checkpoints ({how_text}): "
           f"{', '.join(os.path.basename(c) for c in chosen)} -> {a.output}", flush=True)
     return chosen

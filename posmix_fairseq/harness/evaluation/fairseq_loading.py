@@ -35,7 +35,6 @@ def load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str] = ()
 
 
 def _load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str], subset: str):
-    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     from fairseq import checkpoint_utils, options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 

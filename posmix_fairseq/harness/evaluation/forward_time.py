@@ -25,6 +25,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from ...command import build_parser as command_parser, console
 
+from ...checkpoint_files import write_text_atomic
+
 SIZE_SUFFIX = {"small": "iwslt_de_en", "base": "wmt_en_de", "big": "wmt_en_de_big"}
 
 
@@ -173,8 +175,7 @@ def main(argv: Optional[List[str]] = None):
               f"{min(s['seconds']):.4f} |")
     print(f"(batch {a.batch_size} x {a.length} tokens, {result['device']})")
     if a.json:
-        with open(a.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
+        write_text_atomic(a.json, json.dumps(result, indent=1), option="--json")
     return result
 
 

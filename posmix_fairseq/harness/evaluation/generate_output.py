@@ -11,7 +11,8 @@ fairseq-generate writes, per test sentence ``i`` (``fairseq_cli/generate.py``):
 - ``P-i`` (per-token scores) and, on request, ``A-i`` (alignment), ignored here.
 
 Sentences come out in batch order, so every field is re-sorted by ``i`` here. With ``--nbest N``
-only the first (best) hypothesis of each sentence is kept. Sentences a recipe did not translate (too
+only the first (best) hypothesis of each sentence is kept; an S- or T- line whose id was already seen
+(two outputs concatenated) is an error. Sentences a recipe did not translate (too
 long for the model's position tables) are named by ``untranslated``: they must be absent, every other
 id present. Which of these lines still hold subword
 units is read from the lines themselves (``detok.Detokenizer.decode``), not from fairseq's logged
@@ -59,6 +60,9 @@ def read_generate_output(path: str, untranslated: Collection[int] = ()) -> Gener
             if len(parts) != 2:
                 raise ValueError(f"{path}:{line_no}: {kind}-line without '<score><TAB><text>': {line!r}")
             rest = parts[1]
+        if kind in "ST" and idx in fields[kind]:  # written once per sentence, even with --nbest
+            raise ValueError(f"{path}:{line_no}: sentence id {idx} appears twice ({kind}-{idx} lines): two "
+                             "fairseq-generate outputs concatenated? Score each output as its own system")
         fields[kind].setdefault(idx, rest)  # first = best of --nbest
     ids = sorted(fields["H"])
     if not ids:

@@ -15,10 +15,14 @@
   (``XCOMETMetric``) sees all three and also returns error spans.
 - BLEURT: ``bleurt-pytorch`` (``BleurtForSequenceClassification``); the GPA paper uses BLEURT-20.
 
-Learned metrics are loaded from local paths (or the local Hugging Face cache) only: these machines
-cannot download weights. A missing or unloadable model raises ``MetricUnavailable`` with a message
-saying how to provide it; callers report the metric as skipped and keep the others. Learned scores
-are reported x100, as the GPA paper's tables do.
+Learned metrics are loaded from a local path, or by Hugging Face model name: from the local Hugging Face
+cache, else downloaded into it as ``comet-score`` does (``huggingface_hub.snapshot_download``). COMET's
+default model is COMET's own, ``Unbabel/wmt22-comet-da``; the signature names the model and, for a hub
+model, its revision. Checkpoints are read weights-only: a COMET checkpoint whose pickle needs any type
+torch's weights-only loader does not allow is refused before it is opened (its globals are listed without
+unpickling it). A missing, unreachable or unloadable model raises ``MetricUnavailable`` with the reason
+and the fix (offline: the cache directory and how to fill it). Learned scores are reported x100, as the
+GPA paper's tables do.
 """
 import os
 from dataclasses import dataclass, field
@@ -30,12 +34,15 @@ LEARNED_METRICS = ("comet", "bleurt")
 ALL_METRICS = SACREBLEU_METRICS + LEARNED_METRICS
 BLEU_TOKENIZERS = ("13a", "intl", "zh", "none", "char", "ja-mecab", "ko-mecab", "flores101", "flores200")
 
+COMET_DEFAULT = "Unbabel/wmt22-comet-da"  # unbabel-comet's own default (comet-score --model)
 COMET_HELP = ("pass --comet-model PATH: a COMET model directory as COMET stores it (DIR/checkpoints/model.ckpt "
-              "with DIR/hparams.yaml), its .ckpt file, or a model name already in the local Hugging Face cache "
-              "(e.g. Unbabel/wmt22-comet-da after `comet-score --model Unbabel/wmt22-comet-da` once on a machine "
-              "with internet); its encoder (e.g. xlm-roberta-large) must be in the local Hugging Face cache too")
+              "with DIR/hparams.yaml), its .ckpt file, or a Hugging Face model name (default "
+              f"{COMET_DEFAULT}), which is downloaded when the hub is reachable; its encoder (e.g. "
+              "xlm-roberta-large) is downloaded or read from the cache the same way")
+BLEURT_DEFAULT = "lucadiliello/BLEURT-20"  # BLEURT-20 (GPA paper) as bleurt-pytorch publishes it
 BLEURT_HELP = ("pass --bleurt-checkpoint PATH: a bleurt-pytorch model directory (config.json, weights, vocab/"
-               "sentencepiece files), e.g. lucadiliello/BLEURT-20 downloaded on a machine with internet")
+               f"sentencepiece files) or a Hugging Face model name (default {BLEURT_DEFAULT}), which is "
+               "downloaded when the hub is reachable")
 
 
 class MetricUnavailable(Exception):
@@ -110,14 +117,8 @@ def resolve_comet_checkpoint(spec: str) -> str:
         ckpt = next((c for c in cands if os.path.isfile(c)), None)
         if ckpt is None:
             raise MetricUnavailable(f"--comet-model {spec}: no checkpoints/model.ckpt there; {COMET_HELP}")
-    elif spec.count("/") == 1 and not spec.startswith((".", "/")):
-        try:
-            from huggingface_hub import snapshot_download
-
-            ckpt = os.path.join(snapshot_download(repo_id=spec, local_files_only=True), "checkpoints", "model.ckpt")
-        except Exception as e:  # noqa: BLE001  (not in the cache: any error of the hub client)
-            raise MetricUnavailable(f"--comet-model {spec}: not a local path and not in the local Hugging Face "
-                                    f"cache ({type(e).__name__}); {COMET_HELP}")
+    elif is_hub_name(spec):
+        ckpt = os.path.join(hub_snapshot(spec, "--comet-model"), "checkpoints", "model.ckpt")
     else:
         raise MetricUnavailable(f"--comet-model {spec}: no such file or directory; {COMET_HELP}")
     hparams = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ckpt))), "hparams.yaml")
@@ -125,6 +126,63 @@ def resolve_comet_checkpoint(spec: str) -> str:
         raise MetricUnavailable(f"--comet-model {spec}: COMET reads the model's hparams.yaml from two levels above "
                                 f"the checkpoint ({hparams}), and there is none; {COMET_HELP}")
     return ckpt
+
+
+def is_hub_name(spec: str) -> bool:
+    """``Org/name``: a Hugging Face model name rather than a (missing) local path."""
+    return spec.count("/") == 1 and not spec.startswith((".", "/", "~")) and not spec.endswith("/")
+
+
+def hub_cache_dir() -> str:
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_CACHE
+
+
+def hub_snapshot(name: str, option: str) -> str:
+    """The local snapshot directory of hub model ``name``: from the cache, else downloaded into it (what
+    ``comet-score --model NAME`` does). Offline, the error names the cache directory and how to fill it."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(repo_id=name, local_files_only=True)
+    except Exception:  # noqa: BLE001  (not in the cache: any error of the hub client; then download)
+        pass
+    try:
+        return snapshot_download(repo_id=name)
+    except Exception as e:  # noqa: BLE001  (offline, unknown name, gated model...)
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise MetricUnavailable(
+            f"{option} {name}: not in the Hugging Face cache ({hub_cache_dir()}) and the download failed "
+            f"({type(e).__name__}: {reason}). Fill the cache on a machine with internet (`huggingface-cli download "
+            f"{name}`, or run comet-score once with the model) and copy it to {hub_cache_dir()} here (or point "
+            "HF_HOME / HF_HUB_CACHE at the copy), or pass a local model directory") from None
+
+
+def hub_revision(path: str) -> Optional[str]:
+    """The revision (commit) of a Hugging Face cache snapshot path, None for other paths."""
+    parts = os.path.abspath(path).split(os.sep)
+    if "snapshots" in parts[:-1] and any(p.startswith("models--") for p in parts):
+        return parts[parts.index("snapshots") + 1]
+    return None
+
+
+def refuse_unsafe_pickle(ckpt: str, option: str) -> None:
+    """Refuses a checkpoint whose pickle needs a type torch's weights-only loader does not allow (listed
+    from the pickle's opcodes, never unpickled): loading it could run code."""
+    import torch
+
+    try:
+        needed = torch.serialization.get_unsafe_globals_in_checkpoint(ckpt)
+    except Exception as e:  # noqa: BLE001  (not a torch zip file at all)
+        raise MetricUnavailable(f"{option} {ckpt}: not a readable checkpoint ({type(e).__name__}: {e})") from None
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in torch.serialization.get_safe_globals()
+               if not isinstance(g, tuple)}
+    refused = [g for g in needed if g not in allowed]
+    if refused:
+        raise MetricUnavailable(f"{option} {ckpt}: refused to load: its pickle needs {', '.join(refused)}, which "
+                                "weights-only loading does not allow (loading it could run code; COMET's own loader "
+                                "refuses it too). Use a checkpoint from COMET's releases")
 
 
 def comet_model_name(ckpt: str) -> str:
@@ -166,17 +224,18 @@ class CometScorer:
     """One model of the COMET family; ``name`` is its column (COMET, CometKiwi, COMET-QE, XCOMET)."""
 
     def __init__(self, spec: Optional[str], batch_size: int = 16, gpus: int = 0, lowercased: bool = False):
-        if not spec:
-            raise MetricUnavailable(f"no model given; {COMET_HELP}")
-        ckpt = resolve_comet_checkpoint(spec)
+        spec = spec or COMET_DEFAULT
         try:
             from comet import load_from_checkpoint
         except ImportError as e:
             raise MetricUnavailable(f"unbabel-comet is not installed (pip install unbabel-comet==2.2.7): {e}")
+        ckpt = resolve_comet_checkpoint(spec)
+        refuse_unsafe_pickle(ckpt, "--comet-model")
         try:
-            self.model = load_from_checkpoint(ckpt, local_files_only=True)
-        except Exception as e:  # noqa: BLE001  (any loading failure must not lose the other metrics)
-            raise MetricUnavailable(f"loading {ckpt} failed ({type(e).__name__}: {e}); {COMET_HELP}")
+            self.model = load_from_checkpoint(ckpt)  # the encoder's files: from the cache or downloaded
+        except Exception as e:  # noqa: BLE001  (any loading failure is reported with its reason)
+            raise MetricUnavailable(f"loading {ckpt} failed ({type(e).__name__}: {e}); offline, the model's encoder "
+                                    f"must be in the Hugging Face cache ({hub_cache_dir()}); {COMET_HELP}")
         self.model.eval()
         self.path = ckpt
         self.model_name = comet_model_name(ckpt)
@@ -188,6 +247,8 @@ class CometScorer:
             "model": self.model_name, "class": type(self.model).__name__, "inputs": "+".join(self.segments),
             "case": "lc" if lowercased else "mixed", "batch": batch_size, "device": "gpu" if gpus else "cpu",
             "scale": "x100", "version": f"comet-{package_version('unbabel-comet')}"}
+        if hub_revision(ckpt):
+            self.signature_items["model"] = f"{self.model_name}@{hub_revision(ckpt)}"
 
     @property
     def reference_free(self) -> bool:
@@ -217,14 +278,16 @@ class BleurtScorer:
     reference_free = False
 
     def __init__(self, path: Optional[str], batch_size: int = 16, gpus: int = 0, lowercased: bool = False):
-        if not path:
-            raise MetricUnavailable(f"no checkpoint given; {BLEURT_HELP}")
-        if not os.path.isdir(path):
-            raise MetricUnavailable(f"--bleurt-checkpoint {path}: not a directory; {BLEURT_HELP}")
+        path = path or BLEURT_DEFAULT
         try:
             from bleurt_pytorch import BleurtForSequenceClassification, BleurtTokenizer
         except ImportError as e:
             raise MetricUnavailable(f"bleurt-pytorch is not installed: {e}")
+        name = path
+        if not os.path.isdir(path) and is_hub_name(path):
+            path = hub_snapshot(path, "--bleurt-checkpoint")
+        if not os.path.isdir(path):
+            raise MetricUnavailable(f"--bleurt-checkpoint {path}: not a directory; {BLEURT_HELP}")
         try:
             self.tokenizer = BleurtTokenizer.from_pretrained(path, local_files_only=True)
             self.model = BleurtForSequenceClassification.from_pretrained(path, local_files_only=True).eval()
@@ -235,7 +298,9 @@ class BleurtScorer:
         self.path = path
         self.batch_size = batch_size
         self.signature_items = {
-            "model": os.path.basename(os.path.normpath(path)), "case": "lc" if lowercased else "mixed",
+            "model": (f"{name}@{hub_revision(path)}" if hub_revision(path)
+                      else os.path.basename(os.path.normpath(path))),
+            "case": "lc" if lowercased else "mixed",
             "batch": batch_size, "device": "gpu" if gpus else "cpu", "scale": "x100",
             "version": f"bleurt-pytorch-{package_version('bleurt-pytorch')}"}
 

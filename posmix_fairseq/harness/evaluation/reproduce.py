@@ -96,7 +96,7 @@ def run_grid(table: Table, cmds, opts) -> None:
     done_times: List[float] = []
     for i, cmd in enumerate(cmds):
         env = dict(os.environ, PY=sys.executable, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
-                   TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", **cmd["env"])
+                   **cmd["env"])
         logfile = os.path.join(opts.out, table.name, "logs", cmd["env"]["NAME"] + ".log")
         t0 = time.time()
         max_update = int(cmd["env"].get("MAX_UPDATE", "0") or 0)

@@ -13,11 +13,14 @@ recipe's steps: --spm-model (SentencePiece), --remove-bpe (subword-nmt '@@ '; --
 pieces joined without the model), --moses-detok LANG; a subword step runs only on lines that still hold
 subword units, so lines that fairseq-generate already decoded (--bpe, --post-process) are never decoded
 twice. --ref/--src files are raw text, used as they
-are. sacreBLEU's metrics use sacreBLEU's defaults (TER case-insensitive). A learned metric whose model
-is not given or does not load is reported as skipped, with how to provide it; the other metrics are
-still computed.
+are. sacreBLEU's metrics use sacreBLEU's defaults (TER case-insensitive). A metric asked for that cannot
+be computed (its model does not load or download, its inputs are missing) ends the command with exit
+status 1, the reason and the fix; COMET's model defaults to COMET's own (Unbabel/wmt22-comet-da). One
+file given as two systems (a system and its baseline) is refused, and so is a fairseq-generate output
+with a sentence id twice (two outputs concatenated).
 """
 import csv
+import io
 import json
 import logging
 import os
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ...command import (UsageError, build_parser as command_parser, check_input_file, check_output_file, console,
-                        open_output, read_text, read_text_lines)
+                        open_output, read_text, read_text_lines, same_file)
 from .detok import REMOVE_BPE_CHOICES, Detokenizer, check_plain
 from .generate_output import GenerateOutput, read_generate_output
 from .metrics import (ALL_METRICS, BLEU_TOKENIZERS, LEARNED_METRICS, SACREBLEU_METRICS, BleurtScorer, CometScorer,
@@ -396,6 +399,18 @@ def parse_metrics(spec: str) -> List[str]:
     return metrics
 
 
+def check_distinct_systems(entries, prog: str) -> None:
+    """One file given twice (as a system and a baseline, or twice in one list; links followed) would be
+    compared against itself: refused."""
+    flags = {(False, False): "GEN_OUT", (False, True): "--hyp", (True, False): "--baseline",
+             (True, True): "--baseline-hyp"}
+    for i, (path, is_b, text) in enumerate(entries):
+        for other, o_b, o_text in entries[:i]:
+            if same_file(path, other):
+                raise SystemExit(f"{prog}: {flags[(is_b, text)]} {path} and {flags[(o_b, o_text)]} {other} are one "
+                                 "file; a system compared with itself gets meaningless p-values. Give each system once")
+
+
 def check_common_args(args, prog: str):
     if args.tokenize not in BLEU_TOKENIZERS:
         raise SystemExit(f"--tokenize {args.tokenize!r}: valid values are {', '.join(BLEU_TOKENIZERS)}")
@@ -419,6 +434,7 @@ def check_common_args(args, prog: str):
         if path != "-" and not os.path.isfile(path):
             raise SystemExit(f"{prog}: {path}: " + ("is a directory; give a file" if os.path.isdir(path) else
                                                     "no such file"))
+    check_distinct_systems(entries, prog)
     return entries
 
 
@@ -464,22 +480,29 @@ def main(argv=None):
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)
     metrics = parse_metrics(args.metrics)
     entries = check_common_args(args, "posmix-score")
+    inputs = [e[0] for e in entries] + [p for p in (args.ref, args.src) if p]
+    for option, path in (("--csv", args.csv), ("--json", args.json)):
+        if path:  # before any work: an output that is an input would replace the file being read
+            check_output_file(path, option, inputs=inputs)
     systems, refs, srcs, notes = load_inputs(args, entries, "posmix-score", need_sources="comet" in metrics)
     opts = ScoringOptions.from_args(args, metrics)
     try:
-        scores = score_systems(systems, refs, srcs, opts)
+        scorers, unavailable = load_learned_scorers(opts)
+        refuse_unavailable(unavailable)  # before any scoring: a metric asked for is never silently left out
+        scores = score_systems(systems, refs, srcs, opts, scorers, {})
     except ValueError as e:
         raise SystemExit(f"posmix-score: {e}")
+    refuse_unavailable(scores.skipped)
     if "-" not in (args.csv, args.json):  # stdout holds the CSV or JSON asked for
         print(markdown_table(systems, scores, notes, opts))
     records = to_records(systems, scores)
     if args.csv:
-        with open_output(args.csv, "--csv", newline="") as f:
+        with open_output(args.csv, "--csv", newline="", inputs=inputs) as f:
             w = csv.DictWriter(f, fieldnames=list(records[0].keys()) if records else ["system"])
             w.writeheader()
             w.writerows(records)
     if args.json:
-        with open_output(args.json, "--json") as f:
+        with open_output(args.json, "--json", inputs=inputs) as f:
             untranslated = read_untranslated(args.untranslated)[0] if args.untranslated else []
             json.dump({"decoding": notes, "signatures": scores.signatures, "skipped": scores.skipped,
                        "untranslated": {"count": len(untranslated), "ids": untranslated, "note": notes[0]}
@@ -487,6 +510,13 @@ def main(argv=None):
                        "n_segments": len(refs), "bootstrap_samples": opts.bootstrap_samples,
                        "ar_trials": opts.ar_trials, "rows": records, "details": scores.details}, f, indent=1)
     return scores
+
+
+def refuse_unavailable(unavailable: Dict[str, str]) -> None:
+    """A metric that was asked for and cannot be computed ends the command (exit 1) with each reason and fix."""
+    if unavailable:
+        raise SystemExit("posmix-score: " + "\n".join(f"{metric} was asked for (--metrics) and cannot be computed: "
+                                                       f"{why}" for metric, why in unavailable.items()))
 
 
 cli = console(main, "posmix-score")

@@ -27,6 +27,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
+from ...checkpoint_files import write_atomic, write_text_atomic
 from ...tasks.translation import source_prefix_length
 from .position_limits import Limit, position_limits
 
@@ -176,14 +177,18 @@ def main(argv: Optional[List[str]] = None):
     cmd = generate_command(a.data, split, a.path, a.src, a.tgt, plan, a)
     print(f"generate: {plan.summary()}", flush=True)
     print("generate: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
-    with open(a.untranslated, "w", encoding="utf-8") as f:
-        json.dump({"ids": plan.untranslated, "total": plan.total, "reason": plan.reason,
-                   "limits": {k: (asdict(v) if v else None) for k, v in plan.limits.items()},
-                   "max_positions": plan.max_positions, "longest_source": plan.longest_source}, f, indent=1)
-    with open(a.out, "w", encoding="utf-8") as out:
+    write_text_atomic(a.untranslated, json.dumps(
+        {"ids": plan.untranslated, "total": plan.total, "reason": plan.reason,
+         "limits": {k: (asdict(v) if v else None) for k, v in plan.limits.items()},
+         "max_positions": plan.max_positions, "longest_source": plan.longest_source}, indent=1),
+        option="--untranslated")
+
+    def run_generate(out):  # a failed run leaves the previous output in place
         rc = subprocess.run(cmd, stdout=out).returncode
-    if rc != 0:
-        raise SystemExit(f"generate: fairseq-generate failed (exit {rc})")
+        if rc != 0:
+            raise SystemExit(f"generate: fairseq-generate failed (exit {rc})")
+
+    write_atomic(a.out, run_generate, inputs=[a.path], option="--out")
     check_output(a.out, plan)
     return plan
 

@@ -18,7 +18,6 @@ def dictionary(words: int):
 
 def parse_train_args(flags: Sequence[str]):
     """fairseq-train's arguments for ``flags`` (the arch and its options), with the plugin loaded."""
-    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     from fairseq import options
 
     import posmix_fairseq

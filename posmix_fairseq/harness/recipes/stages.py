@@ -60,7 +60,7 @@ class Runner:
         if self.plan:
             print(f"  $ {line}", file=self.stream, flush=True)
             return
-        env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1",
+        env = dict(os.environ,
                    PYTHONPATH=os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")])))
         if stdout:
             with open(stdout, "w", encoding="utf-8") as out:

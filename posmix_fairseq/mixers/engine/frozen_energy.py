@@ -76,7 +76,16 @@ class FrozenTable(metaclass=ABCMeta):
         return self.__dict__["_info"]["sides"][role][0]
 
     def check_positions(self, positions: Tensor, role: str):
-        """A clear error for a position >= N (never a silent truncation or an index error)."""
+        """A clear error for a position >= N (never a silent truncation or an index error), and for
+        training: the tables are written by posmix-freeze, never learned (built with zeros and
+        ``requires_grad=False``, a search-time model trained from scratch would attend uniformly)."""
+        if self.training and torch.is_grad_enabled():
+            info = self.__dict__["_info"]
+            flags = " ".join(f"{flag} {self.positions_of(r)}" for r, (flag, _, _) in info["sides"].items())
+            raise ValueError(
+                f"{flags}: a search-time model (frozen {info['kind']} energy tables, GPA Sections 4.1-4.2) is for "
+                f"decoding only: its tables are filled by posmix-freeze from a trained checkpoint and are never "
+                f"trained. Train without --encoder/decoder-frozen-energy-positions, then run posmix-freeze")
         if not positions.numel():
             return
         longest, n = int(positions.max()), self.positions_of(role)

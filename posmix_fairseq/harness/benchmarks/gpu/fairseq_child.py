@@ -15,7 +15,6 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
 import torch  # noqa: E402
 
