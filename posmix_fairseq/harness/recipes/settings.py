@@ -311,6 +311,20 @@ DEFAULTS = dict(SCHEDULER=ours("inverse_sqrt", "fairseq's translation examples")
                 FP16=ours(0, "add DEVICE_FLAGS=--fp16 on GPUs"))
 
 
+class RecipeError(SystemExit):
+    """A recipe setting or stage that cannot run: the message names the setting and its valid values."""
+
+
+def parse_average(spec: str):
+    """("best-and-next" | "last" | "none", N) from AVG."""
+    parts = spec.split()
+    if parts == ["none"]:
+        return "none", 0
+    if len(parts) != 2 or parts[0] not in ("best-and-next", "last") or not parts[1].isdigit() or int(parts[1]) < 1:
+        raise RecipeError(f"AVG={spec!r}: valid values are 'best-and-next N', 'last N' (N >= 1) and 'none'")
+    return parts[0], int(parts[1])
+
+
 def paper_settings(paper_name: str, size: str) -> Dict[str, Setting]:
     """The training and decoding settings of a paper at a size (before environment overrides)."""
     if size in TEST_SIZES:
