@@ -439,7 +439,7 @@ def resolve(task_name: str, environ: Optional[Dict[str, str]] = None, root: str 
     variant = given.get("VARIANT", spec.variant if paper_name == spec.paper else PAPER_VARIANTS.get(paper_name, "rposnet"))
     values["VARIANT"] = ours(variant, "default")
     values["ARCH"] = ours(f"{variant}_{values['ARCH_SUFFIX'].value}", "VARIANT_<size suffix>")
-    root = root or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.abspath(root or os.getcwd())  # the caller's directory: a recipe writes nothing into the checkout
     values["RAW"] = ours(os.path.join(root, "data", task_name, "raw"), "default")
     values["OUT"] = ours(os.path.join(root, "runs", task_name), "default")
     values["STAGES"] = ours("download prepare preprocess train average generate score", "default")
