@@ -173,11 +173,14 @@ def test_tables_show_our_intervals_and_significance_against_the_baseline(tmp_pat
 
 
 def test_time_left_is_not_shown_before_it_means_something():
-    """No estimate while the first system's start-up dominates its rate; then its rate; then the finished
-    systems' mean time."""
-    assert reproduce.time_left(30.0, 0.02, [], 3) is None
-    assert reproduce.time_left(30.0, 0.5, [], 1) == pytest.approx(96.0 * 0.5 + 96.0)
-    assert reproduce.time_left(5.0, 0.01, [100.0, 200.0], 2) == pytest.approx(150.0 * 0.99 + 300.0)
+    """No estimate while the rate is measured over less than a tenth of the updates (the first logged updates
+    come right after the start-up: one update and a few seconds would predict minutes per update); then the
+    start-up plus the measured rate (+60% for evaluation); then the finished systems' mean time."""
+    assert reproduce.time_left(40.0, 39.0, 1.0, 0.02, [], 3) is None
+    assert reproduce.time_left(40.0, 30.0, 0.0, 0.0, [], 0) is None
+    per_system = 30.0 + 10.0 / 0.5 * 1.6
+    assert reproduce.time_left(40.0, 30.0, 10.0, 0.5, [], 1) == pytest.approx(per_system - 40.0 + per_system)
+    assert reproduce.time_left(50.0, 1.0, 1.0, 0.01, [100.0, 200.0], 2) == pytest.approx(150.0 - 50.0 + 300.0)
 
 
 @pytest.mark.skipif(not os.path.isfile(os.path.join(os.environ.get("POSMIX_MULTI30K", os.path.join(

@@ -92,21 +92,23 @@ def fmt_secs(s: float) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-#: the share of the first system's updates before its training rate predicts the grid's time
+#: the share of the updates that a training rate must be measured over before it predicts the grid's time
 ETA_AFTER = 0.1
 
 
-def time_left(elapsed: float, fraction: float, done_times: List[float], systems_left: int) -> Optional[float]:
-    """Seconds left in the grid: the finished systems' mean time per system, else (once ETA_AFTER of the
-    first system's updates are done) its training rate plus 60% for evaluation; None before that, when the
-    start-up (data loading, model building) still dominates the rate."""
+def time_left(spent: float, startup: float, measured: float, fraction: float, done_times: List[float],
+              systems_left: int) -> Optional[float]:
+    """Seconds left in the grid. ``spent``: this system's time so far; ``startup``: its time to its first logged
+    update; ``measured`` seconds for ``fraction`` of its updates since then. The finished systems' mean time per
+    system, else (once the rate is measured over ETA_AFTER of the updates) the start-up plus the training at that
+    rate plus 60% for evaluation; None before that, when a rate would be mostly start-up and noise."""
     if done_times:
         per_system = sum(done_times) / len(done_times)
-    elif fraction >= ETA_AFTER:
-        per_system = elapsed / fraction * 1.6
+    elif fraction >= ETA_AFTER and measured > 0:
+        per_system = startup + measured / fraction * 1.6
     else:
         return None
-    return per_system * (1 - fraction) + per_system * systems_left
+    return max(0.0, per_system - spent) + per_system * systems_left
 
 
 def run_grid(table: Table, cmds, opts) -> None:
@@ -119,6 +121,7 @@ def run_grid(table: Table, cmds, opts) -> None:
         logfile = os.path.join(opts.out, table.name, "logs", cmd["env"]["NAME"] + ".log")
         t0 = time.time()
         max_update = int(cmd["env"].get("MAX_UPDATE", "0") or 0)
+        first = None
         print(f"[reproduce {time.strftime('%H:%M:%S')}] {table.name}: system {i + 1}/{len(cmds)} '{cmd['label']}' started",
               flush=True)
         with open(logfile, "w") as log:
@@ -131,8 +134,10 @@ def run_grid(table: Table, cmds, opts) -> None:
                     print("  " + line.rstrip(), flush=True)
                 elif m and "train_inner" in line or (m and "| INFO | train |" in line):
                     n = int(m.group(1))
-                    frac = n / max_update if max_update else 0
-                    left = time_left(time.time() - t0, frac, done_times, len(cmds) - i - 1)
+                    now = time.time()
+                    first = first or (now, n)  # the rate is measured from the first logged update on
+                    frac = (n - first[1]) / max_update if max_update else 0
+                    left = time_left(now - t0, first[0] - t0, now - first[0], frac, done_times, len(cmds) - i - 1)
                     print(f"[reproduce {time.strftime('%H:%M:%S')}] {table.name}: system {i + 1}/{len(cmds)} "
                           f"'{cmd['label']}': update {n}/{max_update or '?'}"
                           + (f", about {fmt_secs(left)} left" if left is not None else ""), flush=True)
@@ -199,7 +204,7 @@ def compare(table: Table, cmds, out_dir: str) -> Optional[str]:
     path = os.path.join(out_dir, COMPARISON)
     r = base.r
     flags = ["--spm-model", base.spm_model(), "--src", os.path.join(base.prep, "raw", f"test.{base.src}"),
-             "--tokenize", r["TOKENIZE"], *base.detok_flags(), "--metrics", "bleu,chrf++,ter", "--json", path]
+             "--tokenize", r["TOKENIZE"], *base.detok_flags(), "--metrics", "bleu,chrf++,chrf,ter", "--json", path]
     pipeline.score([st.gen_out for _, st in others], [cmd["label"] for cmd, _ in others], base.reference(),
                    baseline=base.gen_out, baseline_name=base_label, flags=flags,
                    log=os.path.join(out_dir, "logs", "scores.table.log"))
