@@ -65,9 +65,10 @@ def run(cmd: Sequence[str], log: Optional[str] = None, stdout: Optional[str] = N
     if in_process:
         return _run_in_process(cmd)
     full_env = environment(env)
+    log, stdout = (_abs(p) if p else None for p in (log, stdout))
     for path in (log, stdout):
         if path:
-            os.makedirs(os.path.dirname(_abs(path)), exist_ok=True)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
     if stdout:
         with open(stdout, "w", encoding="utf-8") as out, open(log or os.devnull, "w", encoding="utf-8") as err:
             proc = subprocess.run(cmd, stdout=out, stderr=err if log else None, env=full_env)

@@ -22,8 +22,6 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
@@ -116,18 +114,17 @@ def load_model_meta(checkpoint: str, data: str):
 
 
 def generate_command(data: str, split: str, checkpoint: str, src: str, tgt: str, plan: GenerationPlan, a) -> List[str]:
-    import posmix_fairseq
+    from .. import pipeline
 
     mp = plan.max_positions
     overrides = {"max_source_positions": mp["source"], "max_target_positions": mp["target"]}
     # posmix_translation: fairseq's translation plus the source prefix the model was trained with (if any)
-    cmd = [sys.executable, "-m", "fairseq_cli.generate", data, "--user-dir", posmix_fairseq.USER_DIR,
-           "--task", "posmix_translation", "--path", checkpoint, "--gen-subset", split, "--source-lang", src,
-           "--target-lang", tgt,
-           "--beam", str(a.beam), "--lenpen", str(a.lenpen), "--max-len-a", str(a.max_len_a),
-           "--max-len-b", str(a.max_len_b), "--max-tokens", str(a.max_tokens), "--required-batch-size-multiple", "1",
-           "--max-source-positions", str(mp["source"]), "--max-target-positions", str(mp["target"]),
-           "--model-overrides", repr(overrides)]
+    cmd = pipeline.generate_command(data, checkpoint, [
+        "--task", "posmix_translation", "--source-lang", src, "--target-lang", tgt,
+        "--beam", str(a.beam), "--lenpen", str(a.lenpen), "--max-len-a", str(a.max_len_a),
+        "--max-len-b", str(a.max_len_b), "--max-tokens", str(a.max_tokens),
+        "--max-source-positions", str(mp["source"]), "--max-target-positions", str(mp["target"]),
+        "--model-overrides", repr(overrides)], gen_subset=split)
     if plan.untranslated:
         cmd.append("--skip-invalid-size-inputs-valid-test")
     return cmd + shlex.split(a.device_flags) + list(a.extra)
@@ -180,10 +177,12 @@ def main(argv: Optional[List[str]] = None):
         json.dump({"ids": plan.untranslated, "total": plan.total, "reason": plan.reason,
                    "limits": {k: (asdict(v) if v else None) for k, v in plan.limits.items()},
                    "max_positions": plan.max_positions, "longest_source": plan.longest_source}, f, indent=1)
-    with open(a.out, "w", encoding="utf-8") as out:
-        rc = subprocess.run(cmd, stdout=out).returncode
-    if rc != 0:
-        raise SystemExit(f"generate: fairseq-generate failed (exit {rc})")
+    from .. import pipeline
+
+    try:
+        pipeline.run(cmd, stdout=a.out)
+    except pipeline.StepFailed as e:
+        raise SystemExit(f"generate: fairseq-generate failed (exit {e.returncode})")
     check_output(a.out, plan)
     return plan
 
