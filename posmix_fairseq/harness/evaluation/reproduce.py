@@ -362,8 +362,10 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--throughput", type=float, default=DEFAULT_THROUGHPUT,
                    help="--plan: the training tokens per second per GPU that its GPU-hours assume "
                         f"(default: {DEFAULT_THROUGHPUT:,.0f}, an assumption, not a measurement)")
-    p.add_argument("--src", default="en")
-    p.add_argument("--tgt", default="de")
+    p.add_argument("-s", "--source-lang", "--src", dest="src", default="en",
+                   help="tiny scale: source language code, the suffix of --data-dir's files (default: en)")
+    p.add_argument("-t", "--target-lang", "--tgt", dest="tgt", default="de",
+                   help="tiny scale: target language code (default: de)")
     p.add_argument("--size", choices=["mini", "tiny"], default="mini",
                    help="tiny scale: recipe SIZE (mini: 3+3 layers, D=128; tiny: 1+1 layers, D=32, for tests)")
     p.add_argument("--max-update", type=int, default=300, help="tiny scale: updates per system")
@@ -399,7 +401,7 @@ def main(argv: Optional[List[str]] = None):
             print(shell_line(c))
         print(f"# then: posmix-reproduce --table {table.name} --scale paper --render-only --out {a.out}")
         return cmds
-    if a.scale == "tiny" and not os.path.isdir(a.data_dir):
+    if a.scale == "tiny" and not a.render_only and not os.path.isdir(a.data_dir):
         raise SystemExit(f"--data-dir {a.data_dir}: not found (the shared Multi30k, or any raw parallel corpus)")
     out_dir = os.path.join(a.out, table.name)
     if not a.render_only:
