@@ -12,7 +12,12 @@ Every system is one run of the table's recipe (examples/<task>/run.sh, shared st
 examples/common/stages.sh): at paper scale with the paper's data, size and hyper-parameters; at tiny
 scale with SIZE=mini (3+3 layers, D=128; --size tiny: 1+1 layers, D=32) on a local raw corpus (default: the shared Multi30k, en->de), the first --max-train
 pairs, and --max-update updates. Tiny numbers show that the grid runs end to end, not the paper's
-ranking. Progress lines give the system, the updates done and an estimate of the time left.
+ranking. Progress lines give the system, the updates done and, once it means something, the time left.
+
+Every path (--out, --data-dir) is the caller's, and the recipes run in the caller's directory: logs,
+data, checkpoints and scores land under OUT/TABLE. After the grid, posmix-score scores all systems at
+once against the table's baseline; the table shows each score with its 95% interval and the other
+systems' paired p-values. --render-only with no results of ours is an error unless --paper-only.
 """
 import argparse
 import io
