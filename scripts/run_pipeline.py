@@ -62,10 +62,10 @@ def last_valid_losses(train_log):
     return (float(found[-1][0]), float(found[-1][1])) if found else (None, None)
 
 
-def decoding_speed(generate_out):
-    """(tokens/s, sentences/s) from fairseq-generate's own summary line."""
+def decoding_speed(generate_log):
+    """(tokens/s, sentences/s) from fairseq-generate's own summary line (in its log)."""
     m = re.search(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s, "
-                  r"([\d.]+) tokens/s\)", open(generate_out, encoding="utf-8").read())
+                  r"([\d.]+) tokens/s\)", open(generate_log, encoding="utf-8").read())
     return (float(m.group(5)), float(m.group(4))) if m else (None, None)
 
 
@@ -154,12 +154,13 @@ def main():
         # user runs, so the frozen-vs-trained check holds for the lengths fairseq-generate allows (max-len-b 200)
         log(f"fairseq-generate {name} (beam {args.beam})")
         gen_out = os.path.join(out, f"generate.{name.replace(' ', '_')}.txt")
+        gen_log = os.path.join(out, f"generate.{name.replace(' ', '_')}.log")  # fairseq's log lines
         pipeline.generate(data_bin, checkpoint, gen_out, ["--beam", str(args.beam), "--max-tokens", "4000", "--cpu"],
-                          log=os.path.join(out, f"generate.{name.replace(' ', '_')}.log"))
+                          log=gen_log)
         hyps = hypotheses(gen_out, len(references), sp)
         with open(os.path.join(out, f"hyp.{name.replace(' ', '_')}.txt"), "w", encoding="utf-8") as f:
             f.writelines(h + "\n" for h in hyps)
-        tokens_per_second, _ = decoding_speed(gen_out)
+        tokens_per_second, _ = decoding_speed(gen_log)
         return gen_out, {
             "bleu": sacrebleu.corpus_bleu(hyps, [references]).score,
             "chrf": sacrebleu.corpus_chrf(hyps, [references]).score,
