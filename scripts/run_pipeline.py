@@ -18,13 +18,11 @@ import argparse
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 
 import posmix_fairseq
+from posmix_fairseq.harness import pipeline
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SMALL = ("--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 "
          "--encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 --encoder-attention-heads 4 "
          "--decoder-attention-heads 4 --dropout 0.1").split()
@@ -38,31 +36,19 @@ def log(msg):
     print(f"[pipeline {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def run(cmd, logfile, max_update=0):
-    """Runs cmd with its output in logfile; with max_update, prints training progress (updates done,
-    time left) as fairseq logs it, so a long run is never silent. fairseq repeats an update count in
-    its epoch summary and validation lines: each count is reported once."""
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
-    t0, reported = time.time(), 0
-    with open(logfile, "w") as f:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
-        for line in proc.stdout:
-            f.write(line)
-            m = re.search(r"num_updates\W+(\d+)", line) if max_update else None
-            if m and int(m.group(1)) > reported:
-                reported = n = int(m.group(1))
-                left = (time.time() - t0) / max(n, 1) * max(max_update - n, 0)
-                log(f"  update {n}/{max_update}, about {int(left) // 60}m{int(left) % 60:02d}s of training left")
-        proc.wait()
-    if proc.returncode != 0:
-        tail = open(logfile).read()[-3000:]
-        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n--- {logfile} ---\n{tail}")
+def progress(max_update):
+    """A line handler for fairseq-train's output: training progress (updates done, time left) as fairseq
+    logs it, so a long run is never silent. fairseq repeats an update count in its epoch summary and
+    validation lines: each count is reported once."""
+    t0, reported = time.time(), [0]
 
-
-def fairseq_cli(name):
-    """Path of a fairseq console script next to this Python (the venv's bin)."""
-    path = os.path.join(os.path.dirname(sys.executable), name)
-    return [path] if os.path.exists(path) else [name]
+    def on_line(line):
+        m = re.search(r"num_updates\W+(\d+)", line)
+        if m and int(m.group(1)) > reported[0]:
+            reported[0] = n = int(m.group(1))
+            left = (time.time() - t0) / max(n, 1) * max(max_update - n, 0)
+            log(f"  update {n}/{max_update}, about {int(left) // 60}m{int(left) % 60:02d}s of training left")
+    return on_line
 
 
 def count_params(train_log):
@@ -76,10 +62,10 @@ def last_valid_losses(train_log):
     return (float(found[-1][0]), float(found[-1][1])) if found else (None, None)
 
 
-def decoding_speed(generate_out):
-    """(tokens/s, sentences/s) from fairseq-generate's own summary line."""
+def decoding_speed(generate_log):
+    """(tokens/s, sentences/s) from fairseq-generate's own summary line (in its log)."""
     m = re.search(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s, "
-                  r"([\d.]+) tokens/s\)", open(generate_out, encoding="utf-8").read())
+                  r"([\d.]+) tokens/s\)", open(generate_log, encoding="utf-8").read())
     return (float(m.group(5)), float(m.group(4))) if m else (None, None)
 
 
@@ -93,28 +79,6 @@ def model_parameters(checkpoint, data_bin):
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # the task's dictionary lines are not the job's output
     models, _ = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={"data": data_bin})
     return sum(p.numel() for p in models[0].parameters())
-
-
-def token_hypotheses(generate_out):
-    """id -> the H line's hypothesis as fairseq printed it (subword tokens)."""
-    hyps = {}
-    for line in open(generate_out, encoding="utf-8"):
-        if line.startswith("H-"):
-            idx, _, text = line.rstrip("\n").split("\t", 2)
-            hyps[int(idx[2:])] = text
-    return hyps
-
-
-def freeze(checkpoint, frozen, logfile):
-    """posmix-freeze; False when the model has no position-only energy (exit status 2)."""
-    cmd = [sys.executable, "-m", "posmix_fairseq.freeze", checkpoint, frozen]
-    with open(logfile, "w") as f:
-        code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
-    if code == 2:
-        return False
-    if code != 0:
-        raise SystemExit(f"command failed ({code}): {' '.join(cmd)}\n--- {logfile} ---\n{open(logfile).read()[-3000:]}")
-    return True
 
 
 def system_flags(name):
@@ -131,7 +95,7 @@ def system_flags(name):
 
 
 def hypotheses(generate_out, n, sp):
-    hyps = token_hypotheses(generate_out)
+    hyps = pipeline.hypotheses(generate_out)
     if len(hyps) != n:
         raise SystemExit(f"{generate_out}: {len(hyps)} hypotheses for {n} test sentences")
     out = [hyps[i] for i in range(n)]
@@ -143,7 +107,8 @@ def main():
     p.add_argument("--data-dir", help="raw parallel text (default: the embedded synthetic corpus)")
     p.add_argument("--src", default="src")
     p.add_argument("--tgt", default="tgt")
-    p.add_argument("--out", default=os.path.join(HERE, "..", "runs", "quickstart"))
+    p.add_argument("--out", default=os.path.join("runs", "quickstart"),
+                   help="the job's folder, relative to the current directory (default: runs/quickstart)")
     p.add_argument("--max-update", type=int, default=600)
     p.add_argument("--max-tokens", type=int, default=4096)
     p.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary (real data only)")
@@ -181,24 +146,23 @@ def main():
         references = read_lines(os.path.join(raw, f"test.{args.tgt}"))
 
     log("fairseq-preprocess")
-    run(fairseq_cli("fairseq-preprocess") + [
-        "--source-lang", args.src, "--target-lang", args.tgt, "--trainpref", f"{raw}/train",
-        "--validpref", f"{raw}/valid", "--testpref", f"{raw}/test", "--destdir", data_bin,
-        "--joined-dictionary", "--workers", "2"], os.path.join(out, "preprocess.log"))
+    pipeline.preprocess(args.src, args.tgt, data_bin, f"{raw}/train", f"{raw}/valid", f"{raw}/test", workers=2,
+                        log=os.path.join(out, "preprocess.log"))
 
     import sacrebleu
 
     def decode(name, checkpoint):
+        # fairseq-generate's defaults but the beam (its default, 5, unless --beam) and the batch size: what a
+        # user runs, so the frozen-vs-trained check holds for the lengths fairseq-generate allows (max-len-b 200)
         log(f"fairseq-generate {name} (beam {args.beam})")
         gen_out = os.path.join(out, f"generate.{name.replace(' ', '_')}.txt")
-        run(fairseq_cli("fairseq-generate") + [
-            data_bin, "--user-dir", posmix_fairseq.USER_DIR, "--path", checkpoint,
-            "--gen-subset", "test", "--beam", str(args.beam), "--max-tokens", "4000", "--cpu",
-            "--required-batch-size-multiple", "1"], gen_out)  # fairseq drops sentences otherwise (#5351)
+        gen_log = os.path.join(out, f"generate.{name.replace(' ', '_')}.log")  # fairseq's log lines
+        pipeline.generate(data_bin, checkpoint, gen_out, ["--beam", str(args.beam), "--max-tokens", "4000", "--cpu"],
+                          log=gen_log)
         hyps = hypotheses(gen_out, len(references), sp)
         with open(os.path.join(out, f"hyp.{name.replace(' ', '_')}.txt"), "w", encoding="utf-8") as f:
             f.writelines(h + "\n" for h in hyps)
-        tokens_per_second, _ = decoding_speed(gen_out)
+        tokens_per_second, _ = decoding_speed(gen_log)
         return gen_out, {
             "bleu": sacrebleu.corpus_bleu(hyps, [references]).score,
             "chrf": sacrebleu.corpus_chrf(hyps, [references]).score,
@@ -212,13 +176,14 @@ def main():
         train_log = os.path.join(out, f"train.{name}.log")
         log(f"fairseq-train {name} ({' '.join(flags)}), {args.max_update} updates")
         t0 = time.time()
-        run(fairseq_cli("fairseq-train") + [
-            data_bin, "--user-dir", posmix_fairseq.USER_DIR, *flags, *SMALL,
+        pipeline.train(data_bin, save_dir, [
+            *flags, *SMALL,
             "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt",
             "--warmup-updates", "300", "--clip-norm", "1.0", "--criterion", "label_smoothed_cross_entropy",
             "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens), "--max-update", str(args.max_update),
-            "--save-dir", save_dir, "--no-epoch-checkpoints", "--no-progress-bar", "--log-interval", "100",
-            "--seed", "1", "--num-workers", "0", "--cpu"], train_log, max_update=args.max_update)
+            "--no-epoch-checkpoints", "--no-progress-bar", "--log-interval", "100",
+            "--seed", "1", "--num-workers", "0", "--cpu"], log=train_log, on_line=progress(args.max_update),
+            env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")})
         train_time = time.time() - t0
         checkpoint = os.path.join(save_dir, "checkpoint_last.pt")
         gen_out, scores = decode(name, checkpoint)
@@ -229,11 +194,11 @@ def main():
             continue
         frozen = os.path.join(save_dir, "checkpoint_search.pt")
         log(f"posmix-freeze {name}")
-        if not freeze(checkpoint, frozen, os.path.join(out, f"freeze.{name}.log")):
+        if not pipeline.freeze(checkpoint, frozen, log=os.path.join(out, f"freeze.{name}.log")):
             log(f"  {name} has no position-only energies (aPosNet / rPosNet): nothing to freeze")
             continue
         frozen_out, frozen_scores = decode(f"{name} frozen", frozen)
-        trained_hyps, frozen_hyps = token_hypotheses(gen_out), token_hypotheses(frozen_out)
+        trained_hyps, frozen_hyps = pipeline.hypotheses(gen_out), pipeline.hypotheses(frozen_out)
         same = sum(trained_hyps[i] == frozen_hyps.get(i) for i in trained_hyps)
         results[f"{name} frozen"] = dict(frozen_scores, same_translations=f"{same}/{len(trained_hyps)}")
 

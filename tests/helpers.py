@@ -2,18 +2,16 @@
 benchmarks, re-exported here) and the CLI steps (preprocess, train, generate) on a toy corpus."""
 import os
 import subprocess
-import sys
 
 
-from fairseq import options  # noqa: E402
-
-import posmix_fairseq  # noqa: E402
+import posmix_fairseq  # noqa: E402,F401
+from posmix_fairseq.harness import pipeline  # noqa: E402
 from posmix_fairseq.harness.testing import (TINY, TINY_POSNET_DIM, TINY_SIZES, build_model, build_model_from_args,  # noqa: E402,F401
                                     make_dictionary, meta_model, mix, mixer_spec, num_parameters, parse_model_args,
                                     random_batch)
 
 
-# ---- the CLI on tiny data ------------------------------------------------------------------------
+# ---- the CLI on tiny data: the pipeline's stages (posmix_fairseq.harness.pipeline) -----------------
 
 def binarized_toy_corpus(root, sizes):
     """The toy corpus (posmix_fairseq.harness.toy_corpus) under root/raw, binarized into root/bin; returns root/bin."""
@@ -24,32 +22,23 @@ def binarized_toy_corpus(root, sizes):
 
 
 def binarize(raw_prefix_dir, dest, src="src", tgt="tgt"):
-    from fairseq_cli import preprocess
-    parser = options.get_preprocessing_parser()
-    args = parser.parse_args([
-        "--source-lang", src, "--target-lang", tgt, "--trainpref", f"{raw_prefix_dir}/train",
-        "--validpref", f"{raw_prefix_dir}/valid", "--testpref", f"{raw_prefix_dir}/test",
-        "--destdir", dest, "--workers", "1", "--joined-dictionary"])
-    preprocess.main(args)
+    """fairseq-preprocess (in this process) of raw_prefix_dir/{train,valid,test}.{src,tgt}."""
+    pipeline.preprocess(src, tgt, dest, *(f"{raw_prefix_dir}/{split}" for split in ("train", "valid", "test")),
+                        in_process=True)
 
 
 def run_train(data, save_dir, flags, updates=6):
-    from fairseq_cli import train
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
-        data, "--user-dir", posmix_fairseq.USER_DIR, "--task", "translation", "--optimizer", "adam",
-        "--lr", "0.001", "--max-tokens", "1500", "--max-update", str(updates), "--save-dir", save_dir,
-        "--no-progress-bar", "--num-workers", "0", "--seed", "1", "--cpu", *TINY_SIZES, *flags])
-    train.main(args)
+    """fairseq-train (in this process) of a tiny model for a few updates."""
+    pipeline.train(data, save_dir, [
+        "--task", "translation", "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "1500",
+        "--max-update", str(updates), "--no-progress-bar", "--num-workers", "0", "--seed", "1", "--cpu",
+        *TINY_SIZES, *flags], in_process=True)
 
 
 def run_generate(data, checkpoint, *extra, beam=4):
-    """fairseq-generate in a fresh Python process (the console script of the installed fairseq)."""
-    cmd = [sys.executable, "-m", "fairseq_cli.generate", data, "--user-dir", posmix_fairseq.USER_DIR,
-           "--path", checkpoint, "--beam", str(beam), "--max-tokens", "2000", "--gen-subset", "test", "--cpu",
-           # fairseq silently drops sentences with the default multiple of 8 (fairseq issue #5351)
-           "--required-batch-size-multiple", "1", *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    """fairseq-generate in a fresh Python process, which reloads the checkpoint."""
+    cmd = pipeline.generate_command(data, checkpoint, ["--beam", str(beam), "--max-tokens", "2000", "--cpu", *extra])
+    return subprocess.run(cmd, capture_output=True, text=True, env=pipeline.environment(), timeout=300)
 
 
 # The papers' texts on the development machine: ../shared/papers beside a checkout, or beside the

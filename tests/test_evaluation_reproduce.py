@@ -2,6 +2,7 @@
 of a registered arch), the reported numbers against the paper texts, and the table rendering.
 (A tiny grid of 2 systems takes about 2 minutes on 2 shared cores, so it is not run here; the recipe
 it is built on runs end to end in tests/test_recipe.py.)"""
+import json
 import os
 import re
 import shlex
@@ -99,6 +100,118 @@ def test_training_log_gives_peak_memory_and_speed(tmp_path):
 
 def test_plan_mode_prints_each_systems_plan(capsys, tmp_path):
     plans = reproduce.main(["--table", "gpa-4", "--scale", "paper", "--plan", "--out", str(tmp_path)])
-    assert len(plans) == 4 and all("## Plan: wmt14_en_de" in p for p in plans)
-    assert all(" -m posmix_fairseq.harness.evaluation.decode_speed " in p and "--setting gpa-4" in p for p in plans)
+    assert len(plans) == 5 and all("## Plan: wmt14_en_de" in p for p in plans[:4])  # each system's, then the grid's
+    assert all(" -m posmix_fairseq.harness.evaluation.decode_speed " in p and "--setting gpa-4" in p for p in plans[:4])
+    assert "## Grid summary: gpa-4, 4 systems" in plans[4]
     assert not os.listdir(tmp_path)
+
+
+# ---- outputs where the caller asks, tables of ours, the grid's plan ---------------------------------
+
+def _checkout_entries():
+    return set(os.listdir(ROOT))
+
+
+def test_render_only_without_results_is_an_error_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    """From another directory with a relative --out: no results of ours is an error naming the folder it
+    looked in (the caller's), unless --paper-only asks for the paper's numbers alone; nothing is written."""
+    before = _checkout_entries()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        reproduce.main(["--table", "gpa-6", "--render-only", "--out", "rel_out"])
+    assert "no results of ours" in str(e.value.code) and str(tmp_path / "rel_out" / "gpa-6") in str(e.value.code)
+    assert reproduce.main(["--table", "gpa-6", "--render-only", "--paper-only", "--out", "rel_out"]) == {}
+    assert "| Transformer gating off | 66.5 | 26.3 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--paper-only: only with --render-only"):
+        reproduce.main(["--table", "gpa-6", "--paper-only"])
+    assert not os.listdir(tmp_path) and _checkout_entries() == before
+
+
+def _generate_output(path, hyps):
+    path.write_text("".join(f"S-{i}\tsrc {i}\nH-{i}\t-0.5\t{h}\n" for i, h in enumerate(hyps)), encoding="utf-8")
+
+
+def test_tables_show_our_intervals_and_significance_against_the_baseline(tmp_path, monkeypatch, capsys):
+    """posmix-score's own JSON (two systems' translations against the table's baseline) rendered from a
+    relative --out in another directory: each score with its 95% half-width, the other system's paired
+    p-value, the baseline marked; the per-system scores alone give intervals only."""
+    from posmix_fairseq.harness.evaluation import score
+
+    monkeypatch.chdir(tmp_path)
+    a = reproduce.main(["--table", "gpa-6", "--systems", "0,9", "--scale", "paper", "--out", "rel_out"])
+    out_dir = tmp_path / "rel_out" / "gpa-6"
+    assert [c["env"]["OUT"] for c in a] == [str(out_dir)] * 2
+    out_dir.mkdir(parents=True)
+    refs = [f"the cat number {i} sat on the mat today" for i in range(30)]
+    (tmp_path / "ref.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
+    _generate_output(tmp_path / "base.txt", [r if i % 3 else "a dog" for i, r in enumerate(refs)])
+    _generate_output(tmp_path / "rpos.txt", [r if i % 5 else "the cat" for i, r in enumerate(refs)])
+    base, rpos = "Transformer gating off", "rPosNet gating on"
+    score.main([str(tmp_path / "rpos.txt"), "--baseline", str(tmp_path / "base.txt"), "--names", rpos, base,
+                "--ref", str(tmp_path / "ref.txt"), "--metrics", "bleu,chrf++", "--bootstrap-samples", "200",
+                "--json", str(out_dir / reproduce.COMPARISON)])
+    rows = json.load(open(out_dir / reproduce.COMPARISON))["rows"]
+    expected = {(r["system"], r["metric"]): r for r in rows}
+    capsys.readouterr()
+    ours = reproduce.main(["--table", "gpa-6", "--systems", "0,9", "--scale", "paper", "--render-only",
+                           "--out", "rel_out"])
+    printed = capsys.readouterr().out
+    assert set(ours) == {base, rpos}
+    b, r = expected[(base, "BLEU")], expected[(rpos, "BLEU")]
+    assert r["vs"] == base and r["p_bootstrap"] is not None and b["ci95"] is not None
+    assert f"| {base} (baseline) | {b['score']:.2f} ± {b['ci95']:.2f} |" in printed
+    assert f"| {rpos} | {r['score']:.2f} ± {r['ci95']:.2f} (p={r['p_bootstrap']:.3f}) |" in printed
+    assert "paired bootstrap against Transformer gating off" in printed
+    # without the grid's comparison: each system's own scores, intervals and no p-values
+    os.remove(out_dir / reproduce.COMPARISON)
+    score.main([str(tmp_path / "rpos.txt"), "--names", "rposnet_gating_on", "--ref", str(tmp_path / "ref.txt"),
+                "--metrics", "bleu", "--bootstrap-samples", "200", "--json", str(out_dir / "scores.rposnet_gating_on.json")])
+    capsys.readouterr()
+    reproduce.main(["--table", "gpa-6", "--systems", "0,9", "--scale", "paper", "--render-only", "--out", "rel_out"])
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {rpos} |"))
+    assert " ± " in row and "p=" not in row and "(baseline)" not in row
+
+
+def test_time_left_is_not_shown_before_it_means_something():
+    """No estimate while the rate is measured over less than a tenth of the updates (the first logged updates
+    come right after the start-up: one update and a few seconds would predict minutes per update); then the
+    start-up plus the measured rate (+60% for evaluation); then the finished systems' mean time."""
+    assert reproduce.time_left(40.0, 39.0, 1.0, 0.02, [], 3) is None
+    assert reproduce.time_left(40.0, 30.0, 0.0, 0.0, [], 0) is None
+    per_system = 30.0 + 10.0 / 0.5 * 1.6
+    assert reproduce.time_left(40.0, 30.0, 10.0, 0.5, [], 1) == pytest.approx(per_system - 40.0 + per_system)
+    assert reproduce.time_left(50.0, 1.0, 1.0, 0.01, [100.0, 200.0], 2) == pytest.approx(150.0 - 50.0 + 300.0)
+
+
+@pytest.mark.skipif(not os.path.isfile(os.path.join(os.environ.get("POSMIX_MULTI30K", os.path.join(
+    ROOT, "..", "shared", "data", "multi30k")), "train.de.gz")), reason="Multi30k not found (set POSMIX_MULTI30K)")
+def test_plan_summarises_the_grid(tmp_path, monkeypatch, capsys):
+    """--plan from another directory: one summary of what differs, the compute at the stated throughput, the
+    grid's disk, the paper's parameter count beside ours, and that the test lengths came from stand-in data;
+    nothing written, neither in the caller's directory nor in the checkout."""
+    before = _checkout_entries()
+    monkeypatch.chdir(tmp_path)
+    env_raw = os.path.join(str(tmp_path), "no-such-raw")
+    monkeypatch.setenv("RAW", env_raw)
+    plans = reproduce.main(["--table", "gpa-6", "--systems", "0,9", "--scale", "paper", "--plan", "--out", "rel_out",
+                            "--throughput", "50000"])
+    summary = plans[-1]
+    assert "## Grid summary: gpa-6, 2 systems" in summary
+    header = next(line for line in summary.splitlines() if line.startswith("| system |"))
+    assert header.split(" | ")[1:4] == ["ARCH", "TRAIN_FLAGS", "VARIANT"]
+    row = next(line for line in summary.splitlines() if line.startswith("| Transformer gating off |"))
+    assert "posmix_transformer_wmt_en_de" in row and "| 66.5 M |" in row and re.search(r"\| 6\d\.\d M \|", row)
+    assert "| rPosNet gating on | rposnet_wmt_en_de |" in summary and "| 63.9 M |" in summary
+    # GPA Base: its updates x its tokens per update (MAX_TOKENS x GPUs x update frequency), twice, at 50,000 tokens/s
+    from posmix_fairseq.harness.recipes.settings import resolve
+    tokens = resolve("wmt14_en_de", {"PAPER": "gpa", "SIZE": "base"}).effective_tokens()
+    m = re.search(r"([\d,]+) updates in all \(2 systems x ([\d,]+) updates\)", summary)
+    per = int(m.group(2).replace(",", ""))
+    assert int(m.group(1).replace(",", "")) == 2 * per
+    hours = float(re.search(r"about ([\d,.]+) GPU-hours at 50,000 tokens", summary).group(1).replace(",", ""))
+    assert hours == pytest.approx(2 * per * tokens / 50000 / 3600, rel=0.02)
+    disk = re.search(r"Disk: about ([\d.]+) GB", summary)
+    kept = [float(x) for x in re.findall(r"\| ([\d.]+) GB \|", summary)]
+    assert len(kept) == 2 and float(disk.group(1)) == pytest.approx(sum(kept), abs=0.11)
+    assert "checked on stand-in data" in summary and "for 2 of 2 systems" in summary
+    assert not os.listdir(tmp_path) and _checkout_entries() == before

@@ -53,6 +53,13 @@ class Table:
     # (peak GPU memory of training, from fairseq's log), "train_speed" (training tokens/s, from the log),
     # "contrastive" (LingEval97 accuracy per error type)
     measures: Tuple[str, ...] = ()
+    baseline: str = ""          # the system the others are tested against (default: the first)
+
+    def baseline_of(self, labels: List[str]) -> Optional[str]:
+        """The baseline among ``labels`` (the systems that ran): ``baseline``, else the first."""
+        if not labels:
+            return None
+        return self.baseline if self.baseline in labels else labels[0]
 
 
 def S(label, variant="", flags="", **kw):

@@ -12,7 +12,12 @@ Every system is one run of the table's recipe (examples/<task>/run.sh, shared st
 examples/common/stages.sh): at paper scale with the paper's data, size and hyper-parameters; at tiny
 scale with SIZE=mini (3+3 layers, D=128; --size tiny: 1+1 layers, D=32) on a local raw corpus (default: the shared Multi30k, en->de), the first --max-train
 pairs, and --max-update updates. Tiny numbers show that the grid runs end to end, not the paper's
-ranking. Progress lines give the system, the updates done and an estimate of the time left.
+ranking. Progress lines give the system, the updates done and, once it means something, the time left.
+
+Every path (--out, --data-dir) is the caller's, and the recipes run in the caller's directory: logs,
+data, checkpoints and scores land under OUT/TABLE. After the grid, posmix-score scores all systems at
+once against the table's baseline; the table shows each score with its 95% interval and the other
+systems' paired p-values. --render-only with no results of ours is an error unless --paper-only.
 """
 import io
 import json
@@ -24,12 +29,14 @@ import sys
 import time
 from typing import Dict, List, Optional
 
+from ..pipeline import PACKAGE_ROOT
 from .paper_tables import TABLES, System, Table
 from ...command import build_parser as command_parser, console
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = PACKAGE_ROOT  # the checkout: its examples/ hold the recipes
 DEFAULT_DATA = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
 OUR_METRICS = ["BLEU", "chrF2++", "chrF2", "TER", "COMET", "BLEURT"]
+DEFAULT_THROUGHPUT = 25000.0  # training tokens/s per GPU assumed by --plan's GPU-hours (--throughput)
 TINY_LINGEVAL97 = os.path.join(ROOT, "tests", "data", "lingeval97_tiny.json")
 
 
@@ -90,6 +97,25 @@ def fmt_secs(s: float) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+#: the share of the updates that a training rate must be measured over before it predicts the grid's time
+ETA_AFTER = 0.1
+
+
+def time_left(spent: float, startup: float, measured: float, fraction: float, done_times: List[float],
+              systems_left: int) -> Optional[float]:
+    """Seconds left in the grid. ``spent``: this system's time so far; ``startup``: its time to its first logged
+    update; ``measured`` seconds for ``fraction`` of its updates since then. The finished systems' mean time per
+    system, else (once the rate is measured over ETA_AFTER of the updates) the start-up plus the training at that
+    rate plus 60% for evaluation; None before that, when a rate would be mostly start-up and noise."""
+    if done_times:
+        per_system = sum(done_times) / len(done_times)
+    elif fraction >= ETA_AFTER and measured > 0:
+        per_system = startup + measured / fraction * 1.6
+    else:
+        return None
+    return max(0.0, per_system - spent) + per_system * systems_left
+
+
 def run_grid(table: Table, cmds, opts) -> None:
     os.makedirs(os.path.join(opts.out, table.name, "logs"), exist_ok=True)
     start = time.time()
@@ -100,11 +126,12 @@ def run_grid(table: Table, cmds, opts) -> None:
         logfile = os.path.join(opts.out, table.name, "logs", cmd["env"]["NAME"] + ".log")
         t0 = time.time()
         max_update = int(cmd["env"].get("MAX_UPDATE", "0") or 0)
+        first = None
         print(f"[reproduce {time.strftime('%H:%M:%S')}] {table.name}: system {i + 1}/{len(cmds)} '{cmd['label']}' started",
               flush=True)
         with open(logfile, "w") as log:
             proc = subprocess.Popen(["bash", os.path.join(ROOT, cmd["recipe"])], env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+                                    stderr=subprocess.STDOUT, text=True)  # in the caller's directory
             for line in proc.stdout:
                 log.write(line)
                 m = re.search(r"num_updates=(\d+)", line)
@@ -112,13 +139,13 @@ def run_grid(table: Table, cmds, opts) -> None:
                     print("  " + line.rstrip(), flush=True)
                 elif m and "train_inner" in line or (m and "| INFO | train |" in line):
                     n = int(m.group(1))
-                    elapsed = time.time() - t0
-                    frac = n / max_update if max_update else 0
-                    # the finished systems' mean time, else this one's training rate (+60% for evaluation)
-                    per_system = (sum(done_times) / len(done_times)) if done_times else (elapsed / max(frac, 1e-3) * 1.6)
-                    left = per_system * (1 - frac) + per_system * (len(cmds) - i - 1)
+                    now = time.time()
+                    first = first or (now, n)  # the rate is measured from the first logged update on
+                    frac = (n - first[1]) / max_update if max_update else 0
+                    left = time_left(now - t0, first[0] - t0, now - first[0], frac, done_times, len(cmds) - i - 1)
                     print(f"[reproduce {time.strftime('%H:%M:%S')}] {table.name}: system {i + 1}/{len(cmds)} "
-                          f"'{cmd['label']}': update {n}/{max_update or '?'}, about {fmt_secs(left)} left", flush=True)
+                          f"'{cmd['label']}': update {n}/{max_update or '?'}"
+                          + (f", about {fmt_secs(left)} left" if left is not None else ""), flush=True)
             rc = proc.wait()
         if rc != 0:
             tail = open(logfile).read()[-3000:]
@@ -151,15 +178,76 @@ def training_log_stats(path: str) -> Dict[str, float]:
     return out
 
 
-def collect(table: Table, cmds) -> Dict[str, Dict[str, float]]:
-    results = {}
+COMPARISON = "scores.table.json"  # posmix-score over the grid's systems against the table's baseline
+
+
+def system_stages(table: Table, cmd):
+    """The recipe's stages of one system (paths, scoring settings), without running anything."""
+    from ..recipes.settings import resolve
+    from ..recipes.stages import Runner, Stages
+
+    try:
+        recipe = resolve(table.recipe, dict(os.environ, **cmd["env"]))
+    except ValueError as e:
+        raise SystemExit(f"posmix-reproduce: {cmd['label']}: {e}")
+    return Stages(recipe, Runner(plan=True, stream=io.StringIO()))
+
+
+def compare(table: Table, cmds, out_dir: str) -> Optional[str]:
+    """posmix-score over every system's translations at once, the table's baseline as ``--baseline``: each
+    score with its 95% interval (bootstrap) and every other system's paired p-value against the baseline.
+    Writes ``out_dir/scores.table.json``; None when fewer than two systems have translations."""
+    from .. import pipeline
+
+    ran = [(cmd, system_stages(table, cmd)) for cmd in cmds]
+    ran = [(cmd, st) for cmd, st in ran if os.path.isfile(st.gen_out)]
+    base_label = table.baseline_of([cmd["label"] for cmd, _ in ran])
+    if len(ran) < 2:
+        return None
+    base = next(st for cmd, st in ran if cmd["label"] == base_label)
+    others = [(cmd, st) for cmd, st in ran if cmd["label"] != base_label]
+    path = os.path.join(out_dir, COMPARISON)
+    r = base.r
+    flags = ["--spm-model", base.spm_model(), "--src", os.path.join(base.prep, "raw", f"test.{base.src}"),
+             "--tokenize", r["TOKENIZE"], *base.detok_flags(), "--metrics", "bleu,chrf++,chrf,ter", "--json", path]
+    pipeline.score([st.gen_out for _, st in others], [cmd["label"] for cmd, _ in others], base.reference(),
+                   baseline=base.gen_out, baseline_name=base_label, flags=flags,
+                   log=os.path.join(out_dir, "logs", "scores.table.log"))
+    return path
+
+
+def read_scores(path: str, ours: Dict[str, Dict[str, float]], stats: Dict[str, Dict[str, dict]]):
+    """A posmix-score JSON's rows into ``ours`` (label -> metric -> score) and ``stats`` (label -> metric ->
+    {"ci95", "p", "vs"}: the 95% half-width and the paired bootstrap p-value against ``vs``)."""
+    with open(path, encoding="utf-8") as f:
+        rows = json.load(f)["rows"]
+    for row in rows:
+        label, metric = row["system"], row["metric"]
+        ours.setdefault(label, {})[metric] = row["score"]
+        cell = stats.setdefault(label, {}).setdefault(metric, {})
+        if row.get("ci95") is not None:
+            cell["ci95"] = row["ci95"]
+        if row.get("baseline"):
+            cell["baseline"] = True
+        if row.get("vs") is not None and row.get("p_bootstrap") is not None:
+            cell.update(p=row["p_bootstrap"], vs=row["vs"])
+
+
+def collect(table: Table, cmds, out_dir: Optional[str] = None):
+    """(ours, stats): label -> column -> our value, and label -> metric -> interval / significance. The
+    grid's comparison (:func:`compare`) when it exists, else each system's own scores (intervals only)."""
+    results: Dict[str, Dict[str, float]] = {}
+    stats: Dict[str, Dict[str, dict]] = {}
     for cmd in cmds:
         env, ours = cmd["env"], {}
         name = env["NAME"]
         path = os.path.join(env["OUT"], f"scores.{name}.json")
         if os.path.isfile(path):
-            rows = json.load(open(path))["rows"]
-            ours.update({r["metric"]: r["score"] for r in rows})
+            own: Dict[str, Dict[str, float]] = {}
+            read_scores(path, own, stats)
+            ours.update(own.get(name, {}))
+            if name in stats and name != cmd["label"]:
+                stats[cmd["label"]] = stats.pop(name)
         speed = os.path.join(env["OUT"], f"speed.{name}.json")
         if "speed" in table.measures and os.path.isfile(speed):
             r = json.load(open(speed))
@@ -174,10 +262,32 @@ def collect(table: Table, cmds) -> Dict[str, Dict[str, float]]:
             ours.update({k.replace("_", "-"): 100.0 * v["correct"] / v["total"] for k, v in by_cat.items() if v["total"]})
         if ours:
             results[cmd["label"]] = ours
-    return results
+    comparison = os.path.join(out_dir, COMPARISON) if out_dir else None
+    if comparison and os.path.isfile(comparison):
+        labels = {cmd["label"] for cmd in cmds}
+        grid: Dict[str, Dict[str, float]] = {}
+        grid_stats: Dict[str, Dict[str, dict]] = {}
+        read_scores(comparison, grid, grid_stats)
+        for label in labels & set(grid):
+            results.setdefault(label, {}).update(grid[label])
+            stats[label] = grid_stats[label]
+    return results, stats
 
 
-def render(table: Table, labels: List[str], ours: Dict[str, Dict[str, float]], scale: str) -> str:
+def _cell(value: float, stat: Optional[dict]) -> str:
+    text = f"{value:.2f}"
+    if stat and stat.get("ci95") is not None:
+        text += f" ± {stat['ci95']:.2f}"
+    if stat and stat.get("p") is not None:
+        text += f" (p={stat['p']:.3f})"
+    return text
+
+
+def render(table: Table, labels: List[str], ours: Dict[str, Dict[str, float]], scale: str,
+           stats: Optional[Dict[str, Dict[str, dict]]] = None) -> str:
+    """Our columns beside the paper's; a score with its 95% interval (± half-width) and, for every system
+    but the table's baseline, the paired bootstrap p-value against it."""
+    stats = stats or {}
     our_cols = [m for m in OUR_METRICS if any(m in ours.get(lbl, {}) for lbl in labels)]
     for lbl in labels:  # the measured columns (speed, memory, accuracies), in the order they come
         our_cols += [c for c in ours.get(lbl, {}) if c not in our_cols and c not in OUR_METRICS]
@@ -186,13 +296,20 @@ def render(table: Table, labels: List[str], ours: Dict[str, Dict[str, float]], s
         for c in table.reported.get(lbl, {}):
             if c not in paper_cols:
                 paper_cols.append(c)
+    baselines = {lbl for lbl in labels if any(s.get("baseline") for s in stats.get(lbl, {}).values())}
     head = ["system"] + [f"ours ({scale}) {c}" for c in our_cols] + [f"paper {c}" for c in paper_cols]
     lines = [f"### {table.title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for lbl in labels:
-        cells = [lbl] + [f"{ours[lbl][c]:.2f}" if c in ours.get(lbl, {}) else "-" for c in our_cols]
+        cells = [lbl + (" (baseline)" if lbl in baselines else "")]
+        cells += [_cell(ours[lbl][c], stats.get(lbl, {}).get(c)) if c in ours.get(lbl, {}) else "-" for c in our_cols]
         cells += [f"{table.reported[lbl][c]:g}" if c in table.reported.get(lbl, {}) else "-" for c in paper_cols]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"Paper: {table.paper}." + (f" {table.note}" if table.note else "")]
+    lines.append("")
+    if any(s.get("ci95") is not None for by in stats.values() for s in by.values()):
+        lines.append("Ours: score ± the half-width of its 95% confidence interval (bootstrap resampling of the test "
+                     "set)" + (f"; p: paired bootstrap against {', '.join(sorted(baselines))} (posmix-score)."
+                               if baselines else "."))
+    lines.append(f"Paper: {table.paper}." + (f" {table.note}" if table.note else ""))
     if not table.reported:
         lines.append("The paper's numbers for this table are not in the available text.")
     return "\n".join(lines) + "\n"
@@ -208,14 +325,15 @@ def extra_tables(table: Table, cmds) -> str:
     return "\n\n".join(parts)
 
 
-def print_plans(table: Table, cmds) -> List[str]:
+def print_plans(table: Table, cmds, throughput: float = 0.0) -> List[str]:
     """Each system's recipe plan, in-process (the meta-device models and the test-length estimate are
-    shared across systems)."""
+    shared across systems), then one summary of the grid (:mod:`..recipes.grid_plan`)."""
+    from ..recipes.grid_plan import grid_summary
     from ..recipes.settings import resolve
     from ..recipes.stages import run_recipe
 
     print(f"# {table.title}\n# paper: {table.paper}\n# {len(cmds)} systems; the plan of each:")
-    plans = []
+    plans, systems = [], []
     for cmd in cmds:
         print(f"\n# --- {cmd['label']}: {shell_line(cmd)}")
         env = dict(os.environ, **cmd["env"])
@@ -224,10 +342,13 @@ def print_plans(table: Table, cmds) -> List[str]:
         except ValueError as e:
             raise SystemExit(f"posmix-reproduce: {cmd['label']}: {e}")
         stream = io.StringIO()
-        run_recipe(recipe, plan=True, stream=stream)
+        stages = run_recipe(recipe, plan=True, stream=stream)
         print(stream.getvalue())
         plans.append(stream.getvalue())
-    return plans
+        systems.append(dict(label=cmd["label"], recipe=recipe, stages=stages, plan=stream.getvalue()))
+    summary = grid_summary(table, systems, throughput or DEFAULT_THROUGHPUT)
+    print(summary)
+    return plans + [summary]
 
 
 def main(argv: Optional[List[str]] = None):
@@ -240,11 +361,16 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--plan", action="store_true", help="print every system's recipe plan (PLAN=1): its commands, "
                                                        "batch, schedule, disk, test lengths, unstated settings")
     p.add_argument("--systems", help="comma-separated indices of the grid's systems to run (default: all)")
-    p.add_argument("--out", default=os.path.join(ROOT, "runs", "reproduce"),
-                   help="output directory of the runs and the tables")
+    p.add_argument("--out", default=os.path.join("runs", "reproduce"),
+                   help="the runs' folder, relative to the current directory (default: runs/reproduce)")
     p.add_argument("--data-dir", default=DEFAULT_DATA, help="tiny scale: raw corpus (default: the shared Multi30k)")
-    p.add_argument("--src", default="en", help="source language of the raw corpus")
-    p.add_argument("--tgt", default="de", help="target language of the raw corpus")
+    p.add_argument("--throughput", type=float, default=DEFAULT_THROUGHPUT,
+                   help="--plan: the training tokens per second per GPU that its GPU-hours assume "
+                        f"(default: {DEFAULT_THROUGHPUT:,.0f}, an assumption, not a measurement)")
+    p.add_argument("-s", "--source-lang", "--src", dest="src", default="en",
+                   help="tiny scale: source language code, the suffix of --data-dir's files (default: en)")
+    p.add_argument("-t", "--target-lang", "--tgt", dest="tgt", default="de",
+                   help="tiny scale: target language code (default: de)")
     p.add_argument("--size", choices=["mini", "tiny"], default="mini",
                    help="tiny scale: recipe SIZE (mini: 3+3 layers, D=128; tiny: 1+1 layers, D=32, for tests)")
     p.add_argument("--max-update", type=int, default=300, help="tiny scale: updates per system")
@@ -252,7 +378,11 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--max-eval", type=int, default=1000, help="tiny scale: valid/test pairs")
     p.add_argument("--vocab", type=int, default=8000, help="tiny scale: BPE vocabulary")
     p.add_argument("--render-only", action="store_true", help="print the table from the scores already in --out")
+    p.add_argument("--paper-only", action="store_true",
+                   help="with --render-only: print the paper's numbers even when --out holds no results of ours")
     a = p.parse_args(argv)
+    # every path is the caller's: the recipes run with the checkout as their working directory
+    a.out, a.data_dir = os.path.abspath(a.out), os.path.abspath(a.data_dir)
     if a.list or not a.table:
         for t in TABLES.values():
             print(f"{t.name:9s} {t.title} ({len(t.systems)} systems; examples/{t.recipe}/run.sh)")
@@ -262,22 +392,32 @@ def main(argv: Optional[List[str]] = None):
         raise SystemExit(f"--table {a.table!r}: valid tables are {', '.join(TABLES)}")
     if a.max_update < 1 or a.max_train < 1 or a.max_eval < 1:
         raise SystemExit("--max-update, --max-train and --max-eval must be >= 1")
+    if a.throughput <= 0:
+        raise SystemExit(f"--throughput {a.throughput:g}: must be > 0 (training tokens per second per GPU)")
+    if a.paper_only and not a.render_only:
+        raise SystemExit("--paper-only: only with --render-only")
     table = TABLES[a.table]
     cmds = commands(table, a.scale, a)
     if a.plan:
-        return print_plans(table, cmds)
+        return print_plans(table, cmds, a.throughput)
     if a.scale == "paper" and not a.run and not a.render_only:
         print(f"# {table.title}\n# paper: {table.paper}\n# {len(cmds)} systems, one after the other:")
         for c in cmds:
             print(shell_line(c))
         print(f"# then: posmix-reproduce --table {table.name} --scale paper --render-only --out {a.out}")
         return cmds
-    if a.scale == "tiny" and not os.path.isdir(a.data_dir):
+    if a.scale == "tiny" and not a.render_only and not os.path.isdir(a.data_dir):
         raise SystemExit(f"--data-dir {a.data_dir}: not found (the shared Multi30k, or any raw parallel corpus)")
+    out_dir = os.path.join(a.out, table.name)
     if not a.render_only:
         run_grid(table, cmds, a)
-    ours = collect(table, cmds)
-    print(render(table, [c["label"] for c in cmds], ours, a.scale))
+        compare(table, cmds, out_dir)
+    ours, stats = collect(table, cmds, out_dir)
+    if not ours and not a.paper_only:
+        raise SystemExit(f"posmix-reproduce: no results of ours for {table.name} in {out_dir} (no scores.<system>.json "
+                         "there): run the grid first, point --out at its folder, or add --paper-only to print the "
+                         "paper's numbers alone")
+    print(render(table, [c["label"] for c in cmds], ours, a.scale, stats))
     extra = extra_tables(table, cmds)
     if extra:
         print(extra)

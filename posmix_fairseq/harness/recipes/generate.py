@@ -23,12 +23,12 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 from ...checkpoint_files import write_atomic, write_text_atomic
 from ...tasks.translation import source_prefix_length
+from .. import pipeline
 from .position_limits import Limit, position_limits
 
 RAISED_MINIMUM = 1024   # raised limits are at least fairseq's default max positions
@@ -117,18 +117,15 @@ def load_model_meta(checkpoint: str, data: str):
 
 
 def generate_command(data: str, split: str, checkpoint: str, src: str, tgt: str, plan: GenerationPlan, a) -> List[str]:
-    import posmix_fairseq
-
     mp = plan.max_positions
     overrides = {"max_source_positions": mp["source"], "max_target_positions": mp["target"]}
     # posmix_translation: fairseq's translation plus the source prefix the model was trained with (if any)
-    cmd = [sys.executable, "-m", "fairseq_cli.generate", data, "--user-dir", posmix_fairseq.USER_DIR,
-           "--task", "posmix_translation", "--path", checkpoint, "--gen-subset", split, "--source-lang", src,
-           "--target-lang", tgt,
-           "--beam", str(a.beam), "--lenpen", str(a.lenpen), "--max-len-a", str(a.max_len_a),
-           "--max-len-b", str(a.max_len_b), "--max-tokens", str(a.max_tokens), "--required-batch-size-multiple", "1",
-           "--max-source-positions", str(mp["source"]), "--max-target-positions", str(mp["target"]),
-           "--model-overrides", repr(overrides)]
+    cmd = pipeline.generate_command(data, checkpoint, [
+        "--task", "posmix_translation", "--source-lang", src, "--target-lang", tgt,
+        "--beam", str(a.beam), "--lenpen", str(a.lenpen), "--max-len-a", str(a.max_len_a),
+        "--max-len-b", str(a.max_len_b), "--max-tokens", str(a.max_tokens),
+        "--max-source-positions", str(mp["source"]), "--max-target-positions", str(mp["target"]),
+        "--model-overrides", repr(overrides)], gen_subset=split)
     if plan.untranslated:
         cmd.append("--skip-invalid-size-inputs-valid-test")
     return cmd + shlex.split(a.device_flags) + list(a.extra)
@@ -184,7 +181,7 @@ def main(argv: Optional[List[str]] = None):
         option="--untranslated")
 
     def run_generate(out):  # a failed run leaves the previous output in place
-        rc = subprocess.run(cmd, stdout=out).returncode
+        rc = subprocess.run(cmd, stdout=out, env=pipeline.environment()).returncode
         if rc != 0:
             raise SystemExit(f"generate: fairseq-generate failed (exit {rc})")
 

@@ -17,10 +17,11 @@ import math
 import os
 from typing import Dict, List, Optional, Tuple
 
-from .settings import PAPER_NAMES, TRAIN_KEYS, Recipe
+from .settings import PAPER_NAMES, TRAIN_KEYS, Recipe, parse_average
 
 ADAM_BYTES = 8        # exp_avg and exp_avg_sq, fp32, per parameter
 SAMPLE_LINES = 2000   # training lines for the plan's SentencePiece model
+STAND_IN = "a stand-in: not the paper's test set"  # what the test-length check says when it ran on other data
 _META_CACHE: Dict[tuple, object] = {}
 _SPM_CACHE: Dict[tuple, object] = {}
 UNSTATED_KEYS = ("MOSES", "LOWERCASE", "VOCAB", "VOCAB_TGT", "SPM_TYPE", "SEPARATE", "TOKENIZE", "ROMANIAN",
@@ -56,8 +57,9 @@ def build_model(flags: List[str], vocab: int, vocab_tgt: Optional[int]):
 # ---- the test set's lengths --------------------------------------------------------------------------
 
 def _stand_in() -> str:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.environ.get("POSMIX_MULTI30K", os.path.join(root, "..", "shared", "data", "multi30k"))
+    from ..pipeline import PACKAGE_ROOT
+
+    return os.environ.get("POSMIX_MULTI30K", os.path.join(PACKAGE_ROOT, "..", "shared", "data", "multi30k"))
 
 
 def _test_files(raw: str, src: str, tgt: str, test_name: str):
@@ -121,7 +123,7 @@ def test_lengths(recipe: Recipe, prep: str) -> Tuple[Optional[List[int]], Option
     if all(os.path.isfile(p) for p in prepared):
         s, t = ([len(x.split()) + 1 for x in read_lines(p)] for p in prepared)
         return s, t, f"exact: the prepared test set {prepared[0]}"
-    for raw, label in ((recipe["RAW"], "RAW"), (_stand_in(), "the shared Multi30k (a stand-in: not the paper's test set)")):
+    for raw, label in ((recipe["RAW"], "RAW"), (_stand_in(), f"the shared Multi30k ({STAND_IN})")):
         files = _test_files(raw, src, tgt, recipe.get("TEST_SET")) if os.path.isdir(raw) else None
         if not files:
             continue
@@ -190,9 +192,9 @@ def schedule_section(recipe: Recipe, facts: dict) -> List[str]:
     return lines
 
 
-def checkpoint_section(recipe: Recipe, facts: dict, params: int) -> List[str]:
-    from .stages import parse_average
-
+def checkpoint_disk(recipe: Recipe, facts: dict, params: int) -> dict:
+    """Bytes of the checkpoints a run keeps (``kept``) and would keep with fairseq's keep-everything
+    (``keep_all``), with the sizes they are made of."""
     fp16 = "--fp16" in recipe.get("DEVICE_FLAGS").split() or "--memory-efficient-fp16" in recipe.get("DEVICE_FLAGS").split()
     weight = 2 if fp16 else 4
     full, stripped = params * (weight + ADAM_BYTES), params * weight
@@ -200,6 +202,14 @@ def checkpoint_section(recipe: Recipe, facts: dict, params: int) -> List[str]:
     saves = recipe.int("MAX_UPDATE") // interval if interval else 0
     kind, n = parse_average(recipe["AVG"])
     kept = min(saves, 2 * n) if kind == "best-and-next" else min(saves, n)
+    return dict(fp16=fp16, full=full, stripped=stripped, interval=interval, saves=saves, kind=kind, n=n, kept_count=kept,
+                kept=kept * stripped + 2 * full + (full if kind == "none" else stripped), keep_all=saves * full + 2 * full)
+
+
+def checkpoint_section(recipe: Recipe, facts: dict, params: int) -> List[str]:
+    d = checkpoint_disk(recipe, facts, params)
+    fp16, full, stripped, interval, saves = d["fp16"], d["full"], d["stripped"], d["interval"], d["saves"]
+    kind, n, kept = d["kind"], d["n"], d["kept_count"]
     lines = [f"- model: {params:,} parameters ({gb(stripped)} of {'fp16' if fp16 else 'fp32'} weights; with Adam's two "
              f"fp32 moments a full checkpoint is {gb(full)})",
              f"- interval checkpoints: every {interval} updates, {saves} in {recipe['MAX_UPDATE']} updates; averaging: "
@@ -208,9 +218,9 @@ def checkpoint_section(recipe: Recipe, facts: dict, params: int) -> List[str]:
              f"{'last' if kind == 'last' else 'best'}): at most {kept} interval checkpoints, without optimizer state, "
              f"+ checkpoint_last.pt and checkpoint_best.pt with it + checkpoint_final.pt "
              f"({'a copy of the best' if kind == 'none' else 'the average'}): about "
-             f"{gb(kept * stripped + 2 * full + (full if kind == 'none' else stripped))}",
+             f"{gb(d['kept'])}",
              f"- fairseq's --keep-interval-updates -1 would keep all {saves} with optimizer state: about "
-             f"{gb(saves * full + 2 * full)}"]
+             f"{gb(d['keep_all'])}"]
     return lines
 
 

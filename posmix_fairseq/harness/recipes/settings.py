@@ -311,6 +311,20 @@ DEFAULTS = dict(SCHEDULER=ours("inverse_sqrt", "fairseq's translation examples")
                 FP16=ours(0, "add DEVICE_FLAGS=--fp16 on GPUs"))
 
 
+class RecipeError(SystemExit):
+    """A recipe setting or stage that cannot run: the message names the setting and its valid values."""
+
+
+def parse_average(spec: str):
+    """("best-and-next" | "last" | "none", N) from AVG."""
+    parts = spec.split()
+    if parts == ["none"]:
+        return "none", 0
+    if len(parts) != 2 or parts[0] not in ("best-and-next", "last") or not parts[1].isdigit() or int(parts[1]) < 1:
+        raise RecipeError(f"AVG={spec!r}: valid values are 'best-and-next N', 'last N' (N >= 1) and 'none'")
+    return parts[0], int(parts[1])
+
+
 def paper_settings(paper_name: str, size: str) -> Dict[str, Setting]:
     """The training and decoding settings of a paper at a size (before environment overrides)."""
     if size in TEST_SIZES:
@@ -425,7 +439,7 @@ def resolve(task_name: str, environ: Optional[Dict[str, str]] = None, root: str 
     variant = given.get("VARIANT", spec.variant if paper_name == spec.paper else PAPER_VARIANTS.get(paper_name, "rposnet"))
     values["VARIANT"] = ours(variant, "default")
     values["ARCH"] = ours(f"{variant}_{values['ARCH_SUFFIX'].value}", "VARIANT_<size suffix>")
-    root = root or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.abspath(root or os.getcwd())  # the caller's directory: a recipe writes nothing into the checkout
     values["RAW"] = ours(os.path.join(root, "data", task_name, "raw"), "default")
     values["OUT"] = ours(os.path.join(root, "runs", task_name), "default")
     values["STAGES"] = ours("download prepare preprocess train average generate score", "default")

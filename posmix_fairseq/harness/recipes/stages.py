@@ -13,20 +13,16 @@ import math
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from typing import List, Optional
 
-from .settings import Recipe, resolve
+from .. import pipeline
+from .settings import Recipe, RecipeError, parse_average, resolve
 
 DEFAULT_STAGES = ["download", "prepare", "preprocess", "train", "average", "generate", "score"]
 ALL_STAGES = DEFAULT_STAGES + ["lengthbins", "concat", "contrastive", "speed"]
 LINGEVAL97_URL = "https://raw.githubusercontent.com/rsennrich/lingeval97/master/lingeval97.json"
-
-
-class RecipeError(SystemExit):
-    pass
 
 
 def shell_line(cmd: List[str], stdout: Optional[str] = None, tee: Optional[str] = None) -> str:
@@ -39,7 +35,7 @@ def shell_line(cmd: List[str], stdout: Optional[str] = None, tee: Optional[str] 
 
 
 class Runner:
-    """Runs commands, or with ``plan`` prints them."""
+    """Runs commands through the pipeline driver (:func:`..pipeline.run`), or with ``plan`` prints them."""
 
     def __init__(self, plan: bool = False, stream=None):
         self.plan = plan
@@ -55,50 +51,24 @@ class Runner:
             print(f"  # {message}", file=self.stream, flush=True)
 
     def run(self, cmd: List[str], stdout: Optional[str] = None, tee: Optional[str] = None):
+        cmd = [str(c) for c in cmd]
         line = shell_line(cmd, stdout, tee)
         self.commands.append(line)
         if self.plan:
             print(f"  $ {line}", file=self.stream, flush=True)
             return
-        env = dict(os.environ,
-                   PYTHONPATH=os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")])))
-        if stdout:
-            with open(stdout, "w", encoding="utf-8") as out:
-                rc = subprocess.run(cmd, stdout=out, env=env).returncode
-        elif tee:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True)
-            with open(tee, "w", encoding="utf-8") as out:
-                for text in proc.stdout:
-                    out.write(text)
-                    self.stream.write(text)
-            rc = proc.wait()
-        else:
-            self.stream.flush()
-            rc = subprocess.run(cmd, env=env).returncode
-        if rc != 0:
-            raise RecipeError(rc)
-
-
-def package_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def user_dir() -> str:
-    return os.path.join(package_root(), "posmix_fairseq")
+        self.stream.flush()
+        try:
+            if stdout:
+                pipeline.run(cmd, stdout=stdout)
+            else:
+                pipeline.run(cmd, log=tee, on_line=self.stream.write)
+        except pipeline.StepFailed as e:
+            raise RecipeError(e.returncode)
 
 
 def py(module: str, *args) -> List[str]:
-    return [sys.executable, "-m", module, *[str(a) for a in args]]
-
-
-def parse_average(spec: str):
-    """("best-and-next" | "last" | "none", N) from AVG."""
-    parts = spec.split()
-    if parts == ["none"]:
-        return "none", 0
-    if len(parts) != 2 or parts[0] not in ("best-and-next", "last") or not parts[1].isdigit() or int(parts[1]) < 1:
-        raise RecipeError(f"AVG={spec!r}: valid values are 'best-and-next N', 'last N' (N >= 1) and 'none'")
-    return parts[0], int(parts[1])
+    return pipeline.module_command(module, *args)
 
 
 def visible_gpus(device_flags: str) -> int:
@@ -181,18 +151,15 @@ class Stages:
             self.run.run(["rm", "-rf", self.data_bin])
         elif os.path.isdir(self.data_bin):
             shutil.rmtree(self.data_bin)
-        cmd = py("fairseq_cli.preprocess", "--source-lang", self.src, "--target-lang", self.tgt,
-                 "--trainpref", os.path.join(self.prep, "train"), "--validpref", os.path.join(self.prep, "valid"),
-                 "--testpref", os.path.join(self.prep, "test"), "--destdir", self.data_bin, "--workers", "2")
-        if not self.r.flag("SEPARATE"):
-            cmd.append("--joined-dictionary")
-        self.run.run(cmd)
+        self.run.run(pipeline.preprocess_command(
+            self.src, self.tgt, self.data_bin, *(os.path.join(self.prep, split) for split in ("train", "valid", "test")),
+            joined=not self.r.flag("SEPARATE"), workers=2))
 
     def train_flags(self, update_freq: int, interval: int, validate_interval: int = 0) -> List[str]:
         """fairseq-train's flags after the data directory."""
         r = self.r
         kind, n = parse_average(r["AVG"])
-        flags = ["--user-dir", user_dir(), "--task", "translation_window", "--average-window", str(n),
+        flags = ["--task", "translation_window", "--average-window", str(n),
                  "--average-from", "last" if kind == "last" else "best", "--arch", r["ARCH"]]
         share = r["SHARE"]
         if r.flag("SEPARATE") and share == "all":
@@ -227,7 +194,7 @@ class Stages:
 
     def model_flags(self) -> List[str]:
         """The flags that decide the model (for the plan's meta-device model)."""
-        return self.train_flags(1, 1)[2:]
+        return self.train_flags(1, 1)
 
     def schedule(self):
         """(gpus, update_freq, save interval, validate interval) as training will run."""
@@ -264,7 +231,7 @@ class Stages:
         self.run.log(f"train: {self.name} = {' '.join([r['ARCH']] + shlex.split(r.get('TRAIN_FLAGS')))} ({r.paper}, {r.size}): {r['MAX_UPDATE']} "
                      f"updates x {r['MAX_TOKENS']} tokens x {gpus} GPU(s) x {freq}, lr {r['LR']} ({r['SCHEDULER']})"
                      + (f", validation and checkpoint every {interval} updates" if validate else ""))
-        self.run.run(py("fairseq_cli.train", self.data_bin, *self.train_flags(freq, interval, validate)))
+        self.run.run(pipeline.train_command(self.data_bin, None, self.train_flags(freq, interval, validate)))
 
     def average(self):
         kind, n = parse_average(self.r["AVG"])
@@ -296,11 +263,11 @@ class Stages:
     def score(self):
         r = self.r
         self.run.log(f"score: posmix-score (tokenize {r['TOKENIZE']})")
-        cmd = py("posmix_fairseq.harness.evaluation.score", self.gen_out, "--names", self.name, "--spm-model", self.spm_model(),
-                 "--ref", self.reference(), "--src", os.path.join(self.prep, "raw", f"test.{self.src}"),
+        cmd = pipeline.score_command([self.gen_out], [self.name], self.reference(), flags=[
+                 "--spm-model", self.spm_model(), "--src", os.path.join(self.prep, "raw", f"test.{self.src}"),
                  "--tokenize", r["TOKENIZE"], *self.detok_flags(), "--untranslated", self.untranslated,
                  "--json", os.path.join(self.out, f"scores.{self.name}.json"),
-                 "--csv", os.path.join(self.out, f"scores.{self.name}.csv"))
+                 "--csv", os.path.join(self.out, f"scores.{self.name}.csv")])
         for model in r.get("COMET_MODEL").split():  # one or more COMET-family models
             cmd += ["--comet-model", model]
         if r.get("BLEURT_CHECKPOINT"):
@@ -337,10 +304,10 @@ class Stages:
                         "--tgt", self.reference(), "-s", self.src, "-t", self.tgt,
                         "--out", os.path.join(concat, "raw")))
         if self.run.plan or not os.path.isdir(concat_bin):
-            self.run.run(py("fairseq_cli.preprocess", "--source-lang", self.src, "--target-lang", self.tgt, "--testpref",
-                            os.path.join(concat, "concat"), "--srcdict", os.path.join(self.data_bin, f"dict.{self.src}.txt"),
-                            "--tgtdict", os.path.join(self.data_bin, f"dict.{self.tgt}.txt"), "--destdir", concat_bin,
-                            "--workers", "2"))
+            self.run.run(pipeline.preprocess_command(
+                self.src, self.tgt, concat_bin, testpref=os.path.join(concat, "concat"),
+                srcdict=os.path.join(self.data_bin, f"dict.{self.src}.txt"),
+                tgtdict=os.path.join(self.data_bin, f"dict.{self.tgt}.txt"), workers=2))
         gen = os.path.join(self.out, f"generate-concat.{self.name}.txt")
         untranslated = os.path.join(self.out, f"untranslated-concat.{self.name}.json")
         self.run.run(self.generate_command(concat_bin, gen, untranslated))

@@ -21,7 +21,9 @@ import json
 import os
 import re
 
-from .training import TINY_FLAGS, child, preprocess
+from posmix_fairseq.harness import pipeline
+
+from .training import TINY_FLAGS, child, launcher
 
 SYSTEMS = {"Transformer": "posmix_transformer_iwslt_de_en", "rPosNet": "rposnet_iwslt_de_en",
            "aPosNet": "aposnet_iwslt_de_en"}
@@ -55,9 +57,8 @@ def prepare(raw, work, cfg, log):
     with open(os.path.join(bpe, "test.ref.en"), "w", encoding="utf-8") as f:  # raw references
         lines = texts[("test", "en")]
         f.writelines(line + "\n" for line in (lines[: cfg["test_lines"]] if cfg["test_lines"] else lines))
-    preprocess(["--source-lang", "de", "--target-lang", "en", "--trainpref", f"{bpe}/train",
-                         "--validpref", f"{bpe}/valid", "--testpref", f"{bpe}/test", "--destdir", data,
-                         "--joined-dictionary", "--workers", str(min(8, os.cpu_count() or 1))])
+    pipeline.preprocess("de", "en", data, f"{bpe}/train", f"{bpe}/valid", f"{bpe}/test",
+                        workers=min(8, os.cpu_count() or 1), in_process=True)  # it needs no GPU and no isolation
     for name in os.listdir(bpe):  # what the GPU run needs of it: the SentencePiece model, the references
         if name not in ("spm.model", "spm.vocab", "test.ref.en"):
             os.remove(os.path.join(bpe, name))
@@ -88,14 +89,12 @@ def stopped_by(output):
 
 
 def generate(data, checkpoint, out_path, cfg, device):
-    flags = [data, "--user-dir", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-             "--path", checkpoint, "--gen-subset", "test", "--beam", str(cfg["beam"]), "--max-tokens", "8000",
-             "--required-batch-size-multiple", "1"]
+    flags = ["--beam", str(cfg["beam"]), "--max-tokens", "8000"]
     if cfg["tiny"]:
         flags += ["--max-len-a", "1", "--max-len-b", "5"]
     if device.type == "cpu":
         flags += ["--cpu"]
-    output, _ = child("generate", flags)
+    output, _ = child(pipeline.generate_command(data, checkpoint, flags, launcher=launcher("generate")))
     with open(out_path, "w", encoding="utf-8") as f:
         f.write(output)
     return {int(m.group(1)): m.group(2) for m in re.finditer(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
@@ -107,22 +106,21 @@ def run(mode, device, log, work, multi30k=None, overrides=None, prepare_only=Fal
     if prepare_only:
         return dict(config=cfg, prepared=data, rows=[], targets=[])
     rows = []
-    user_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for name in cfg.get("systems") or list(SYSTEMS):
         save = os.path.join(work, "quality-checkpoints", SYSTEMS[name])
-        flags = [data, "--user-dir", user_dir, "--arch", SYSTEMS[name], "--share-all-embeddings",
+        flags = ["--arch", SYSTEMS[name], "--share-all-embeddings",
                  "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "5e-4", "--lr-scheduler",
                  "inverse_sqrt", "--warmup-updates", str(cfg["warmup"]), "--criterion", "label_smoothed_cross_entropy",
                  "--label-smoothing", "0.1", "--dropout", "0.3", "--max-tokens", str(cfg["max_tokens"]),
                  "--max-epoch", str(cfg["max_epoch"]), "--patience", str(cfg["patience"]), "--stop-time-hours",
-                 str(cfg["hours"]), "--seed", "1", "--save-dir", save, "--no-epoch-checkpoints",
+                 str(cfg["hours"]), "--seed", "1", "--no-epoch-checkpoints",
                  "--no-last-checkpoints", "--best-checkpoint-metric", "loss", "--log-format", "json",
                  "--log-interval", "50", "--num-workers", "2"]
         flags += TINY_FLAGS if cfg["tiny"] else []
         flags += ["--cpu"] if device.type == "cpu" else ["--bf16"]
         row = dict(system=name, arch=SYSTEMS[name])
         try:
-            output, record = child("train", flags)
+            output, record = child(pipeline.train_command(data, save, flags, launcher=launcher("train")))
             curve = valid_curve(output)
             row.update(train_seconds=record["seconds"], valid_curve=curve, stopped_by=stopped_by(output),
                        updates=curve[-1][1] if curve else None,
@@ -132,8 +130,7 @@ def run(mode, device, log, work, multi30k=None, overrides=None, prepare_only=Fal
             row["gen"] = os.path.join(work, f"quality-gen.{name.replace(' ', '_')}.txt")
             if name == "rPosNet":
                 frozen = os.path.join(save, "checkpoint_frozen.pt")
-                from posmix_fairseq.freeze import freeze_checkpoint  # posmix-freeze, in this process
-                freeze_checkpoint(best, frozen, None, data)
+                pipeline.freeze(best, frozen, flags=["--data", data])
                 frozen_gen = os.path.join(work, "quality-gen.rPosNet_frozen.txt")
                 frozen_hyps = generate(data, frozen, frozen_gen, cfg, device)
                 differing = sum(hyps.get(i) != frozen_hyps.get(i) for i in set(hyps) | set(frozen_hyps))
@@ -156,11 +153,10 @@ def score_rows(rows, bpe, work):
     scored = [r for r in rows if r.get("gen")]
     if not scored:
         return
-    from posmix_fairseq.harness.evaluation.score import main as posmix_score  # posmix-score, in this process
     out = os.path.join(work, "quality-scores.json")
-    posmix_score([*[r["gen"] for r in scored], "--names", *[r["system"] for r in scored], "--spm-model",
-                  os.path.join(bpe, "spm.model"), "--ref", os.path.join(bpe, "test.ref.en"), "--metrics", "bleu,chrf++",
-                  "--paired-bs-n", "0", "--json", out])
+    pipeline.score([r["gen"] for r in scored], [r["system"] for r in scored], os.path.join(bpe, "test.ref.en"),
+                   flags=["--spm-model", os.path.join(bpe, "spm.model"), "--metrics", "bleu,chrf++",
+                          "--paired-bs-n", "0", "--json", out])
     for record in json.load(open(out))["rows"]:
         for r in scored:
             if r["system"] == record.get("system"):

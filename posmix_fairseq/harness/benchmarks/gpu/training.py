@@ -17,9 +17,9 @@ import os
 import random
 import re
 import statistics
-import subprocess
-import sys
 import time
+
+from posmix_fairseq.harness import pipeline
 
 WINDOW = ["--encoder-self-rposnet-impl", "window", "--decoder-self-rposnet-impl", "window"]
 SYSTEMS = {  # name -> (fairseq flags, environment: POSMIX_GPU_DEFAULTS sets the gating kernels)
@@ -55,23 +55,19 @@ def synthetic_corpus(raw_dir, sentences, vocab=8000, seed=1, valid=200):
                 tgt.write(" ".join(f"w{mapping[w]}" for w in reversed(words)) + "\n")
 
 
-def child(verb, args, env=None, timeout=None):
-    """Runs fairseq_child; returns (stdout+stderr, the POSMIX_CHILD record)."""
-    command = [sys.executable, "-m", "posmix_fairseq.harness.benchmarks.gpu.fairseq_child", verb, *args]
-    proc = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, **(env or {})),
-                          timeout=timeout)
-    output = proc.stdout + proc.stderr
-    if proc.returncode != 0:
-        raise RuntimeError(f"{verb} failed (exit {proc.returncode}):\n" + "\n".join(output.splitlines()[-30:]))
+def launcher(verb):
+    """fairseq's command ``verb`` run by fairseq_child (bf16 on a GPU, peak memory), for the pipeline's stages."""
+    return pipeline.module_command("posmix_fairseq.harness.benchmarks.gpu.fairseq_child", verb)
+
+
+def child(command, env=None):
+    """Runs a pipeline command built with :func:`launcher`; returns (its output, the POSMIX_CHILD record)."""
+    try:
+        output = pipeline.run(command, env=env)
+    except pipeline.StepFailed as e:
+        raise RuntimeError(f"{command[3]} failed (exit {e.returncode}):\n" + "\n".join(str(e).splitlines()[-30:]))
     record = [line for line in output.splitlines() if line.startswith("POSMIX_CHILD ")]
     return output, json.loads(record[-1][len("POSMIX_CHILD "):])
-
-
-def preprocess(args):
-    """fairseq-preprocess in this process (it needs no GPU and no isolation)."""
-    from fairseq import options
-    from fairseq_cli import preprocess as fairseq_preprocess
-    fairseq_preprocess.main(options.get_preprocessing_parser().parse_args(args))
 
 
 def prepare(work, mode, log):
@@ -82,9 +78,8 @@ def prepare(work, mode, log):
     raw = os.path.join(work, f"train-raw-{size}")
     synthetic_corpus(raw, 300 if mode == "dry" else 40000, vocab=200 if mode == "dry" else 8000)
     start = time.perf_counter()
-    preprocess(["--source-lang", "src", "--target-lang", "tgt", "--trainpref", f"{raw}/train",
-                         "--validpref", f"{raw}/valid", "--destdir", data, "--joined-dictionary",
-                         "--workers", str(min(8, os.cpu_count() or 1))])
+    pipeline.preprocess("src", "tgt", data, f"{raw}/train", f"{raw}/valid", workers=min(8, os.cpu_count() or 1),
+                        in_process=True)  # it needs no GPU and no isolation
     log(f"  synthetic corpus binarized in {time.perf_counter() - start:.0f} s")
     return data
 
@@ -100,9 +95,9 @@ def parse_log(output):
     return records
 
 
-def train_flags(data, system, precision, cfg, device):
-    flags = [data, "--user-dir", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-             *SYSTEMS[system][0], "--share-all-embeddings", "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
+def train_flags(system, precision, cfg, device):
+    """fairseq-train's flags after the data (no checkpoints: ``--no-save``)."""
+    flags = [*SYSTEMS[system][0], "--share-all-embeddings", "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
              "--lr", "5e-4", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(cfg["warmup"]),
              "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", "0.1",
              "--attention-dropout", "0", "--max-tokens", str(cfg["max_tokens"]), "--max-update", str(cfg["updates"]),
@@ -138,8 +133,8 @@ def run(mode, device, log, work, overrides=None):
         for system in systems:
             row = dict(system=system, precision=precision)
             try:
-                output, record = child("train", train_flags(data, system, precision, cfg, device),
-                                       env=SYSTEMS[system][1])
+                output, record = child(pipeline.train_command(data, None, train_flags(system, precision, cfg, device),
+                                                              launcher=launcher("train")), env=SYSTEMS[system][1])
                 records = parse_log(output)
                 steady = [wps for _, _, wps in records[1:]] or [wps for _, _, wps in records]
                 row.update(wps=statistics.median(steady) if steady else None, seconds=record["seconds"],
