@@ -9,6 +9,13 @@ from torch import Tensor, nn
 from .positions import left_aligned
 
 
+def refer_to_shared(owner: nn.Module, name: str, module: Optional[nn.Module]) -> None:
+    """Keeps ``module`` (a table the side's :class:`SharedPositionTables` owns) on ``owner`` as an
+    unregistered reference: registered once, by its owner, it is saved once and its parameters are
+    counted once, however many layers read it."""
+    object.__setattr__(owner, name, module)
+
+
 def sinusoidal_encoding(positions: Tensor, dim: int) -> Tensor:
     """Vaswani et al. (2017) sinusoids of (possibly negative) integer positions, fairseq layout
     [sin(p w_0..w_{d/2-1}) | cos(...)] with w_i = 10000^(-i/(d/2-1)); odd dim gets a zero column."""

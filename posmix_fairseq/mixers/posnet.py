@@ -31,7 +31,7 @@ the decoder's tensors add 2 * 128 * 64^2 = 1.05M (tests/test_paper_counts.py).
 from fairseq import utils
 from torch import nn
 
-from ..core.position_tables import apply_position_kernels, position_kernels
+from ..core.position_tables import apply_position_kernels, position_kernels, refer_to_shared
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values, register_mixer
 
 ON_OFF = ("on", "off")
@@ -51,9 +51,8 @@ class PositionKernelValues(Values):
     def __init__(self, projection, embed_dim, num_heads, gated, kernels: PositionKernels, shared: bool,
                  activation: str, max_positions_option: str, dropout: float = 0.0):
         super().__init__(projection, embed_dim, num_heads, gated)
-        if shared:  # plain attribute: the encoder/decoder registers the shared tensor once
-            self.__dict__["_shared_kernels"] = kernels
-        else:
+        refer_to_shared(self, "_shared_kernels", kernels if shared else None)
+        if not shared:
             self.kernels = kernels
         self.activation_fn = utils.get_activation_fn(activation)
         self.max_positions_option = max_positions_option
@@ -61,7 +60,7 @@ class PositionKernelValues(Values):
 
     @property
     def kernel_weight(self):
-        shared = self.__dict__.get("_shared_kernels")
+        shared = self._shared_kernels
         return (shared if shared is not None else self.kernels).weight
 
     def forward(self, value, key_positions, key_padding_mask):

@@ -35,9 +35,10 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, register_mixer
 from ..core.placement import ENCODER_SELF
+from ..core.position_tables import refer_to_shared
 from ..core.positions import relative_distance
+from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, register_mixer
 from .t5bias_soft_buckets import SoftBucketBias, parse_widths
 
 ADAPTIVE = ("off", "on", "cumulative")
@@ -141,12 +142,12 @@ class T5BiasEnergy(ContentEnergy):
             name = "at5" if cumulative else "t5"  # "at5": the name checkpoints of the cumulative variant use
             make = lambda: ScalarRelativeBias(spec.num_heads, num_buckets, max_distance, bidirectional,  # noqa: E731
                                               cumulative, spec.embed_dim)
-        # plain attribute: one table per encoder/decoder, registered by it (T5 shares it across layers)
-        self.__dict__["_relative_bias"] = spec.shared_tables.shared(f"t5bias_{spec.placement.name}_{name}", make)
+        # one table per encoder/decoder (T5 shares it across layers)
+        refer_to_shared(self, "_relative_bias", spec.shared_tables.shared(f"t5bias_{spec.placement.name}_{name}", make))
 
     @property
     def relative_bias(self):
-        return self.__dict__["_relative_bias"]
+        return self._relative_bias
 
     def logits(self, query, query_positions, keys, key_positions):
         content = super().logits(query, query_positions, keys, key_positions)

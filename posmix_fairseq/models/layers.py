@@ -80,8 +80,8 @@ class PosMixLayer:
 
 class PosMixEncoderLayer(PosMixLayer, TransformerEncoderLayerBase):
     def __init__(self, cfg, plan: MixerPlan, layer_idx: int, return_fc=False):
-        # read by the build_* hooks during TransformerEncoderLayerBase.__init__
-        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx, _ffn_removed=bool(cfg.no_encoder_ffn))
+        # read by the build_* hooks during TransformerEncoderLayerBase.__init__ (no modules: plain attributes)
+        self._mixer_plan, self.layer_idx, self._ffn_removed = plan, layer_idx, bool(cfg.no_encoder_ffn)
         super().__init__(cfg, return_fc=return_fc)
         self.drop_norms_of_removed_sublayers()
 
@@ -91,7 +91,7 @@ class PosMixEncoderLayer(PosMixLayer, TransformerEncoderLayerBase):
 
 class PosMixDecoderLayer(PosMixLayer, TransformerDecoderLayerBase):
     def __init__(self, cfg, plan: MixerPlan, layer_idx: int, no_encoder_attn=False):
-        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx, _ffn_removed=bool(cfg.no_decoder_ffn))
+        self._mixer_plan, self.layer_idx, self._ffn_removed = plan, layer_idx, bool(cfg.no_decoder_ffn)
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
         self.drop_norms_of_removed_sublayers()
 

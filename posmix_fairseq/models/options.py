@@ -8,10 +8,13 @@ sublayer whose mixer does not read it, it is an error). Per side (``encoder``, `
 """
 import logging
 
+from fairseq.models.transformer.transformer_legacy import base_architecture
+
 from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
+from .upgrades import READINGS_MARKER, READINGS_VERSION, side_has_position_signal, upgrade_stored_args
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +57,6 @@ def add_posmix_args(parser):
                        help="remove the feed-forward sublayers of the encoder (the -FF ablation)")
     group.add_argument("--no-decoder-ffn", action="store_true",
                        help="remove the feed-forward sublayers of the decoder (the -FF ablation)")
-    from .upgrades import READINGS_MARKER, READINGS_VERSION
     group.add_argument("--" + READINGS_MARKER.replace("_", "-"), type=int, default=READINGS_VERSION, metavar="N",
                        help="the version of the defaults the model was built with (stored in checkpoints; older "
                             "checkpoints keep the defaults they were trained with, see models/upgrades.py)")
@@ -75,10 +77,6 @@ def default_mixers(args):
 
 
 def posmix_base_architecture(args):
-    from fairseq.models.transformer.transformer_legacy import base_architecture
-
-    from .upgrades import upgrade_stored_args
-
     upgrade_stored_args(args)  # stored arguments: before any default fills them (idempotent)
     default_mixers(args)
     for placement in PLACEMENTS:
@@ -95,14 +93,6 @@ def posmix_base_architecture(args):
     args.no_encoder_ffn = getattr(args, "no_encoder_ffn", False)
     args.no_decoder_ffn = getattr(args, "no_decoder_ffn", False)
     base_architecture(args)
-
-
-def side_has_position_signal(args, side) -> bool:
-    """An embedding-level position module, or a position-aware mixer on the side's queries."""
-    if side.read(args, "position-encoding", "sinusoidal") != "none":
-        return True
-    placements = [p for p in PLACEMENTS if p.owner == side]
-    return any(MIXER_REGISTRY.get(p.read(args, "mixer", "mha"), p.flag("mixer")).uses_positions for p in placements)
 
 
 def validate_posmix_args(args):

@@ -54,6 +54,7 @@ class PositionAwareSide:
 
     def _setup_positions(self, cfg, side):
         plan = self._mixer_plan
+        self._side = side
         self.mixer_position_tables = plan.shared_tables.tables
         self.layernorm_embedding = plan.position_encoding(self.layernorm_embedding)
         entry = POSITION_ENCODING_REGISTRY.get(side.read(cfg, "position-encoding", "sinusoidal"),
@@ -61,14 +62,14 @@ class PositionAwareSide:
         limit = None
         if entry.token_positions == "learned":  # fairseq's table has one row per position up to the limit
             limit = (getattr(cfg, side.max_positions_attr), side.max_positions_option)
-        self.__dict__["_learned_positions_limit"] = limit
-        self.__dict__["_frozen_positions"] = side.read(cfg, FROZEN_OPTION)  # search-time tables (posmix-freeze)
-        self.__dict__["_checkpointed_layers"] = bool(cfg.checkpoint_activations)
+        self._learned_positions_limit = limit
+        self._frozen_positions = side.read(cfg, FROZEN_OPTION)  # search-time tables (posmix-freeze)
+        self._checkpointed_layers = bool(cfg.checkpoint_activations)
 
     def shared_parameters_of_call(self):
         """Around a forward call: under --checkpoint-activations, the views of the shared tables'
         parameters that the checkpointed layers receive (core/shared_parameters.py); else nothing."""
-        if self.__dict__["_checkpointed_layers"]:
+        if self._checkpointed_layers:
             return self._mixer_plan.shared_parameters.carrying()
         return contextlib.nullcontext()
 
@@ -76,16 +77,23 @@ class PositionAwareSide:
         """fairseq's limit; in a search-time model at most the side's frozen energy tables, so that
         fairseq's size filter refuses longer sentences and generation stops within the tables."""
         limit = super().max_positions()
-        frozen = self.__dict__.get("_frozen_positions")
+        frozen = self._frozen_positions
         return limit if frozen is None else min(limit, frozen)
 
     @property
     def position_route(self):
         return self._mixer_plan.route
 
+    def position_limits(self):
+        """(role, positions, option) of fairseq's learned position table, if the side has one (the
+        position-limit protocol: every module with position-indexed tables tells its own)."""
+        if self._learned_positions_limit is None:
+            return []
+        return [(self._side.role, *self._learned_positions_limit)]
+
     def check_learned_positions(self, positions):
         """A clear error instead of fairseq's index error beyond a learned position table."""
-        limit = self.__dict__.get("_learned_positions_limit")
+        limit = self._learned_positions_limit
         if limit is not None and positions.numel() and int(positions.max()) >= limit[0]:
             raise ValueError(f"position {int(positions.max())} is beyond the learned position embeddings of "
                              f"{limit[0]} positions; raise {limit[1]} (it sizes the table) or use sinusoidal ones")
@@ -96,7 +104,7 @@ class PosMixEncoder(PositionAwareSide, TransformerEncoderBase):
     position module of ``--encoder-position-encoding``."""
 
     def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
-        self.__dict__["_mixer_plan"] = MixerPlan(cfg, ENCODER)  # plain attribute, set before nn.Module.__init__
+        self._mixer_plan = MixerPlan(cfg, ENCODER)  # not a module: may be set before nn.Module.__init__
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
         self._setup_positions(cfg, ENCODER)
 
@@ -125,7 +133,7 @@ class PosMixDecoder(PositionAwareSide, TransformerDecoderBase):
     input gets the position module of ``--decoder-position-encoding``."""
 
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
-        self.__dict__["_mixer_plan"] = MixerPlan(cfg, DECODER)
+        self._mixer_plan = MixerPlan(cfg, DECODER)
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
                          output_projection=output_projection)
         self._setup_positions(cfg, DECODER)

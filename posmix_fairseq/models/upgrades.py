@@ -128,6 +128,14 @@ def all_of(*steps):
 
 # ---- renamed options -------------------------------------------------------------------------------
 
+def side_has_position_signal(args, side) -> bool:
+    """An embedding-level position module, or a position-aware mixer on the side's queries."""
+    if side.read(args, "position-encoding", "sinusoidal") != "none":
+        return True
+    placements = [p for p in PLACEMENTS if p.owner == side]
+    return any(MIXER_REGISTRY.get(p.read(args, "mixer", "mha"), p.flag("mixer")).uses_positions for p in placements)
+
+
 MIXER_OPTION_RENAMES = {"position-embedding": "position-table", "value-projection": "gaussian-value-projection"}
 POSNET_EMBED_RENAMES = {f"posnet-{o}": f"posnet-embed-{o}" for o in ("dim", "max-positions", "dropout", "activation")}
 
@@ -137,8 +145,6 @@ _mixer_renames_stored, _rename_mixer_options = rename(PLACEMENTS, MIXER_OPTION_R
 def _rename_mixer_options_and_drop_unread(args) -> bool:
     """The code that stored the old names stored every mixer option for every sublayer, and had no
     --position-blind (the no-PE arch then was position-blind by construction)."""
-    from .options import side_has_position_signal
-
     _rename_mixer_options(args)
     for placement in PLACEMENTS:
         read = mixer_options(args, placement)

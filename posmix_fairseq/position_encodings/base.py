@@ -71,7 +71,7 @@ class EmbeddingStage(nn.Module):
         super().__init__()
         self.encoding = encoding
         self.layer_norm = layer_norm
-        self.__dict__["_route"] = route  # plain attribute, owned by the encoder/decoder
+        self._route = route  # not a module: the encoder/decoder owns it
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.encoding(x, self._route.frame)

@@ -24,7 +24,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .base import MixingCall, MixingPath
+from ..engine.mixing import MixingCall, MixingPath
 
 
 class GaussianWindowMixing(MixingPath):
