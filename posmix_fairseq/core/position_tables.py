@@ -60,12 +60,15 @@ class LearnedPositionTable(nn.Module):
     A position beyond the table raises a ValueError naming the option that sizes it.
     """
 
-    def __init__(self, max_positions: int, dim: int, option: str):
+    def __init__(self, max_positions: int, dim: int, option: str, role: str):
         super().__init__()
-        self.max_positions = max_positions
-        self.option = option
+        self.max_positions, self.option, self.role = max_positions, option, role
         self.weight = nn.Parameter(torch.empty(max_positions, dim))
         nn.init.normal_(self.weight, mean=0.0, std=dim ** -0.5)
+
+    def position_limits(self):
+        """(role, positions, option) of the table (the position-limit protocol)."""
+        return [(self.role, self.max_positions, self.option)]
 
     def forward(self, positions: Tensor) -> Tensor:
         if positions.numel() and int(positions.max()) >= self.max_positions:
@@ -107,7 +110,7 @@ class SharedPositionTables:
         if kind == "sinusoidal":
             return self.shared(key, lambda: SinusoidalPositionTable(dim, layout))
         if kind == "learned":
-            return self.shared(key, lambda: LearnedPositionTable(max_positions, dim, option))
+            return self.shared(key, lambda: LearnedPositionTable(max_positions, dim, option, role))
         raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
 
     def layer_norm(self, table_key: str, dim: int) -> nn.Module:

@@ -28,6 +28,7 @@ class LinearSpatialWeights(DirectWeights):
         super().__init__()
         self.max_positions = int(spec.options["linear-max-positions"])
         self.option = spec.flag("linear-max-positions")
+        self.roles = sorted({side.role for side in spec.placement.sides})
         if self.max_positions < 1:
             raise ValueError(f"{self.option} must be >= 1 (got {self.max_positions})")
         for side in spec.placement.sides:
@@ -40,6 +41,10 @@ class LinearSpatialWeights(DirectWeights):
                     f"--skip-invalid-size-inputs-valid-test skips them) or raise {self.option}")
         self.weight = nn.Parameter(torch.empty(spec.num_heads, self.max_positions, self.max_positions))
         nn.init.normal_(self.weight, std=0.02)
+
+    def position_limits(self):
+        """The matrix is indexed by query and key positions (the position-limit protocol)."""
+        return [(role, self.max_positions, self.option) for role in self.roles]
 
     def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
         longest = max(int(query_positions.max()), int(key_positions.max())) if query_positions.numel() else 0

@@ -49,19 +49,23 @@ class PositionKernelValues(Values):
     """PosNet(v; Phi) = act(v^h_m Phi[p_m, h]) + v^h_m (Eq. 23) on the projected values."""
 
     def __init__(self, projection, embed_dim, num_heads, gated, kernels: PositionKernels, shared: bool,
-                 activation: str, max_positions_option: str, dropout: float = 0.0):
+                 activation: str, max_positions_option: str, key_role: str, dropout: float = 0.0):
         super().__init__(projection, embed_dim, num_heads, gated)
         refer_to_shared(self, "_shared_kernels", kernels if shared else None)
         if not shared:
             self.kernels = kernels
         self.activation_fn = utils.get_activation_fn(activation)
-        self.max_positions_option = max_positions_option
+        self.max_positions_option, self.key_role = max_positions_option, key_role
         self.dropout = nn.Dropout(dropout)
 
     @property
     def kernel_weight(self):
         shared = self._shared_kernels
         return (shared if shared is not None else self.kernels).weight
+
+    def position_limits(self):
+        """The kernels are indexed by the key (value) positions (the position-limit protocol)."""
+        return [(self.key_role, int(self.kernel_weight.size(0)), self.max_positions_option)]
 
     def forward(self, value, key_positions, key_padding_mask):
         v = super().forward(value, key_positions, key_padding_mask).transpose(1, 2)  # (B, S, H, Dh)
@@ -122,5 +126,5 @@ def build_posnet(spec: MixerSpec):
     kernels = spec.shared_tables.shared(f"posnet_{spec.placement.name}", make) if shared else make()
     values = PositionKernelValues.of_spec(spec, kernels=kernels, shared=shared,
                                           activation=opts["posnet-activation"], max_positions_option=option,
-                                          dropout=dropout)
+                                          key_role=spec.placement.key_side.role, dropout=dropout)
     return EnergyMixingAttention(spec, energy, values)

@@ -31,7 +31,7 @@ class PosNetEmbedding(nn.Module):
         d_p = opts["posnet-embed-dim"]
         d_p = int(d_p) if d_p is not None else (256 if spec.embed_dim >= 1024 else 128)
         max_positions = int(opts["posnet-embed-max-positions"])
-        self.max_positions_option = side.flag("posnet-embed-max-positions")
+        self.max_positions_option, self.role = side.flag("posnet-embed-max-positions"), side.role
         if d_p < 1:
             raise ValueError(f"{side.flag('posnet-embed-dim')} must be >= 1 (got {d_p})")
         if max_positions < 1:
@@ -47,6 +47,10 @@ class PosNetEmbedding(nn.Module):
         self.kernels = position_kernels(max_positions, 1, d_p)
         self.activation_fn = utils.get_activation_fn(opts["posnet-embed-activation"])
         self.dropout = nn.Dropout(dropout)
+
+    def position_limits(self):
+        """The kernels are indexed by the side's positions (the position-limit protocol)."""
+        return [(self.role, int(self.kernels.size(0)), self.max_positions_option)]
 
     def forward(self, x, frame):
         projected = self.w1(x).unsqueeze(2)  # (B, T, 1, d_p)
