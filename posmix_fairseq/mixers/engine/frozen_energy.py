@@ -22,7 +22,7 @@ whether the original (unfrozen) model would have handled it: sinusoidal n~ / m~ 
 any position, a learned table stops at ``--max-source/target-positions``.
 """
 from abc import ABCMeta, abstractmethod
-from typing import Dict
+from typing import Dict, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -117,6 +117,12 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
     def table_sides(placement):
         return (placement.query_side,)  # Eq. 10: query positions and clipped distances
 
+    def table8_parameters(self, gated: bool, d: int, n_query: int, n_key: int) -> Tuple[int, int]:
+        """(training, search) weights of one rPosNet layer by GPA Table 8 (no biases or LayerNorm):
+        K^ D + (3 + g) D^2 -> H K^ N_q + (2 + g) D^2, K^ = 2K + 1."""
+        kh, g = 2 * self.k + 1, int(gated)
+        return kh * d + (3 + g) * d * d, self.num_heads * kh * n_query + (2 + g) * d * d
+
     def table_from(self, trained: RelativeTableEnergy) -> Tensor:
         """This table's values from the trained rPosNet energy (``posmix-freeze``)."""
         return trained.energy_table(self.table.size(1))
@@ -147,6 +153,12 @@ class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):
     @staticmethod
     def table_sides(placement):
         return placement.sides  # Eq. 8: query and key positions
+
+    def table8_parameters(self, gated: bool, d: int, n_query: int, n_key: int) -> Tuple[int, int]:
+        """(training, search) weights of one aPosNet layer by GPA Table 8 (no biases or LayerNorm):
+        (4 + g) D^2 -> H N_q N_k + (2 + g) D^2."""
+        g = int(gated)
+        return (4 + g) * d * d, self.num_heads * n_query * n_key + (2 + g) * d * d
 
     def table_from(self, trained: AbsoluteTableEnergy) -> Tensor:
         """This table's values from the trained aPosNet energy (``posmix-freeze``)."""
