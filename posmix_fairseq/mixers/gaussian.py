@@ -79,13 +79,13 @@ class GaussianWeights(DirectWeights):
         self.length_ratio = spec.length_ratio
         self.window = max_relative_position(spec) if self.impl == "window" else None
 
-    def centres(self, query_positions: Tensor) -> Tensor:
+    def window_centres(self, query_positions: Tensor) -> Tensor:
         """(B, H, T) integer centres floor(gamma * i + o_h)."""
         scaled = query_positions.double().unsqueeze(1) * self.length_ratio + self.offsets.view(1, -1, 1)
         return torch.floor(scaled)
 
     def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
-        distance = key_positions.double().view(key_positions.size(0), 1, 1, -1) - self.centres(
+        distance = key_positions.double().view(key_positions.size(0), 1, 1, -1) - self.window_centres(
             query_positions).unsqueeze(-1)  # (B, H, T, S)
         if self.impl == "index":
             return (distance == 0).to(query.dtype)
