@@ -17,7 +17,7 @@ import math
 import os
 from typing import Dict, List, Optional, Tuple
 
-from .settings import PAPER_NAMES, TRAIN_KEYS, Recipe
+from .settings import PAPER_NAMES, TRAIN_KEYS, Recipe, parse_average
 
 ADAM_BYTES = 8        # exp_avg and exp_avg_sq, fp32, per parameter
 SAMPLE_LINES = 2000   # training lines for the plan's SentencePiece model
@@ -191,7 +191,6 @@ def schedule_section(recipe: Recipe, facts: dict) -> List[str]:
 
 
 def checkpoint_section(recipe: Recipe, facts: dict, params: int) -> List[str]:
-    from .stages import parse_average
 
     fp16 = "--fp16" in recipe.get("DEVICE_FLAGS").split() or "--memory-efficient-fp16" in recipe.get("DEVICE_FLAGS").split()
     weight = 2 if fp16 else 4

@@ -18,15 +18,11 @@ import sys
 import time
 from typing import List, Optional
 
-from .settings import Recipe, resolve
+from .settings import Recipe, RecipeError, parse_average, resolve
 
 DEFAULT_STAGES = ["download", "prepare", "preprocess", "train", "average", "generate", "score"]
 ALL_STAGES = DEFAULT_STAGES + ["lengthbins", "concat", "contrastive", "speed"]
 LINGEVAL97_URL = "https://raw.githubusercontent.com/rsennrich/lingeval97/master/lingeval97.json"
-
-
-class RecipeError(SystemExit):
-    pass
 
 
 def shell_line(cmd: List[str], stdout: Optional[str] = None, tee: Optional[str] = None) -> str:
@@ -89,16 +85,6 @@ def user_dir() -> str:
 
 def py(module: str, *args) -> List[str]:
     return [sys.executable, "-m", module, *[str(a) for a in args]]
-
-
-def parse_average(spec: str):
-    """("best-and-next" | "last" | "none", N) from AVG."""
-    parts = spec.split()
-    if parts == ["none"]:
-        return "none", 0
-    if len(parts) != 2 or parts[0] not in ("best-and-next", "last") or not parts[1].isdigit() or int(parts[1]) < 1:
-        raise RecipeError(f"AVG={spec!r}: valid values are 'best-and-next N', 'last N' (N >= 1) and 'none'")
-    return parts[0], int(parts[1])
 
 
 def visible_gpus(device_flags: str) -> int:
