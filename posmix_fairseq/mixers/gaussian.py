@@ -32,6 +32,7 @@ from typing import List
 import torch
 from torch import Tensor, nn
 
+from ..core.position_figures import PositionFigure
 from .engine import (DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
                      max_relative_position_option, register_mixer)
 from .paths.gaussian_window import GaussianWindowMixing
@@ -78,6 +79,11 @@ class GaussianWeights(DirectWeights):
                              f"{', '.join(IMPLEMENTATIONS)}")
         self.length_ratio = spec.length_ratio
         self.window = max_relative_position(spec) if self.impl == "window" else None
+
+    def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
+        """The heads' weights for a sentence of ``positions`` tokens."""
+        return PositionFigure("gaussian", {"gamma": self.length_ratio, "sigma": self.sigma, "impl": self.impl},
+                              {"offsets": self.offsets, "weights": weights()})
 
     def window_centres(self, query_positions: Tensor) -> Tensor:
         """(B, H, T) integer centres floor(gamma * i + o_h)."""

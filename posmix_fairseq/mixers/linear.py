@@ -18,6 +18,7 @@ Parameters: 2(D^2 + D) + H * P^2 for P positions.
 import torch
 from torch import nn
 
+from ..core.position_figures import PositionFigure
 from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, register_mixer
 
 DEFAULT_MAX_POSITIONS = 128  # N of GPA Table 2 (see the module docstring)
@@ -45,6 +46,10 @@ class LinearSpatialWeights(DirectWeights):
     def position_limits(self):
         """The matrix is indexed by query and key positions (the position-limit protocol)."""
         return [(role, self.max_positions, self.option) for role in self.roles]
+
+    def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
+        """The mixing matrices W^h[n, m] of Eq. 13 for the first ``positions`` positions."""
+        return PositionFigure("linear", {}, {"weights": self.weight[:, :positions, :positions].float()})
 
     def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
         longest = max(int(query_positions.max()), int(key_positions.max())) if query_positions.numel() else 0

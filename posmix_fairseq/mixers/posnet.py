@@ -28,9 +28,11 @@ Parameters: 4(D^2 + D) per layer, plus P * d_k^2 per kernel tensor (P * H * D_h^
 Table 1 of the paper: PosNet-Attn 64.11M vs SAPE 63.08M, +1.03M; with P = 128 the encoder's and
 the decoder's tensors add 2 * 128 * 64^2 = 1.05M (tests/test_paper_counts.py).
 """
+import torch
 from fairseq import utils
 from torch import nn
 
+from ..core.position_figures import PositionFigure
 from ..core.position_tables import apply_position_kernels, position_kernels, refer_to_shared
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values, register_mixer
 
@@ -62,6 +64,12 @@ class PositionKernelValues(Values):
     def kernel_weight(self):
         shared = self._shared_kernels
         return (shared if shared is not None else self.kernels).weight
+
+    def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
+        """The Frobenius norm of the kernel Phi[p] of each position p (G groups by P positions)."""
+        weight = self.kernel_weight
+        norms = torch.linalg.matrix_norm(weight[:positions].float(), dim=(-2, -1)).t()
+        return PositionFigure("posnet_attn", {"norms": norms}, shared=weight)
 
     def position_limits(self):
         """The kernels are indexed by the key (value) positions (the position-limit protocol)."""

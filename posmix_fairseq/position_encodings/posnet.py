@@ -17,9 +17,11 @@ released code (vesterchang/interpret_positional_encoding, posnet/modules.py) use
 order W_1 -> Phi[p] -> ReLU -> W_2 -> Dropout -> + X, as here. The code applies PosNet after the
 embedding dropout; here it runs in the layernorm_embedding slot, before it (docs/choices.md).
 """
+import torch
 from fairseq import utils
 from torch import nn
 
+from ..core.position_figures import PositionFigure
 from ..core.position_tables import apply_position_kernels, position_kernels
 from .base import PositionEncodingSpec, register_position_encoding
 
@@ -47,6 +49,11 @@ class PosNetEmbedding(nn.Module):
         self.kernels = position_kernels(max_positions, 1, d_p)
         self.activation_fn = utils.get_activation_fn(opts["posnet-embed-activation"])
         self.dropout = nn.Dropout(dropout)
+
+    def position_figure(self, positions: int, query_positions=None, weights=None) -> PositionFigure:
+        """The Frobenius norm of the kernel Phi[p] of each position p."""
+        norms = torch.linalg.matrix_norm(self.kernels[:positions, 0].float(), dim=(-2, -1))
+        return PositionFigure("posnet_embed", {"dim": self.kernels.shape[-1], "norms": norms})
 
     def position_limits(self):
         """The kernels are indexed by the side's positions (the position-limit protocol)."""

@@ -38,6 +38,8 @@ FREEZE_FLAG = "posmix-freeze --max-positions"
 class FrozenTable(metaclass=ABCMeta):
     """The frozen table's sizes per side and what the trained model it came from could do beyond them."""
 
+    frozen = True
+
     @staticmethod
     @abstractmethod
     def table_sides(placement):
