@@ -198,10 +198,10 @@ def test_arguments_stored_without_the_readings_marker_rebuild_their_shapes():
     assert shaw["encoder.layers.0.self_attn.values.relative_values.weight"] == (33, 8)
     rpe = shapes["rpehead_iwslt_de_en"]
     assert rpe["encoder.layers.0.self_attn.energy.q_proj.weight"] == (4, 8, 8)  # head-sliced, H x D_h x D_h
-    assert rpe["encoder.layernorm_embedding.encoding.cells.0.cell.weight_ih"] == (3 * 8, 8)  # t = 1: d_r = 8
+    assert rpe["encoder.position_encoding.encoding.cells.0.cell.weight_ih"] == (3 * 8, 8)  # t = 1: d_r = 8
     lstm = shapes["lstmpe_iwslt_de_en"]
-    assert lstm["encoder.layernorm_embedding.encoding.lstm.weight_hh_l0"] == (4 * 16, 16)
-    assert lstm["decoder.layernorm_embedding.encoding.lstm.weight_hh_l0"] == (4 * 32, 32)
+    assert lstm["encoder.position_encoding.encoding.lstm.weight_hh_l0"] == (4 * 16, 16)
+    assert lstm["decoder.position_encoding.encoding.lstm.weight_hh_l0"] == (4 * 32, 32)
     assert not any(".encoding.proj." in n for n in lstm)
 
 

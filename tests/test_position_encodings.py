@@ -203,7 +203,7 @@ def test_rpehead_sliced_legacy_first_layer_feeds_t_heads_from_the_recurrent_part
 
 def test_posnet_embed_equals_eq_24_with_true_positions():
     model, d = build_model(["--arch", "posnet_embed_iwslt_de_en", "--encoder-posnet-embed-activation", "relu"])
-    stage = model.encoder.layernorm_embedding
+    stage = model.encoder.position_encoding
     posnet = stage.encoding
     x = torch.randn(2, 5, 32)
     pad = torch.tensor([[True, True, False, False, False], [False] * 5])  # row 0 left-padded
@@ -216,7 +216,7 @@ def test_posnet_embed_equals_eq_24_with_true_positions():
 
 def test_posnet_kernels_allow_a_batch_wider_than_the_table_when_its_sentences_fit():
     model, d = build_model(["--arch", "posnet_embed_iwslt_de_en", "--encoder-posnet-embed-max-positions", "8"])
-    posnet = model.encoder.layernorm_embedding.encoding
+    posnet = model.encoder.position_encoding.encoding
     x = torch.randn(1, 12, 32)
     pad = torch.tensor([[True] * 5 + [False] * 7])  # 7 tokens, left-padded to 12 columns
     wide = posnet(x, context_for(12, 1, pad))
@@ -366,7 +366,7 @@ def test_t5_bias_table_is_shared_by_the_layers_of_one_side():
 
 def test_lstm_encoder_equals_torch_bilstm_on_the_unpadded_sentence():
     model, d = build_model(["--arch", "lstmpe_iwslt_de_en"])
-    stage = model.encoder.layernorm_embedding
+    stage = model.encoder.position_encoding
     x = torch.randn(2, 6, 32)
     pad = torch.tensor([[True, True, False, False, False, False], [False] * 6])
     out = stage.encoding(x, context_for(6, 2, pad))
@@ -420,7 +420,7 @@ def test_big_posnet_embed_uses_d_p_256_and_base_128():
         model, _ = build_model(["--arch", arch, "--encoder-layers", "1", "--decoder-layers", "1",
                                 "--encoder-posnet-embed-max-positions", "4", "--decoder-posnet-embed-max-positions", "4"],
                                tiny=False)
-        assert model.encoder.layernorm_embedding.encoding.kernels.shape == (4, 1, d_p, d_p)
+        assert model.encoder.position_encoding.encoding.kernels.shape == (4, 1, d_p, d_p)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -50,13 +50,24 @@ def side_config(args, side) -> TransformerConfig:
 
 class PositionAwareSide:
     """Mixin of the encoder and the decoder: the build plan, the shared tables, the position
-    module in the ``layernorm_embedding`` slot, and a clear error beyond a learned table."""
+    encoding (``position_encoding``, with fairseq's embedding LayerNorm), and a clear error beyond a
+    learned table."""
+
+    @property
+    def layernorm_embedding(self):
+        """fairseq's forward runs this slot on the embedded input: the side's position stage."""
+        return self.position_encoding
+
+    @layernorm_embedding.setter
+    def layernorm_embedding(self, none):
+        """fairseq's __init__ stores its embedding LayerNorm here (nn.Module registers a module
+        itself, so only None arrives); ``_setup_positions`` moves the LayerNorm into the stage."""
 
     def _setup_positions(self, cfg, side):
         plan = self._mixer_plan
         self._side = side
         self.mixer_position_tables = plan.shared_tables.tables
-        self.layernorm_embedding = plan.position_encoding(self.layernorm_embedding)
+        self.position_encoding = plan.position_encoding(self._modules.pop("layernorm_embedding", None))
         entry = POSITION_ENCODING_REGISTRY.get(side.read(cfg, "position-encoding", "sinusoidal"),
                                                side.flag("position-encoding"))
         limit = None

@@ -286,7 +286,18 @@ def drop_unbuilt_position_tables(model, state_dict, prefix: str):
                 del state_dict[key]
 
 
-PARAMETER_UPGRADES = (move_value_parameters, drop_unbuilt_position_tables)
+def move_position_encoding(model, state_dict, prefix: str):
+    """The side's position encoding and embedding LayerNorm live under ``position_encoding.`` (they
+    were stored under fairseq's ``layernorm_embedding.`` slot, the LayerNorm alone or both)."""
+    for side in SIDES:
+        old, new = prefix + f"{side.name}.layernorm_embedding.", prefix + f"{side.name}.position_encoding."
+        for key in [k for k in state_dict if k.startswith(old)]:
+            rest = key[len(old):]
+            inner = rest if rest.startswith(("encoding.", "layer_norm.")) else "layer_norm." + rest
+            state_dict[new + inner] = state_dict.pop(key)
+
+
+PARAMETER_UPGRADES = (move_value_parameters, drop_unbuilt_position_tables, move_position_encoding)
 
 
 def upgrade_stored_parameters(model, state_dict, prefix: str = ""):

@@ -15,7 +15,7 @@ sentence raises a clear error naming it. Parameters: 2 D d_p + P d_p^2 per side.
 act is ReLU by default: the paper names only "the non-linear activation" sigma (Eq. 23); its
 released code (vesterchang/interpret_positional_encoding, posnet/modules.py) uses ReLU, with the
 order W_1 -> Phi[p] -> ReLU -> W_2 -> Dropout -> + X, as here. The code applies PosNet after the
-embedding dropout; here it runs in the layernorm_embedding slot, before it (docs/choices.md).
+embedding dropout; here it runs in the side's position_encoding stage, before it (docs/choices.md).
 """
 import torch
 from fairseq import utils
