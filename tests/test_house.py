@@ -80,14 +80,14 @@ def test_checkpoint_without_the_readings_marker_keeps_its_defaults_and_translate
 def stored_args(flags, readings, **unset_then):
     """Arguments as a checkpoint stored them: parsed from ``flags``, with the readings marker
     ``readings`` (None: absent) and the given attributes as stored (None: unset)."""
-    from posmix_fairseq.models.upgrades import READINGS_MARKER
+    from posmix_fairseq.models.upgrades import DEFAULTS_VERSION_ATTR
     args = parse_model_args(flags)
     for key, value in unset_then.items():
         setattr(args, key, value)
     if readings is None:
-        delattr(args, READINGS_MARKER)
+        delattr(args, DEFAULTS_VERSION_ATTR)
     else:
-        setattr(args, READINGS_MARKER, readings)
+        setattr(args, DEFAULTS_VERSION_ATTR, readings)
     return args
 
 

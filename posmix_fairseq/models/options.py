@@ -14,7 +14,7 @@ from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .upgrades import READINGS_MARKER, READINGS_VERSION, side_has_position_signal, upgrade_stored_args
+from .upgrades import DEFAULTS_VERSION, DEFAULTS_VERSION_ATTR, side_has_position_signal, upgrade_stored_args
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def add_posmix_args(parser):
                        help="remove the feed-forward sublayers of the encoder (the -FF ablation)")
     group.add_argument("--no-decoder-ffn", action="store_true",
                        help="remove the feed-forward sublayers of the decoder (the -FF ablation)")
-    group.add_argument("--" + READINGS_MARKER.replace("_", "-"), type=int, default=READINGS_VERSION, metavar="N",
+    group.add_argument("--" + DEFAULTS_VERSION_ATTR.replace("_", "-"), type=int, default=DEFAULTS_VERSION, metavar="N",
                        help="the version of the defaults the model was built with (stored in checkpoints; older "
                             "checkpoints keep the defaults they were trained with, see models/upgrades.py)")
     group.add_argument("--length-ratio", type=float, metavar="GAMMA",

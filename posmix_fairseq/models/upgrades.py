@@ -8,10 +8,11 @@ values that rebuild the model those arguments were trained as:
 
 * a renamed option is recognised by its old attribute (only arguments stored before the rename
   have it);
-* a changed default is recognised by the readings marker ``posmix_paper_readings``, a model option
-  whose argparse default is :data:`READINGS_VERSION`, so every command line stores it (fairseq
+* a changed default is recognised by the defaults version stored as ``posmix_paper_readings`` (its
+  name since the first changed defaults were readings of the papers), a model option whose argparse
+  default is :data:`DEFAULTS_VERSION`, so every command line stores it (fairseq
   applies no argparse defaults to a checkpoint's stored arguments). A step declares the version
-  that introduced its change (``readings_below``) and runs on arguments stored with a lower
+  that introduced its change (``defaults_version_below``) and runs on arguments stored with a lower
   version or without the marker; they get the former default written in explicitly.
 
 :func:`upgrade_stored_args` runs every step in order and then stamps the current version. It is the
@@ -35,14 +36,14 @@ from .sublayers import sublayers
 
 logger = logging.getLogger(__name__)
 
-READINGS_MARKER = "posmix_paper_readings"
-#: the version of the defaults this code builds; steps with ``readings_below`` <= it pin former ones
-READINGS_VERSION = 12
+DEFAULTS_VERSION_ATTR = "posmix_paper_readings"
+#: the version of the defaults this code builds; steps with ``defaults_version_below`` <= it pin former ones
+DEFAULTS_VERSION = 12
 
 
-def stored_readings(args) -> int:
-    """The readings version stored with ``args`` (0: stored without the marker)."""
-    return getattr(args, READINGS_MARKER, None) or 0
+def stored_defaults_version(args) -> int:
+    """The defaults version stored with ``args`` (0: stored without it)."""
+    return getattr(args, DEFAULTS_VERSION_ATTR, None) or 0
 
 
 def mixer_options(args, placement):
@@ -165,10 +166,10 @@ class ArgsUpgrade:
     name: str  # what changed
     apply: Callable  # args -> whether anything was written
     applies: Optional[Callable] = None  # args -> bool (renames: the old attributes are stored)
-    readings_below: Optional[int] = None  # changed defaults: stored readings version < this
+    defaults_version_below: Optional[int] = None  # changed defaults: stored readings version < this
 
     def concerns(self, args) -> bool:
-        if self.readings_below is not None and stored_readings(args) >= self.readings_below:
+        if self.defaults_version_below is not None and stored_defaults_version(args) >= self.defaults_version_below:
             return False
         return self.applies is None or self.applies(args)
 
@@ -184,36 +185,36 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                 lambda args: _frozen_positions_per_side(args), applies=lambda args: hasattr(args, "frozen_energy_positions")),
     # defaults that changed with the paper readings (docs/choices.md)
     ArgsUpgrade("relative-distance embeddings laid out as each arch's paper does (were shared by the heads)",
-                pin_mixer_option("relative-embedding-heads", lambda args, p: "shared"), readings_below=11),
+                pin_mixer_option("relative-embedding-heads", lambda args, p: "shared"), defaults_version_below=11),
     ArgsUpgrade("sinusoidal relative tables take the first D_h dims of the D-dim encoding (were a D_h-dim one)",
                 pin_mixer_option("relative-sinusoids", lambda args, p:
                                  "head" if p.read(args, "position-table") == "sinusoidal" else None),
-                readings_below=11),
+                defaults_version_below=11),
     ArgsUpgrade("the shaw archs drop Shaw's a^V term (GPA Table 8)",
-                pin_mixer_option("shaw-value-term", lambda args, p: "on"), readings_below=11),
+                pin_mixer_option("shaw-value-term", lambda args, p: "on"), defaults_version_below=11),
     ArgsUpgrade("RecPE's first layer is multi-head attention over all of m_j (was head-sliced)",
-                pin_encoding_option("rpe-reading", lambda args, side: "sliced-legacy"), readings_below=11),
+                pin_encoding_option("rpe-reading", lambda args, side: "sliced-legacy"), defaults_version_below=11),
     ArgsUpgrade("RecPE's recurrent heads t default per arch (was 1)",
-                pin_encoding_option("rpe-heads", lambda args, side: 1), readings_below=11),
+                pin_encoding_option("rpe-heads", lambda args, side: 1), defaults_version_below=11),
     ArgsUpgrade("LSTM position encoding width 2D per direction (was D/2 in the encoder, D in the decoder)",
                 pin_encoding_option("position-lstm-units",
                                     lambda args, side: side.read(args, "embed-dim") // (1 if side.causal else 2)),
-                readings_below=11),
+                defaults_version_below=11),
     ArgsUpgrade("LinearNet's matrix covers 128 positions (was 256), and the model's max positions stay within it",
                 all_of(pin_mixer_option("linear-max-positions", lambda args, p: 256),
-                       keep_positions_within("linear-max-positions", "linear")), readings_below=11),
+                       keep_positions_within("linear-max-positions", "linear")), defaults_version_below=11),
     ArgsUpgrade("PosNet-Attn's kernel is shared by the heads, covers 128 positions and has dropout (was per head, "
                 "256, none), and the model's max positions stay within it",
                 all_of(pin_mixer_option("posnet-kernel", lambda args, p: "head"),
                        pin_mixer_option("posnet-max-positions", lambda args, p: 256),
                        pin_mixer_option("posnet-dropout", lambda args, p: 0.0),
-                       keep_positions_within("posnet-max-positions", "posnet")), readings_below=11),
+                       keep_positions_within("posnet-max-positions", "posnet")), defaults_version_below=11),
     ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (the cumulative increments are "
-                "--S-t5-adaptive cumulative)", lambda args: _t5_adaptive_cumulative(args), readings_below=11),
+                "--S-t5-adaptive cumulative)", lambda args: _t5_adaptive_cumulative(args), defaults_version_below=11),
     ArgsUpgrade("PosNet-Embed's activation is ReLU (was GeLU)",
-                pin_encoding_option("posnet-embed-activation", lambda args, side: "gelu"), readings_below=11),
+                pin_encoding_option("posnet-embed-activation", lambda args, side: "gelu"), defaults_version_below=11),
     ArgsUpgrade("PosNet-Attn's activation is ReLU, as PosNet-Embed's (was GeLU)",
-                pin_mixer_option("posnet-activation", lambda args, p: "gelu"), readings_below=12),
+                pin_mixer_option("posnet-activation", lambda args, p: "gelu"), defaults_version_below=12),
 ]
 
 
@@ -244,8 +245,8 @@ def upgrade_stored_args(args) -> List[str]:
     for step in ARGS_UPGRADES:
         if step.concerns(args) and step.apply(args):
             ran.append(step.name)
-    if stored_readings(args) < READINGS_VERSION:
-        setattr(args, READINGS_MARKER, READINGS_VERSION)
+    if stored_defaults_version(args) < DEFAULTS_VERSION:
+        setattr(args, DEFAULTS_VERSION_ATTR, DEFAULTS_VERSION)
     for name in ran:
         logger.info("stored arguments upgraded: %s", name)
     return ran

@@ -60,7 +60,8 @@ class RelativeTableEnergy(SoftmaxEnergy):
     def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
         """The energy table E[h, n, j] of Eq. 10 and the weight profiles of a few query positions."""
         return PositionFigure("rposnet", {"k": self.k, "gamma": self.length_ratio, "frozen": self.frozen},
-                              {"energy": self.energy_table(positions).float(), "profiles": weights()[:, query_positions]})
+                              {"energy": self.energy_table(positions).float(),
+                               "profiles": weights()[:, query_positions]})
 
     def logits(self, query, query_positions, keys, key_positions):
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
