@@ -151,3 +151,15 @@ def test_library_imports_never_run_back_up_a_floor():
 def test_the_library_is_at_most_6000_lines():
     lines = sum(len(open(p, encoding="utf-8").read().splitlines()) for p in library_files())
     assert lines <= LIBRARY_LINES, f"the library (every .py file outside harness/) has {lines} lines"
+
+
+def test_library_modules_outside_the_mixers_import_no_variant():
+    """What walks a model asks its modules (position_limits, position_figure, table8_parameters,
+    removes_sublayer...); it never imports a mixer variant (mixers/<name>.py) to test a type."""
+    variants = {module_name(p) for p in library_files()
+                if module_name(p).startswith("posmix_fairseq.mixers.") and module_name(p).count(".") == 2
+                and not module_name(p).endswith((".engine", ".paths"))}
+    assert "posmix_fairseq.mixers.rposnet" in variants
+    found = [f"{name} imports {target}" for name, targets in import_graph(library_files()).items()
+             if not name.startswith("posmix_fairseq.mixers") for target in sorted(targets & variants)]
+    assert not found, found

@@ -9,7 +9,6 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 
 from ..core.placement import DECODER_CROSS, DECODER_SELF, ENCODER_SELF
-from ..mixers.none import NoMixing
 from .plan import MixerPlan
 
 
@@ -65,7 +64,7 @@ class PosMixLayer:
         return super().build_fc2(input_dim, output_dim, q_noise, qn_block_size)
 
     def drop_norms_of_removed_sublayers(self):
-        if isinstance(self.self_attn, NoMixing):
+        if getattr(self.self_attn, "removes_sublayer", False):  # fairseq's MHA has no such attribute
             self.self_attn_layer_norm = nn.Identity()
         if self._ffn_removed:
             self.final_layer_norm = nn.Identity()
