@@ -65,10 +65,6 @@ class FrozenTable(metaclass=ABCMeta):
         """N of the ``role`` ("source" / "target") side."""
         return self._sizes[role]
 
-    def table_sizes(self) -> Dict[str, int]:
-        """{role: N} of the sides whose positions index the table."""
-        return dict(self._sizes)
-
     def option_of(self, role: str) -> str:
         """The flag that sized the ``role`` side of the table (``--encoder-frozen-energy-positions`` ...)."""
         return self._info["sides"][role][0]
