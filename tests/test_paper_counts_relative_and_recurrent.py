@@ -175,9 +175,9 @@ def test_rpe_sinusoids_interleave_sine_and_cosine_so_every_head_slice_has_both()
             assert math.isclose(float(pe[j, c]), math.sin(angle) if c % 2 == 0 else math.cos(angle), abs_tol=1e-5)
 
 
-# ---- checkpoints stored without the readings marker -----------------------------------------------
+# ---- checkpoints stored without a defaults version -----------------------------------------------
 def test_arguments_stored_without_the_readings_marker_rebuild_their_shapes():
-    """Stored arguments lack the posmix_paper_readings marker: the upgrade restores the old
+    """Stored arguments lack the defaults version (posmix_paper_readings): the upgrade restores the old
     layouts (shared relative tables with a^V, RecPE's head-sliced first layer with t = 1, the LSTM at
     D/2 | D units without projection), so their weights load unchanged."""
     shapes = {}

@@ -187,7 +187,7 @@ def test_rpehead_first_layer_is_the_transformers_multi_head_attention():
 
 
 def test_rpehead_sliced_legacy_first_layer_feeds_t_heads_from_the_recurrent_part_only():
-    """The reading of checkpoints stored without the readings marker (--S-rpe-reading sliced-legacy): with
+    """The reading of checkpoints stored without a defaults version (--S-rpe-reading sliced-legacy): with
     d_r = t D / H, perturbing R changes the attention of the last t heads only."""
     model, d = build_model(["--arch", "rpehead_iwslt_de_en", "--encoder-rpe-heads", "1",
                             "--encoder-rpe-reading", "sliced-legacy"])

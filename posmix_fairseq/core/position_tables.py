@@ -148,7 +148,7 @@ class RelativePositionTable(nn.Module):
     ``kind`` ``learned``, or ``sinusoidal`` (no parameters; Analysis of positional encodings,
     Eqs. 8-9: the vector of distance d is the first D_h dimensions of the D-dim sinusoidal
     encoding PE_d, Eqs. 1-2; sliced, head h takes dimensions h D_h .. (h+1) D_h - 1 of PE_d).
-    ``sinusoids="head"`` is the encoding of checkpoints stored without the readings marker (shared heads, a
+    ``sinusoids="head"`` is the encoding of checkpoints stored without a defaults version (shared heads, a
     D_h-dim [sin | cos] encoding over all D_h / 2 frequencies); it is kept for them only.
     """
 
@@ -169,8 +169,8 @@ class RelativePositionTable(nn.Module):
             distances = torch.arange(-k, k + 1)
             if sinusoids == "head":
                 if heads != "shared":
-                    raise ValueError("the per-head relative sinusoids (of checkpoints stored without the readings marker) exist only "
-                                     "with shared relative embeddings")
+                    raise ValueError("the per-head relative sinusoids (of checkpoints stored without a defaults version) "
+                                     "exist only with shared relative embeddings")
                 table = sinusoidal_encoding(distances, self.head_dim)
             else:
                 table = interleaved_sinusoids(distances, width, embed_dim)

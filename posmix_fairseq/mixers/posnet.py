@@ -6,7 +6,7 @@
 with q, k, v the usual projections. act is ReLU by default (``--S-posnet-activation``):
 "attention-level PosNet is identical to embedding-level PosNet, excluding W_1 and W_2" (the
 paper's Figure 5), and PosNet-Embed's act is ReLU in the authors' released code; checkpoints
-stored with readings version < 12 keep the GeLU they were trained with (models/upgrades.py). The
+stored with defaults version < 12 keep the GeLU they were trained with (models/upgrades.py). The
 paper's kernel tensor is Phi in R^{L x d_k x d_k} (PosNet paper, Section 3.3, "Attention-Level"):
 one (d_k x d_k) kernel per key position p_m, the same for every head (``--S-posnet-kernel layer``,
 the default). Dropout (``--S-posnet-dropout``, its own rate, "independent from that of
@@ -14,7 +14,7 @@ Transformer", the paper giving no value; default ``--dropout``, as PosNet-Embed'
 ``--<side>-posnet-embed-dropout``) is applied to the PosNet output act(v Phi) right before the
 residual (Section 3.3, "Residual Connection and Dropout"): PosNet(v) = Dropout(act(v Phi[p_m])) + v.
 ``--S-posnet-kernel head`` is a per-head reading, Phi[p_m, h] of shape (P x H x D_h x D_h), which
-checkpoints stored without the readings marker use.
+checkpoints stored without a defaults version use.
 
 p_m is the key's TRUE position (padding excluded; fairseq left-pads sources). By default one
 kernel tensor is shared by the layers of each sublayer kind (``--S-posnet-share-kernels``); the
@@ -99,7 +99,7 @@ class PositionKernelValues(Values):
                     "posnet-kernel": dict(choices=KERNEL_SHAPES, default="layer",
                                           help="layer: Phi in R^{P x d_k x d_k} shared by the heads (the paper, "
                                                "default); head: one kernel per head (P x H x D_h x D_h; "
-                                               "checkpoints stored without the readings marker)"),
+                                               "checkpoints stored without a defaults version)"),
                     "posnet-dropout": dict(type=float, default=None, metavar="P",
                                            help="dropout on the PosNet output before its residual (default: "
                                                 "--dropout, as PosNet-Embed's)"),

@@ -7,8 +7,8 @@ queries, keys and values projected from its own D/H-dimensional slice of m_j:
     head_h = softmax((m^h W^Q_h)(m^h W^K_h)^T / sqrt(D_h)) (m^h W^V_h),   out = [head_1..head_H] W^O
 
 so with d_r = t D / H, exactly t heads see the recurrent part R (RPEHead), or every head sees its
-own slice of P and of R (MPRHead). This is the reading of checkpoints stored without the
-readings marker (``--S-rpe-reading sliced-legacy``), kept so they load as trained; the paper's Eqs. 4-5 project
+own slice of P and of R (MPRHead). This is the reading of checkpoints stored without a
+defaults version (``--S-rpe-reading sliced-legacy``), kept so they load as trained; the paper's Eqs. 4-5 project
 all of m_j in every head (the Transformer's attention), which its parameter counts confirm.
 Parameters: 3 (D^2 / H + D) + (D^2 + D).
 """

@@ -166,7 +166,7 @@ class ArgsUpgrade:
     name: str  # what changed
     apply: Callable  # args -> whether anything was written
     applies: Optional[Callable] = None  # args -> bool (renames: the old attributes are stored)
-    defaults_version_below: Optional[int] = None  # changed defaults: stored readings version < this
+    defaults_version_below: Optional[int] = None  # changed defaults: stored defaults version < this
 
     def concerns(self, args) -> bool:
         if self.defaults_version_below is not None and stored_defaults_version(args) >= self.defaults_version_below:
@@ -238,7 +238,7 @@ def _t5_adaptive_cumulative(args) -> bool:
 
 
 def upgrade_stored_args(args) -> List[str]:
-    """Runs every step that concerns ``args`` (in order) and stamps the current readings version.
+    """Runs every step that concerns ``args`` (in order) and stamps the current defaults version.
     Returns the names of the steps that changed something (empty for arguments of this code, and for
     older arguments whose sublayers read none of the changed options)."""
     ran = []

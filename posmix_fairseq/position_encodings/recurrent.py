@@ -23,7 +23,7 @@ may run backward or bidirectionally (two cells of d_r/2 units, r = [r_fwd : r_bw
 must be forward (left to right), which makes decoding incremental: r_{j-1} (and c) are kept
 in fairseq's incremental state. Ablations: ``--S-rpe-sinusoids off`` drops pe_j (the "-PE"
 rows); an RecPE-free side is simply ``--S-position-encoding sinusoidal``.
-``--S-rpe-reading sliced-legacy`` is the reading of checkpoints stored without the readings marker (head h of
+``--S-rpe-reading sliced-legacy`` is the reading of checkpoints stored without a defaults version (head h of
 the first layer computed from slice h of m_j only, the ``sliced_mha`` mixer, and pe_j in the
 [sin | cos] layout); kept so that they load as trained.
 Parameters: the cell(s) (GRU: 3 (d_r d_r + d_r d_r + 2 d_r)) and W^r, b^r (d_r^2 + d_r).
@@ -174,5 +174,5 @@ RPE_OPTIONS = {
     "rpe-reading": dict(choices=READINGS, default="paper",
                         help="paper: the first layer is multi-head attention over all of m_j (Eqs. 4-5; default); "
                              "sliced-legacy: head h reads only slice h of m_j, sinusoids in [sin | cos] layout "
-                             "(checkpoints stored without the readings marker)"),
+                             "(checkpoints stored without a defaults version)"),
 }

@@ -37,7 +37,7 @@ def relative_embeddings_options(default: str, sinusoids: bool = False):
             choices=RELATIVE_SINUSOIDS, default=None,
             help="sinusoidal relative tables: d-model (the first D_h dims of the D-dim encoding, Analysis of "
                  "positional encodings Eqs. 8-9; default) or head (a D_h-dim encoding over all frequencies: "
-                 "what checkpoints without the stored readings marker use)")
+                 "what checkpoints without a stored defaults version use)")
     return options
 
 
