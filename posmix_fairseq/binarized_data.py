@@ -4,6 +4,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+from fairseq.data import data_utils
 
 
 def split_prefixes(data_dir: str, split: str, src: str, tgt: str) -> List[str]:
@@ -25,8 +26,6 @@ def split_prefixes(data_dir: str, split: str, src: str, tgt: str) -> List[str]:
 
 def sentence_sizes(index_path_prefix: str) -> np.ndarray:
     """Tokens per sentence of one binarized file, the EOS fairseq-preprocess appends included."""
-    from fairseq.data import data_utils
-
     dataset = data_utils.load_indexed_dataset(index_path_prefix, None)
     if dataset is None:
         raise FileNotFoundError(index_path_prefix)
@@ -36,8 +35,6 @@ def sentence_sizes(index_path_prefix: str) -> np.ndarray:
 def language_pair(data_dir: str, src: Optional[str], tgt: Optional[str]):
     """(src, tgt), inferred from the file names as fairseq does when not given."""
     if src is None or tgt is None:
-        from fairseq.data import data_utils
-
         src, tgt = data_utils.infer_language_pair(data_dir) if os.path.isdir(data_dir) else (None, None)
     return src, tgt
 

@@ -8,6 +8,7 @@ installed (``scripts/install.sh`` does that); ``python -m posmix_fairseq.environ
 Exit status 0: everything needed is there; 1: something is missing or broken (listed, with the
 command that installs it).
 """
+import argparse
 import importlib
 import importlib.metadata
 import importlib.util
@@ -114,7 +115,6 @@ def missing(findings: List[Finding]) -> List[str]:
 
 
 def main(argv=None) -> int:
-    import argparse
     p = argparse.ArgumentParser(prog="python -m posmix_fairseq.environment", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
                    help="only check that each module is installed, without importing it (fast, misses broken installs)")

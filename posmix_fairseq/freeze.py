@@ -37,14 +37,19 @@ import sys
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
-from .command import build_parser as command_parser, check_checkpoint, check_data_dir, check_output_file, console
+from fairseq import checkpoint_utils, tasks
 
-from . import checkpoint_files
+from . import checkpoint_files, register
+from .binarized_data import longest_sentences
+from .core.placement import PLACEMENTS, SIDES
+from .mixers import MIXER_REGISTRY, frozen_mixers
+from .mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
+from .models.sublayers import sublayers
+from .command import build_parser as command_parser, check_checkpoint, check_data_dir, check_output_file, console
 from .checkpoint_files import check_output, check_tensors
 
 ROUND_TO = 16  # default table sizes: the longest sentence rounded up to a multiple of this
 FALLBACK_POSITIONS = 128  # without the data: GPA Section 4.2's N
-FROZEN_OPTION = "frozen-energy-positions"  # --<side>-frozen-energy-positions (mixers/engine/frozen_energy.py)
 
 
 class NothingToFreeze(ValueError):
@@ -53,8 +58,6 @@ class NothingToFreeze(ValueError):
 
 def frozen_placements(args):
     """(placement, registry entry) of every sublayer whose mixer declares a frozen energy."""
-    from .core.placement import PLACEMENTS
-    from .mixers import MIXER_REGISTRY
 
     out = []
     for placement in PLACEMENTS:
@@ -76,13 +79,7 @@ def table_sides(args):
 
 def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Optional[Dict] = None):
     """(state, task, model): the checkpoint as fairseq-generate loads it (its task's dictionaries)."""
-    from fairseq import tasks
-
-    from . import register
-
-    register()  # the model classes the checkpoint names
-    from .core.placement import PLACEMENTS, SIDES
-    from .mixers import frozen_mixers
+    register()  # the model classes and the task the checkpoint names
 
     if not os.path.isfile(checkpoint):
         raise ValueError(f"{checkpoint}: no such checkpoint")
@@ -152,7 +149,6 @@ def choose_table_sizes(args, data: Optional[str], src: Optional[str], tgt: Optio
     """({role: N} for every side a frozen table reads, lines explaining the choice and its trade-off).
 
     ``max_positions``: None (from the data, see the module docstring), N or (SOURCE, TARGET)."""
-    from .binarized_data import longest_sentences
 
     sides = table_sides(args)
     limits = {side: getattr(args, side.max_positions_attr) for side in sides}
@@ -224,9 +220,6 @@ def freeze_model(task, model, args, num_positions: Union[int, Dict[str, int]], t
     N for every side a table reads, or {"source": N_s, "target": N_t}) and filled with the trained
     weights and the tables. Its max positions are the trained model's, or the tables' sizes with
     ``tables_as_max_positions``."""
-    from .core.placement import SIDES
-    from .mixers.engine.frozen_energy import TABLES_AS_LIMITS
-    from .models.sublayers import sublayers
 
     needed = table_sides(args)
     if not needed:
@@ -266,21 +259,8 @@ def count(module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def table8_formula(mixer: str, gated: bool, d: int, h: int, k: Optional[int], n_query: int, n_key: int):
-    """(training, search) parameters of one attention layer per the paper's Table 8 (no biases,
-    no LayerNorm); D^2 terms: W^Q, W^K (aPosNet), W^V, W^O, W^G (gated)."""
-    g = int(gated)
-    if mixer == "aposnet":
-        return (4 + g) * d * d, h * n_query * n_key + (2 + g) * d * d
-    if mixer == "rposnet":
-        kh = 2 * k + 1
-        return kh * d + (3 + g) * d * d, h * kh * n_query + (2 + g) * d * d
-    return None
-
-
 def sublayer_rows(model, args):
     """Per placement: its name, mixer, layers, parameters per layer (first layer), total."""
-    from .models.sublayers import sublayers
 
     rows = {}
     for sublayer in sublayers(model):
@@ -304,7 +284,6 @@ def shared_table_params(model) -> int:
 
 def parameter_report(trained, frozen, args, sizes: Dict[str, int]) -> str:
     """The Table 8 style comparison of the trained and the frozen model."""
-    from .mixers import frozen_mixers
 
     before, after = sublayer_rows(trained, args), sublayer_rows(frozen, args)
     shown = ", ".join(f"{role} N = {n}" for role, n in sorted(sizes.items()))
@@ -316,10 +295,11 @@ def parameter_report(trained, frozen, args, sizes: Dict[str, int]) -> str:
     for b, a in zip(before, after):
         module, placement = a["module"], a["placement"]
         gated = getattr(module, "gating", None) is not None
-        d, h = module.embed_dim, module.num_heads
-        energy = getattr(module, "energy", None)
-        formula = table8_formula(b["mixer"], gated, d, h, getattr(energy, "k", None),
-                                 sizes.get(placement.query_side.role, 0), sizes.get(placement.key_side.role, 0))
+        d = module.embed_dim
+        energy = getattr(module, "energy", None)  # the frozen energy carries its Table 8 formula
+        formula = energy.table8_parameters(gated, d, sizes.get(placement.query_side.role, 0),
+                                           sizes.get(placement.key_side.role, 0)) \
+            if hasattr(energy, "table8_parameters") else None
         f_train, f_search = (f"{formula[0]:,}", f"{formula[1]:,}") if formula else ("", "")
         gate = " (gated)" if gated and b["mixer"] in frozen_mixers() else ""
         lines.append(f"| {placement.name.replace('_', ' ')} | {b['mixer']}{gate} | {b['layers']} | {b['per_layer']:,} | "
@@ -395,7 +375,6 @@ def freeze_checkpoint(src: str, dst: str, max_positions=None, data: Optional[str
 
 
 def main(argv: Optional[List[str]] = None):
-    from .core.placement import SIDES
 
     p = command_parser("posmix-freeze", __doc__)
     p.add_argument("input", metavar="IN.pt", help="trained checkpoint (fairseq-train)")

@@ -218,6 +218,7 @@ def test_search_time_layer_parameters_are_table_8s_search_column(mixer, size, d,
     layer = paper_size_model(f"{mixer}_{size}", frozen=n).encoder.layers[0].self_attn
     expected = h * (2 * k + 1) * n + 3 * d * d if mixer == "rposnet" else h * n * n + 3 * d * d
     assert weights(layer) == expected
+    assert layer.energy.table8_parameters(True, d, n, n)[1] == expected  # the formula the frozen energy carries
 
 
 @pytest.mark.parametrize("size, claim", [

@@ -40,6 +40,23 @@ def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name)
     torch.testing.assert_close(F.log_softmax(logits.double(), -1), expected["log_probs"], atol=1e-5, rtol=0)
 
 
+def test_parameters_stored_in_fairseqs_layernorm_embedding_slot_load_into_position_encoding():
+    """Checkpoints stored a side's position encoding and embedding LayerNorm under fairseq's
+    ``layernorm_embedding.`` slot (the LayerNorm's own ``weight``/``bias``, or ``encoding.`` and
+    ``layer_norm.`` of the stage): loading moves them to the ``position_encoding`` submodule."""
+    flags = ["--arch", "lstmpe_iwslt_de_en", "--layernorm-embedding"]
+    trained, _ = build_model(flags, seed=1)
+    stored = {re.sub(r"\.position_encoding\.(layer_norm\.)?", ".layernorm_embedding.", key)
+              if key.startswith("encoder.") else key.replace(".position_encoding.", ".layernorm_embedding."): value
+              for key, value in trained.state_dict().items()}
+    assert {"encoder.layernorm_embedding.weight", "decoder.layernorm_embedding.layer_norm.weight",
+            "encoder.layernorm_embedding.encoding.lstm.weight_hh_l0"} <= set(stored)
+    model, _ = build_model(flags, seed=2)
+    model.load_state_dict(stored)  # fairseq's load_state_dict runs the model's upgrades first
+    for key, value in trained.state_dict().items():
+        assert torch.equal(model.state_dict()[key], value), key
+
+
 @pytest.mark.parametrize("name,pinned", [
     ("linearnet_p256", {"encoder_self_linear_max_positions": 256, "decoder_self_linear_max_positions": 256,
                         "encoder_position_encoding": "none"}),
@@ -94,8 +111,8 @@ def test_posnet_embed_options_stored_under_their_old_names_are_renamed():
     assert not any(hasattr(args, f"{side}_posnet_{o}") for side in ("encoder", "decoder")
                    for o in ("dim", "activation", "max_positions", "dropout"))
     assert (args.encoder_posnet_embed_dim, args.decoder_posnet_embed_activation) == (24, "tanh")
-    assert model.encoder.layernorm_embedding.encoding.w1.weight.shape == (24, 32)
-    assert torch.equal(model.decoder.layernorm_embedding.encoding.activation_fn(torch.tensor([-1.0])),
+    assert model.encoder.position_encoding.encoding.w1.weight.shape == (24, 32)
+    assert torch.equal(model.decoder.position_encoding.encoding.activation_fn(torch.tensor([-1.0])),
                        torch.tanh(torch.tensor([-1.0])))
 
 

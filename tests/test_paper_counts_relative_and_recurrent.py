@@ -19,7 +19,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY
 from helpers import build_model_from_args, meta_model, mixer_spec, num_parameters, parse_model_args
 from posmix_fairseq.core.placement import ENCODER
 from posmix_fairseq.mixers import build_mixer
-from posmix_fairseq.models.upgrades import READINGS_MARKER as MARKER
+from posmix_fairseq.models.readings import READINGS_MARKER as MARKER
 from posmix_fairseq.position_encodings.base import POSITION_ENCODING_REGISTRY, PositionEncodingSpec
 from posmix_fairseq.position_encodings.recurrent import RPE_OPTIONS
 
@@ -175,9 +175,9 @@ def test_rpe_sinusoids_interleave_sine_and_cosine_so_every_head_slice_has_both()
             assert math.isclose(float(pe[j, c]), math.sin(angle) if c % 2 == 0 else math.cos(angle), abs_tol=1e-5)
 
 
-# ---- checkpoints stored without the readings marker -----------------------------------------------
+# ---- checkpoints stored without a defaults version -----------------------------------------------
 def test_arguments_stored_without_the_readings_marker_rebuild_their_shapes():
-    """Stored arguments lack the posmix_paper_readings marker: the upgrade restores the old
+    """Stored arguments lack the defaults version (posmix_paper_readings): the upgrade restores the old
     layouts (shared relative tables with a^V, RecPE's head-sliced first layer with t = 1, the LSTM at
     D/2 | D units without projection), so their weights load unchanged."""
     shapes = {}
@@ -198,10 +198,10 @@ def test_arguments_stored_without_the_readings_marker_rebuild_their_shapes():
     assert shaw["encoder.layers.0.self_attn.values.relative_values.weight"] == (33, 8)
     rpe = shapes["rpehead_iwslt_de_en"]
     assert rpe["encoder.layers.0.self_attn.energy.q_proj.weight"] == (4, 8, 8)  # head-sliced, H x D_h x D_h
-    assert rpe["encoder.layernorm_embedding.encoding.cells.0.cell.weight_ih"] == (3 * 8, 8)  # t = 1: d_r = 8
+    assert rpe["encoder.position_encoding.encoding.cells.0.cell.weight_ih"] == (3 * 8, 8)  # t = 1: d_r = 8
     lstm = shapes["lstmpe_iwslt_de_en"]
-    assert lstm["encoder.layernorm_embedding.encoding.lstm.weight_hh_l0"] == (4 * 16, 16)
-    assert lstm["decoder.layernorm_embedding.encoding.lstm.weight_hh_l0"] == (4 * 32, 32)
+    assert lstm["encoder.position_encoding.encoding.lstm.weight_hh_l0"] == (4 * 16, 16)
+    assert lstm["decoder.position_encoding.encoding.lstm.weight_hh_l0"] == (4 * 32, 32)
     assert not any(".encoding.proj." in n for n in lstm)
 
 

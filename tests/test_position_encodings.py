@@ -191,7 +191,7 @@ def test_rpehead_sliced_legacy_first_layer_feeds_t_heads_from_the_recurrent_part
     from posmix_fairseq.harness.testing import build_stored_model, stored_arguments
     model, d = build_stored_model(stored_arguments(["--arch", "rpehead_iwslt_de_en"],
                                                    ["encoder_rpe_reading", "encoder_rpe_heads"]))
-    assert model.encoder.layernorm_embedding.encoding.d_r == 8  # t = 1
+    assert model.encoder.position_encoding.encoding.d_r == 8  # t = 1
     attn = model.encoder.layers[0].self_attn  # heads from input slices
     x = torch.randn(7, 1, 32)
     y = x.clone()
@@ -204,7 +204,7 @@ def test_rpehead_sliced_legacy_first_layer_feeds_t_heads_from_the_recurrent_part
 
 def test_posnet_embed_equals_eq_24_with_true_positions():
     model, d = build_model(["--arch", "posnet_embed_iwslt_de_en", "--encoder-posnet-embed-activation", "relu"])
-    stage = model.encoder.layernorm_embedding
+    stage = model.encoder.position_encoding
     posnet = stage.encoding
     x = torch.randn(2, 5, 32)
     pad = torch.tensor([[True, True, False, False, False], [False] * 5])  # row 0 left-padded
@@ -217,7 +217,7 @@ def test_posnet_embed_equals_eq_24_with_true_positions():
 
 def test_posnet_kernels_allow_a_batch_wider_than_the_table_when_its_sentences_fit():
     model, d = build_model(["--arch", "posnet_embed_iwslt_de_en", "--encoder-posnet-embed-max-positions", "8"])
-    posnet = model.encoder.layernorm_embedding.encoding
+    posnet = model.encoder.position_encoding.encoding
     x = torch.randn(1, 12, 32)
     pad = torch.tensor([[True] * 5 + [False] * 7])  # 7 tokens, left-padded to 12 columns
     wide = posnet(x, context_for(12, 1, pad))
@@ -367,7 +367,7 @@ def test_t5_bias_table_is_shared_by_the_layers_of_one_side():
 
 def test_lstm_encoder_equals_torch_bilstm_on_the_unpadded_sentence():
     model, d = build_model(["--arch", "lstmpe_iwslt_de_en"])
-    stage = model.encoder.layernorm_embedding
+    stage = model.encoder.position_encoding
     x = torch.randn(2, 6, 32)
     pad = torch.tensor([[True, True, False, False, False, False], [False] * 6])
     out = stage.encoding(x, context_for(6, 2, pad))
@@ -421,7 +421,7 @@ def test_big_posnet_embed_uses_d_p_256_and_base_128():
         model, _ = build_model(["--arch", arch, "--encoder-layers", "1", "--decoder-layers", "1",
                                 "--encoder-posnet-embed-max-positions", "4", "--decoder-posnet-embed-max-positions", "4"],
                                tiny=False)
-        assert model.encoder.layernorm_embedding.encoding.kernels.shape == (4, 1, d_p, d_p)
+        assert model.encoder.position_encoding.encoding.kernels.shape == (4, 1, d_p, d_p)
 
 
 # ---------------------------------------------------------------------------------------------

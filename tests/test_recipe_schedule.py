@@ -10,7 +10,7 @@ from fairseq.optim.adam import FairseqAdam
 from omegaconf import OmegaConf
 
 from posmix_fairseq.schedulers.validation_plateau import ValidationPlateauConfig, ValidationPlateauSchedule
-from posmix_fairseq.tasks.translation_window import read_extra_state, strip_optimizer_state, window_to_keep
+from posmix_fairseq.tasks.checkpoint_window import read_extra_state, strip_optimizer_state, window_to_keep
 
 
 def adam(lr):

@@ -157,7 +157,7 @@ def test_released_archs_compute_what_the_released_code_computes(variant):
 def test_the_embeddings_and_the_mixers_share_one_table():
     model, _ = build_model(["--arch", "rposnet_released_iwslt_de_en"])
     for side in (model.encoder, model.decoder):
-        table = side.layernorm_embedding.encoding.__dict__["_table"]
+        table = side.position_encoding.encoding._table
         assert all(layer.self_attn.energy.query_table is table for layer in side.layers)
         assert sum(p.numel() for p in side.layernorm_embedding.parameters()) == 0  # no copy of its own
 

@@ -18,8 +18,8 @@ from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.kernels.decode_step import position_decode_weights, weighted_decode_step
 from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.mixers.engine.decode_weights import TABLE_KEY
-from posmix_fairseq.mixers.paths import rposnet_window
-from posmix_fairseq.mixers.paths.rposnet_window import STATE_KEYS
+from posmix_fairseq.mixers.engine import relative_search
+from posmix_fairseq.mixers.engine.relative_search import STATE_KEYS
 from posmix_fairseq.mixers.rposnet import rposnet_paths
 from test_freeze import trained_and_frozen
 
@@ -196,7 +196,7 @@ def test_constant_state_size_does_not_grow_and_matches_full_forward(k, frozen, m
     def spy(weights, values, state, valid=None):
         calls["unmasked" if valid is None else "masked"] += 1
         return weighted_decode_step(weights, values, state, valid)
-    monkeypatch.setattr(rposnet_window, "weighted_decode_step", spy)
+    monkeypatch.setattr(relative_search, "weighted_decode_step", spy)
     src, src_len = random_batch(d, [9], seed=1)
     src, src_len = src.repeat(2, 1), src_len.repeat(2)  # two hypotheses of one sentence, as in a beam
     tgt, _ = random_batch(d, [40, 37], seed=2, left_pad=True)

@@ -9,6 +9,13 @@ from torch import Tensor, nn
 from .positions import left_aligned
 
 
+def refer_to_shared(owner: nn.Module, name: str, module: Optional[nn.Module]) -> None:
+    """Keeps ``module`` (a table the side's :class:`SharedPositionTables` owns) on ``owner`` as an
+    unregistered reference: registered once, by its owner, it is saved once and its parameters are
+    counted once, however many layers read it."""
+    object.__setattr__(owner, name, module)
+
+
 def sinusoidal_encoding(positions: Tensor, dim: int) -> Tensor:
     """Vaswani et al. (2017) sinusoids of (possibly negative) integer positions, fairseq layout
     [sin(p w_0..w_{d/2-1}) | cos(...)] with w_i = 10000^(-i/(d/2-1)); odd dim gets a zero column."""
@@ -53,12 +60,15 @@ class LearnedPositionTable(nn.Module):
     A position beyond the table raises a ValueError naming the option that sizes it.
     """
 
-    def __init__(self, max_positions: int, dim: int, option: str):
+    def __init__(self, max_positions: int, dim: int, option: str, role: str):
         super().__init__()
-        self.max_positions = max_positions
-        self.option = option
+        self.max_positions, self.option, self.role = max_positions, option, role
         self.weight = nn.Parameter(torch.empty(max_positions, dim))
         nn.init.normal_(self.weight, mean=0.0, std=dim ** -0.5)
+
+    def position_limits(self):
+        """(role, positions, option) of the table (the position-limit protocol)."""
+        return [(self.role, self.max_positions, self.option)]
 
     def forward(self, positions: Tensor) -> Tensor:
         if positions.numel() and int(positions.max()) >= self.max_positions:
@@ -100,7 +110,7 @@ class SharedPositionTables:
         if kind == "sinusoidal":
             return self.shared(key, lambda: SinusoidalPositionTable(dim, layout))
         if kind == "learned":
-            return self.shared(key, lambda: LearnedPositionTable(max_positions, dim, option))
+            return self.shared(key, lambda: LearnedPositionTable(max_positions, dim, option, role))
         raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
 
     def layer_norm(self, table_key: str, dim: int) -> nn.Module:
@@ -138,7 +148,7 @@ class RelativePositionTable(nn.Module):
     ``kind`` ``learned``, or ``sinusoidal`` (no parameters; Analysis of positional encodings,
     Eqs. 8-9: the vector of distance d is the first D_h dimensions of the D-dim sinusoidal
     encoding PE_d, Eqs. 1-2; sliced, head h takes dimensions h D_h .. (h+1) D_h - 1 of PE_d).
-    ``sinusoids="head"`` is the encoding of checkpoints stored without the readings marker (shared heads, a
+    ``sinusoids="head"`` is the encoding of checkpoints stored without a defaults version (shared heads, a
     D_h-dim [sin | cos] encoding over all D_h / 2 frequencies); it is kept for them only.
     """
 
@@ -159,8 +169,8 @@ class RelativePositionTable(nn.Module):
             distances = torch.arange(-k, k + 1)
             if sinusoids == "head":
                 if heads != "shared":
-                    raise ValueError("the per-head relative sinusoids (of checkpoints stored without the readings marker) exist only "
-                                     "with shared relative embeddings")
+                    raise ValueError("the per-head relative sinusoids (of checkpoints stored without a defaults version) "
+                                     "exist only with shared relative embeddings")
                 table = sinusoidal_encoding(distances, self.head_dim)
             else:
                 table = interleaved_sinusoids(distances, width, embed_dim)

@@ -2,8 +2,7 @@
 
 Each stage is a function that takes explicit paths and runs the real command a user runs
 (``fairseq-preprocess``, ``fairseq-train``, ``posmix-freeze``, ``fairseq-generate``,
-``posmix-score``) as ``python -m MODULE`` in a child process with this checkout's package on the path
-and ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``. ``*_command`` builds a stage's command line (the recipes'
+``posmix-score``) as ``python -m MODULE`` in a child process with this checkout's package on the path. ``*_command`` builds a stage's command line (the recipes'
 ``PLAN=1`` prints them); the stage function runs it. A failing command raises :class:`StepFailed` with
 its exit status and the tail of its log. Relative paths are the caller's: every path given to a stage
 is made absolute against the current directory before a command sees it.

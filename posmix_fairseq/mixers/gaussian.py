@@ -32,6 +32,7 @@ from typing import List
 import torch
 from torch import Tensor, nn
 
+from ..core.position_figures import PositionFigure
 from .engine import (DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
                      max_relative_position_option, register_mixer)
 from .paths.gaussian_window import GaussianWindowMixing
@@ -79,13 +80,18 @@ class GaussianWeights(DirectWeights):
         self.length_ratio = spec.length_ratio
         self.window = max_relative_position(spec) if self.impl == "window" else None
 
-    def centres(self, query_positions: Tensor) -> Tensor:
+    def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
+        """The heads' weights for a sentence of ``positions`` tokens."""
+        return PositionFigure("gaussian", {"gamma": self.length_ratio, "sigma": self.sigma, "impl": self.impl},
+                              {"offsets": self.offsets, "weights": weights()})
+
+    def window_centres(self, query_positions: Tensor) -> Tensor:
         """(B, H, T) integer centres floor(gamma * i + o_h)."""
         scaled = query_positions.double().unsqueeze(1) * self.length_ratio + self.offsets.view(1, -1, 1)
         return torch.floor(scaled)
 
     def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
-        distance = key_positions.double().view(key_positions.size(0), 1, 1, -1) - self.centres(
+        distance = key_positions.double().view(key_positions.size(0), 1, 1, -1) - self.window_centres(
             query_positions).unsqueeze(-1)  # (B, H, T, S)
         if self.impl == "index":
             return (distance == 0).to(query.dtype)

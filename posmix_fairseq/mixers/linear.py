@@ -18,6 +18,7 @@ Parameters: 2(D^2 + D) + H * P^2 for P positions.
 import torch
 from torch import nn
 
+from ..core.position_figures import PositionFigure
 from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, register_mixer
 
 DEFAULT_MAX_POSITIONS = 128  # N of GPA Table 2 (see the module docstring)
@@ -28,6 +29,7 @@ class LinearSpatialWeights(DirectWeights):
         super().__init__()
         self.max_positions = int(spec.options["linear-max-positions"])
         self.option = spec.flag("linear-max-positions")
+        self.roles = sorted({side.role for side in spec.placement.sides})
         if self.max_positions < 1:
             raise ValueError(f"{self.option} must be >= 1 (got {self.max_positions})")
         for side in spec.placement.sides:
@@ -40,6 +42,14 @@ class LinearSpatialWeights(DirectWeights):
                     f"--skip-invalid-size-inputs-valid-test skips them) or raise {self.option}")
         self.weight = nn.Parameter(torch.empty(spec.num_heads, self.max_positions, self.max_positions))
         nn.init.normal_(self.weight, std=0.02)
+
+    def position_limits(self):
+        """The matrix is indexed by query and key positions (the position-limit protocol)."""
+        return [(role, self.max_positions, self.option) for role in self.roles]
+
+    def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
+        """The mixing matrices W^h[n, m] of Eq. 13 for the first ``positions`` positions."""
+        return PositionFigure("linear", {}, {"weights": self.weight[:, :positions, :positions].float()})
 
     def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
         longest = max(int(query_positions.max()), int(key_positions.max())) if query_positions.numel() else 0

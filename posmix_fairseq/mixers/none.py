@@ -10,6 +10,8 @@ from .engine import MixerSpec, TokenMixer, register_mixer
 
 
 class NoMixing(TokenMixer):
+    removes_sublayer = True
+
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=True,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
         return torch.zeros_like(query), None

@@ -6,7 +6,7 @@
 with q, k, v the usual projections. act is ReLU by default (``--S-posnet-activation``):
 "attention-level PosNet is identical to embedding-level PosNet, excluding W_1 and W_2" (the
 paper's Figure 5), and PosNet-Embed's act is ReLU in the authors' released code; checkpoints
-stored with readings version < 12 keep the GeLU they were trained with (models/upgrades.py). The
+stored with defaults version < 12 keep the GeLU they were trained with (models/upgrades.py). The
 paper's kernel tensor is Phi in R^{L x d_k x d_k} (PosNet paper, Section 3.3, "Attention-Level"):
 one (d_k x d_k) kernel per key position p_m, the same for every head. Dropout
 (``--S-posnet-dropout``, its own rate, "independent from that of Transformer", the paper giving no
@@ -28,10 +28,12 @@ Parameters: 4(D^2 + D) per layer, plus P * d_k^2 per kernel tensor (P * H * D_h^
 Table 1 of the paper: PosNet-Attn 64.11M vs SAPE 63.08M, +1.03M; with P = 128 the encoder's and
 the decoder's tensors add 2 * 128 * 64^2 = 1.05M (tests/test_paper_counts.py).
 """
+import torch
 from fairseq import utils
 from torch import nn
 
-from ..core.position_tables import apply_position_kernels, position_kernels
+from ..core.position_figures import PositionFigure
+from ..core.position_tables import apply_position_kernels, position_kernels, refer_to_shared
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values, register_mixer
 
 ON_OFF = ("on", "off")
@@ -49,20 +51,29 @@ class PositionKernelValues(Values):
     """PosNet(v; Phi) = act(v^h_m Phi[p_m, h]) + v^h_m (Eq. 23) on the projected values."""
 
     def __init__(self, projection, embed_dim, num_heads, gated, kernels: PositionKernels, shared: bool,
-                 activation: str, max_positions_option: str, dropout: float = 0.0):
+                 activation: str, max_positions_option: str, key_role: str, dropout: float = 0.0):
         super().__init__(projection, embed_dim, num_heads, gated)
-        if shared:  # plain attribute: the encoder/decoder registers the shared tensor once
-            self.__dict__["_shared_kernels"] = kernels
-        else:
+        refer_to_shared(self, "_shared_kernels", kernels if shared else None)
+        if not shared:
             self.kernels = kernels
         self.activation_fn = utils.get_activation_fn(activation)
-        self.max_positions_option = max_positions_option
+        self.max_positions_option, self.key_role = max_positions_option, key_role
         self.dropout = nn.Dropout(dropout)
 
     @property
     def kernel_weight(self):
-        shared = self.__dict__.get("_shared_kernels")
+        shared = self._shared_kernels
         return (shared if shared is not None else self.kernels).weight
+
+    def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
+        """The Frobenius norm of the kernel Phi[p] of each position p (G groups by P positions)."""
+        weight = self.kernel_weight
+        norms = torch.linalg.matrix_norm(weight[:positions].float(), dim=(-2, -1)).t()
+        return PositionFigure("posnet_attn", {"norms": norms}, shared=weight)
+
+    def position_limits(self):
+        """The kernels are indexed by the key (value) positions (the position-limit protocol)."""
+        return [(self.key_role, int(self.kernel_weight.size(0)), self.max_positions_option)]
 
     def forward(self, value, key_positions, key_padding_mask):
         v = super().forward(value, key_positions, key_padding_mask).transpose(1, 2)  # (B, S, H, Dh)
@@ -119,5 +130,5 @@ def build_posnet(spec: MixerSpec):
     kernels = spec.shared_tables.shared(f"posnet_{spec.placement.name}", make) if shared else make()
     values = PositionKernelValues.of_spec(spec, kernels=kernels, shared=shared,
                                           activation=opts["posnet-activation"], max_positions_option=option,
-                                          dropout=dropout)
+                                          key_role=spec.placement.key_side.role, dropout=dropout)
     return EnergyMixingAttention(spec, energy, values)

@@ -17,15 +17,17 @@ energies share the table contract these paths read.
 """
 from torch import Tensor
 
+from ..kernels import RELATIVE_IMPLS
+
 from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, PositionQueries, RelativeTableEnergy,
                      absolute_table_options, max_relative_position, max_relative_position_option, register_mixer,
                      relative_embeddings_options, relative_position_table)
 from .paths.constant_state import ConstantStateDecoding
-from .paths.relative_window import RelativeWindowMixing
+from .paths.rposnet_band import RPosNetBandMixing
 
-#: implementations of rPosNet mixing (``--S-rposnet-impl``): ``auto`` runs ``dense`` on the CPU and, for
-#: CUDA tensors, the choice of posmix_fairseq/kernels/gpu_defaults.py (chosen by posmix-bench-gpu)
-RELATIVE_IMPLS = ("auto", "dense", "window")
+#: choices of ``--S-rposnet-impl``: the kernels' implementations, and ``auto`` (``dense`` on the CPU and, for
+#: CUDA tensors, the choice of posmix_fairseq/kernels/gpu_defaults.py, chosen by posmix-bench-gpu)
+RPOSNET_IMPL_CHOICES = ("auto", *RELATIVE_IMPLS)
 #: ``--S-rposnet-impl`` default: dense on the CPU, chosen by measurement (docs/search-time.md); for CUDA
 #: tensors the GPU default of kernels/gpu_defaults.py, chosen by posmix-bench-gpu (docs/gpu.md)
 DEFAULT_IMPL = "auto"
@@ -57,7 +59,7 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                 description="rPosNet: energies from query positions and clipped relative distances (Eqs. 9-10)",
                 options={**max_relative_position_option(), **absolute_table_options("learned"),
                          **relative_embeddings_options("sliced"),
-                         "rposnet-impl": dict(choices=RELATIVE_IMPLS, default=DEFAULT_IMPL,
+                         "rposnet-impl": dict(choices=RPOSNET_IMPL_CHOICES, default=DEFAULT_IMPL,
                                               help="rPosNet mixing: dense ((T, S) energies, the reference) or window "
                                                    "(2K+1 band keys plus far-left/far-right sums, O(T (2K+3) D_h); "
                                                    "no attention dropout, no attention weights: a call that asks "
@@ -71,18 +73,17 @@ def build_rposnet(spec: MixerSpec):
     return EnergyMixingAttention(spec, spec.energy(RelativePositionEnergy), paths=paths)
 
 
-def rposnet_paths(placement, impl: str, constant_state: bool = True):
-    """The mixing paths of an rPosNet sublayer: constant-state decoding in decoder self-attention
-    (``constant_state=False`` caches every value like dense mixing: a reference for benchmarks),
-    then the window form for ``impl`` window (for ``auto``: on CUDA tensors where kernels/gpu_defaults.py
+def rposnet_paths(placement, impl: str):
+    """The mixing paths of an rPosNet sublayer: constant-state decoding in decoder self-attention,
+    then the band form for ``impl`` window (for ``auto``: on CUDA tensors where kernels/gpu_defaults.py
     says window); dense mixing closes every list."""
     flag = placement.flag("rposnet-impl")
-    if impl not in RELATIVE_IMPLS:
+    if impl not in RPOSNET_IMPL_CHOICES:
         raise ValueError(f"{flag}: {impl!r} is not a mixing implementation of rposnet; valid values: "
-                         f"{', '.join(RELATIVE_IMPLS)}")
+                         f"{', '.join(RPOSNET_IMPL_CHOICES)}")
     paths = []
-    if constant_state and placement.causal and not placement.cross:
+    if placement.causal and not placement.cross:
         paths.append(ConstantStateDecoding())
     if impl in ("window", "auto"):
-        paths.append(RelativeWindowMixing(flag, auto=impl == "auto"))
+        paths.append(RPosNetBandMixing(flag, auto=impl == "auto"))
     return paths

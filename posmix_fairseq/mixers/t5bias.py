@@ -36,9 +36,11 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, register_mixer
 from ..core.placement import ENCODER_SELF
+from ..core.position_figures import PositionFigure
+from ..core.position_tables import refer_to_shared
 from ..core.positions import relative_distance
+from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, register_mixer
 from .t5bias_soft_buckets import SoftBucketBias, parse_widths
 
 ADAPTIVE = ("off", "on")
@@ -143,12 +145,24 @@ class T5BiasEnergy(ContentEnergy):
             name = "t5cumulative" if cumulative else "t5"
             make = lambda: ScalarRelativeBias(spec.num_heads, num_buckets, max_distance, bidirectional,  # noqa: E731
                                               cumulative, spec.embed_dim)
-        # plain attribute: one table per encoder/decoder, registered by it (T5 shares it across layers)
-        self.__dict__["_relative_bias"] = spec.shared_tables.shared(f"t5bias_{spec.placement.name}_{name}", make)
+        # one table per encoder/decoder (T5 shares it across layers)
+        refer_to_shared(self, "_relative_bias", spec.shared_tables.shared(f"t5bias_{spec.placement.name}_{name}", make))
 
     @property
     def relative_bias(self):
-        return self.__dict__["_relative_bias"]
+        return self._relative_bias
+
+    def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
+        """The scalar bias per head of every distance n - m within +-``positions`` (one table per side)."""
+        bias = self.relative_bias
+        if hasattr(bias, "max_distance"):  # T5 (or the cumulative AT5): the table of -M..M, cut at +-P
+            table, centre, name = bias.table(), bias.max_distance, "AT5 (cumulative)" if bias.adaptive else "T5"
+        else:  # AT5, Wu et al. (2021)
+            table, centre, name = bias.table(positions), positions, "AT5"
+        span = min(positions, centre)
+        return PositionFigure("t5", {"name": name, "bidirectional": bool(bias.bidirectional),
+                                     "distances": list(range(-span, span + 1)),
+                                     "bias": table[centre - span: centre + span + 1].t().float()}, shared=bias)
 
     def logits(self, query, query_positions, keys, key_positions):
         content = super().logits(query, query_positions, keys, key_positions)

@@ -36,29 +36,18 @@ def both_sides(**options):
     return {side.attr(option): value for option, value in options.items() for side in SIDES}
 
 
-def _table_size(side, option: str, default_of):
+def _table_size(side, mixer: str, option: str):
     """The default max positions of a side whose self-attention mixer has a position table of
-    ``--<side>-self-<option>`` rows (LinearNet, PosNet-Attn): the table size."""
+    ``--<side>-self-<option>`` rows (LinearNet, PosNet-Attn): the table size, by default the one the
+    registered mixer declares (read from the registry: the architectures import no variant)."""
     def default(args):
         value = SELF_ATTENTION[side].read(args, option)
-        return default_of() if value is None else value
+        return MIXER_REGISTRY.get(mixer, "--mixer").options[option]["default"] if value is None else value
     return default
 
 
-def _linear_default():
-    from ..mixers.linear import DEFAULT_MAX_POSITIONS
-    return DEFAULT_MAX_POSITIONS
-
-
-def _posnet_default():
-    from ..mixers.posnet import DEFAULT_MAX_POSITIONS
-    return DEFAULT_MAX_POSITIONS
-
-
-LINEAR_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "linear-max-positions", _linear_default)
-                        for side in SIDES}
-POSNET_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "posnet-max-positions", _posnet_default)
-                        for side in SIDES}
+LINEAR_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "linear", "linear-max-positions") for side in SIDES}
+POSNET_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "posnet", "posnet-max-positions") for side in SIDES}
 
 # variant -> (paper, what it reproduces, flag defaults). Self-attention is replaced in the
 # encoder and decoder; cross-attention stays multi-head attention, as in the paper's main tables.

@@ -9,7 +9,6 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 
 from ..core.placement import DECODER_CROSS, DECODER_SELF, ENCODER_SELF
-from ..mixers.none import NoMixing
 from .plan import MixerPlan
 
 
@@ -65,7 +64,7 @@ class PosMixLayer:
         return super().build_fc2(input_dim, output_dim, q_noise, qn_block_size)
 
     def drop_norms_of_removed_sublayers(self):
-        if isinstance(self.self_attn, NoMixing):
+        if getattr(self.self_attn, "removes_sublayer", False):  # fairseq's MHA has no such attribute
             self.self_attn_layer_norm = nn.Identity()
         if self._ffn_removed:
             self.final_layer_norm = nn.Identity()
@@ -80,8 +79,8 @@ class PosMixLayer:
 
 class PosMixEncoderLayer(PosMixLayer, TransformerEncoderLayerBase):
     def __init__(self, cfg, plan: MixerPlan, layer_idx: int, return_fc=False):
-        # read by the build_* hooks during TransformerEncoderLayerBase.__init__
-        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx, _ffn_removed=bool(cfg.no_encoder_ffn))
+        # read by the build_* hooks during TransformerEncoderLayerBase.__init__ (no modules: plain attributes)
+        self._mixer_plan, self.layer_idx, self._ffn_removed = plan, layer_idx, bool(cfg.no_encoder_ffn)
         super().__init__(cfg, return_fc=return_fc)
         self.drop_norms_of_removed_sublayers()
 
@@ -91,7 +90,7 @@ class PosMixEncoderLayer(PosMixLayer, TransformerEncoderLayerBase):
 
 class PosMixDecoderLayer(PosMixLayer, TransformerDecoderLayerBase):
     def __init__(self, cfg, plan: MixerPlan, layer_idx: int, no_encoder_attn=False):
-        self.__dict__.update(_mixer_plan=plan, layer_idx=layer_idx, _ffn_removed=bool(cfg.no_decoder_ffn))
+        self._mixer_plan, self.layer_idx, self._ffn_removed = plan, layer_idx, bool(cfg.no_decoder_ffn)
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
         self.drop_norms_of_removed_sublayers()
 

@@ -8,6 +8,8 @@ sublayer whose mixer does not read it, it is an error). Per side (``encoder``, `
 """
 import logging
 
+from fairseq.models.transformer.transformer_legacy import base_architecture
+
 from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
 from ..length_ratio import check_length_ratio
 from ..mixers import MIXER_REGISTRY, frozen_mixers
@@ -80,8 +82,6 @@ def default_mixers(args):
 
 
 def posmix_base_architecture(args):
-    from fairseq.models.transformer.transformer_legacy import base_architecture
-
     default_mixers(args)
     for placement in PLACEMENTS:
         placement.write(args, "gating", placement.read(args, "gating", "default"))

@@ -99,8 +99,8 @@ class MixerPlan:
         return shared_table(spec, self.side)
 
     def position_encoding(self, layer_norm_embedding):
-        """The module for fairseq's ``layernorm_embedding`` slot: the side's position encoding run
-        before the original LayerNorm, or that LayerNorm unchanged for fairseq's additive encodings."""
+        """The side's :class:`EmbeddingStage`: its position encoding (none for fairseq's additive
+        encodings), then fairseq's embedding LayerNorm ``layer_norm_embedding`` (or None)."""
         cfg, side = self.cfg, self.side
         name = side.read(cfg, "position-encoding", "sinusoidal")
         entry = POSITION_ENCODING_REGISTRY.get(name, side.flag("position-encoding"))
@@ -110,5 +110,4 @@ class MixerPlan:
             dropout=cfg.dropout, options=read_options(cfg, side, entry.options),
             embed_scale=1.0 if cfg.no_scale_embedding else math.sqrt(side_cfg.embed_dim),
             mixer_table=self.self_mixer_table)
-        module = entry.builder(spec)
-        return layer_norm_embedding if module is None else EmbeddingStage(module, self.route, layer_norm_embedding)
+        return EmbeddingStage(entry.builder(spec), self.route, layer_norm_embedding)

@@ -52,28 +52,40 @@ def side_config(args, side) -> TransformerConfig:
 
 class PositionAwareSide:
     """Mixin of the encoder and the decoder: the build plan, the shared tables, the position
-    module in the ``layernorm_embedding`` slot, and a clear error beyond a learned table."""
+    encoding (``position_encoding``, with fairseq's embedding LayerNorm), and a clear error beyond a
+    learned table."""
+
+    @property
+    def layernorm_embedding(self):
+        """fairseq's forward runs this slot on the embedded input: the side's position stage."""
+        return self.position_encoding
+
+    @layernorm_embedding.setter
+    def layernorm_embedding(self, none):
+        """fairseq's __init__ stores its embedding LayerNorm here (nn.Module registers a module
+        itself, so only None arrives); ``_setup_positions`` moves the LayerNorm into the stage."""
 
     def _setup_positions(self, cfg, side):
         plan = self._mixer_plan
+        self._side = side
         self.mixer_position_tables = plan.shared_tables.tables
-        self.layernorm_embedding = plan.position_encoding(self.layernorm_embedding)
+        self.position_encoding = plan.position_encoding(self._modules.pop("layernorm_embedding", None))
         entry = POSITION_ENCODING_REGISTRY.get(side.read(cfg, "position-encoding", "sinusoidal"),
                                                side.flag("position-encoding"))
         limit = None
         if entry.token_positions == "learned":  # fairseq's table has one row per position up to the limit
             limit = (getattr(cfg, side.max_positions_attr), side.max_positions_option)
-        self.__dict__["_learned_positions_limit"] = limit
+        self._learned_positions_limit = limit
         # search-time tables (posmix-freeze) bound the encoder's max_positions() (fairseq refuses a longer
         # source before decoding), and the decoder's only when the checkpoint asks for it
         bounded = side.name == "encoder" or getattr(cfg, TABLES_AS_LIMITS, False)
-        self.__dict__["_frozen_positions"] = side.read(cfg, FROZEN_OPTION) if bounded else None
-        self.__dict__["_checkpointed_layers"] = bool(cfg.checkpoint_activations)
+        self._frozen_positions = side.read(cfg, FROZEN_OPTION) if bounded else None
+        self._checkpointed_layers = bool(cfg.checkpoint_activations)
 
     def shared_parameters_of_call(self):
         """Around a forward call: under --checkpoint-activations, the views of the shared tables'
         parameters that the checkpointed layers receive (core/shared_parameters.py); else nothing."""
-        if self.__dict__["_checkpointed_layers"]:
+        if self._checkpointed_layers:
             return self._mixer_plan.shared_parameters.carrying()
         return contextlib.nullcontext()
 
@@ -84,16 +96,23 @@ class PositionAwareSide:
         silently shorten outputs (an output position beyond a table is a clear error instead). A
         search-time model frozen with ``--tables-as-max-positions`` reports its tables on both sides."""
         limit = super().max_positions()
-        frozen = self.__dict__.get("_frozen_positions")
+        frozen = self._frozen_positions
         return limit if frozen is None else min(limit, frozen)
 
     @property
     def position_route(self):
         return self._mixer_plan.route
 
+    def position_limits(self):
+        """(role, positions, option) of fairseq's learned position table, if the side has one (the
+        position-limit protocol: every module with position-indexed tables tells its own)."""
+        if self._learned_positions_limit is None:
+            return []
+        return [(self._side.role, *self._learned_positions_limit)]
+
     def check_learned_positions(self, positions):
         """A clear error instead of fairseq's index error beyond a learned position table."""
-        limit = self.__dict__.get("_learned_positions_limit")
+        limit = self._learned_positions_limit
         if limit is not None and positions.numel() and int(positions.max()) >= limit[0]:
             raise ValueError(f"position {int(positions.max())} is beyond the learned position embeddings of "
                              f"{limit[0]} positions; raise {limit[1]} (it sizes the table) or use sinusoidal ones")
@@ -104,7 +123,7 @@ class PosMixEncoder(PositionAwareSide, TransformerEncoderBase):
     position module of ``--encoder-position-encoding``."""
 
     def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
-        self.__dict__["_mixer_plan"] = MixerPlan(cfg, ENCODER)  # plain attribute, set before nn.Module.__init__
+        self._mixer_plan = MixerPlan(cfg, ENCODER)  # not a module: may be set before nn.Module.__init__
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
         self._setup_positions(cfg, ENCODER)
 
@@ -133,7 +152,7 @@ class PosMixDecoder(PositionAwareSide, TransformerDecoderBase):
     input gets the position module of ``--decoder-position-encoding``."""
 
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
-        self.__dict__["_mixer_plan"] = MixerPlan(cfg, DECODER)
+        self._mixer_plan = MixerPlan(cfg, DECODER)
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
                          output_projection=output_projection)
         self._setup_positions(cfg, DECODER)

@@ -157,7 +157,7 @@ class ArgsUpgrade:
     name: str  # what changed
     apply: Callable  # args -> whether anything was written
     applies: Optional[Callable] = None  # args -> bool (renames: the old attributes are stored)
-    readings_below: Optional[int] = None  # changed defaults: stored readings version < this
+    readings_below: Optional[int] = None  # changed defaults: stored defaults version < this
 
     def concerns(self, args) -> bool:
         if self.readings_below is not None and stored_readings(args) >= self.readings_below:
@@ -281,7 +281,7 @@ def _t5_adaptive_cumulative(args) -> bool:
 
 
 def upgrade_stored_args(args) -> List[str]:
-    """Runs every step that concerns ``args`` (in order) and stamps the current readings version.
+    """Runs every step that concerns ``args`` (in order) and stamps the current defaults version.
     Returns the names of the steps that changed something (empty for arguments of this code, and for
     older arguments whose sublayers read none of the changed options)."""
     ran = []
@@ -341,7 +341,19 @@ def drop_unbuilt_position_tables(model, state_dict, prefix: str):
                 del state_dict[key]
 
 
-PARAMETER_UPGRADES = (move_value_parameters, rename_cumulative_t5_tables, drop_unbuilt_position_tables)
+def move_position_encoding(model, state_dict, prefix: str):
+    """The side's position encoding and embedding LayerNorm live under ``position_encoding.`` (they
+    were stored under fairseq's ``layernorm_embedding.`` slot, the LayerNorm alone or both)."""
+    for side in SIDES:
+        old, new = prefix + f"{side.name}.layernorm_embedding.", prefix + f"{side.name}.position_encoding."
+        for key in [k for k in state_dict if k.startswith(old)]:
+            rest = key[len(old):]
+            inner = rest if rest.startswith(("encoding.", "layer_norm.")) else "layer_norm." + rest
+            state_dict[new + inner] = state_dict.pop(key)
+
+
+PARAMETER_UPGRADES = (move_value_parameters, rename_cumulative_t5_tables, drop_unbuilt_position_tables,
+                      move_position_encoding)
 
 
 def upgrade_stored_parameters(model, state_dict, prefix: str = ""):

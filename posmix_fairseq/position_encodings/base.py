@@ -7,9 +7,11 @@ x = embed_scale * E[tokens] (B, T, D) before the first layer, replacing the addi
 
     x -> encoding(x, frame) -> [LayerNorm if --layernorm-embedding] -> dropout -> layer 1
 
-They run in fairseq's ``layernorm_embedding`` slot (the one point where both
-``TransformerEncoderBase.forward_embedding`` and the decoder's ``extract_features`` transform
-the embedded input), wrapped by :class:`EmbeddingStage`. ``frame`` is the
+They run in the encoder's / decoder's ``position_encoding`` submodule, an :class:`EmbeddingStage`
+that also holds fairseq's embedding LayerNorm; fairseq's forward reaches it through its
+``layernorm_embedding`` slot (the one point where both ``TransformerEncoderBase.forward_embedding``
+and the decoder's ``extract_features`` transform the embedded input), which the encoder and the
+decoder expose as a view of ``position_encoding``. ``frame`` is the
 :class:`~posmix_fairseq.core.positions.PositionFrame` of the running encoder/decoder call: true
 positions, padding mask and (decoding) fairseq's incremental state.
 """
@@ -59,14 +61,16 @@ def register_position_encoding(name: str, *, description: str, token_positions: 
 
 
 class EmbeddingStage(nn.Module):
-    """Runs a position encoding on the embedded input, then the original embedding LayerNorm."""
+    """Runs a position encoding on the embedded input (none for fairseq's additive encodings, which
+    fairseq adds before this stage), then the original embedding LayerNorm (if any)."""
 
-    def __init__(self, encoding: nn.Module, route: PositionRoute, layer_norm: Optional[nn.Module]):
+    def __init__(self, encoding: Optional[nn.Module], route: PositionRoute, layer_norm: Optional[nn.Module]):
         super().__init__()
         self.encoding = encoding
         self.layer_norm = layer_norm
-        self.__dict__["_route"] = route  # plain attribute, owned by the encoder/decoder
+        self._route = route  # not a module: the encoder/decoder owns it
 
     def forward(self, x: Tensor) -> Tensor:
-        x = self.encoding(x, self._route.frame)
+        if self.encoding is not None:
+            x = self.encoding(x, self._route.frame)
         return self.layer_norm(x) if self.layer_norm is not None else x

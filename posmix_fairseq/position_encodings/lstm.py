@@ -11,7 +11,7 @@ and x' replaces x as the input of the first layer (no residual connection, no ot
 position embedding). The paper gives no width, only that the LSTMs add "20% in our case" to a
 Base model (D = 512): U = ``--S-position-lstm-units``, by default 2D (1024 at Base), which adds
 +21.9% to its Zh-En Base model (32k vocabularies, nothing shared; D/2 and D units, the widths
-of checkpoints stored without the readings marker, add +3.9%). W, b (``proj``) map the LSTM
+of checkpoints stored without a defaults version, add +3.9%). W, b (``proj``) map the LSTM
 output to D; there is none when the output is D wide already (U = D/2 in the encoder, U = D in
 the decoder). Padding is excluded (each sentence runs over its own tokens, left- or
 right-padded alike); in incremental decoding the decoder LSTM's (h, c) lives in fairseq's

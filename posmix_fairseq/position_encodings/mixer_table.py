@@ -16,18 +16,18 @@ rposnet), or building the model is an error.
 """
 from torch import nn
 
-from ..core.position_tables import LearnedPositionTable
+from ..core.position_tables import LearnedPositionTable, refer_to_shared
 from .base import PositionEncodingSpec, register_position_encoding
 
 
 class MixerTableEmbedding(nn.Module):
     def __init__(self, table: nn.Module, scale: float):
         super().__init__()
-        self.__dict__["_table"] = table  # owned (and saved) by the side's shared tables, not here
+        refer_to_shared(self, "_table", table)
         self.scale = scale
 
     def forward(self, x, frame):
-        return x + self.scale * self.__dict__["_table"](frame.positions).to(x.dtype)
+        return x + self.scale * self._table(frame.positions).to(x.dtype)
 
 
 @register_position_encoding("mixer-table",

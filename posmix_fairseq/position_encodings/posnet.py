@@ -15,11 +15,13 @@ sentence raises a clear error naming it. Parameters: 2 D d_p + P d_p^2 per side.
 act is ReLU by default: the paper names only "the non-linear activation" sigma (Eq. 23); its
 released code (vesterchang/interpret_positional_encoding, posnet/modules.py) uses ReLU, with the
 order W_1 -> Phi[p] -> ReLU -> W_2 -> Dropout -> + X, as here. The code applies PosNet after the
-embedding dropout; here it runs in the layernorm_embedding slot, before it (docs/choices.md).
+embedding dropout; here it runs in the side's position_encoding stage, before it (docs/choices.md).
 """
+import torch
 from fairseq import utils
 from torch import nn
 
+from ..core.position_figures import PositionFigure
 from ..core.position_tables import apply_position_kernels, position_kernels
 from .base import PositionEncodingSpec, register_position_encoding
 
@@ -31,7 +33,7 @@ class PosNetEmbedding(nn.Module):
         d_p = opts["posnet-embed-dim"]
         d_p = int(d_p) if d_p is not None else (256 if spec.embed_dim >= 1024 else 128)
         max_positions = int(opts["posnet-embed-max-positions"])
-        self.max_positions_option = side.flag("posnet-embed-max-positions")
+        self.max_positions_option, self.role = side.flag("posnet-embed-max-positions"), side.role
         if d_p < 1:
             raise ValueError(f"{side.flag('posnet-embed-dim')} must be >= 1 (got {d_p})")
         if max_positions < 1:
@@ -47,6 +49,15 @@ class PosNetEmbedding(nn.Module):
         self.kernels = position_kernels(max_positions, 1, d_p)
         self.activation_fn = utils.get_activation_fn(opts["posnet-embed-activation"])
         self.dropout = nn.Dropout(dropout)
+
+    def position_figure(self, positions: int, query_positions=None, weights=None) -> PositionFigure:
+        """The Frobenius norm of the kernel Phi[p] of each position p."""
+        norms = torch.linalg.matrix_norm(self.kernels[:positions, 0].float(), dim=(-2, -1))
+        return PositionFigure("posnet_embed", {"dim": self.kernels.shape[-1], "norms": norms})
+
+    def position_limits(self):
+        """The kernels are indexed by the side's positions (the position-limit protocol)."""
+        return [(self.role, int(self.kernels.size(0)), self.max_positions_option)]
 
     def forward(self, x, frame):
         projected = self.w1(x).unsqueeze(2)  # (B, T, 1, d_p)

@@ -25,6 +25,7 @@ multiple of ``--save-interval-updates``.
 from dataclasses import dataclass, field
 from typing import List
 
+from fairseq import checkpoint_utils
 from fairseq.dataclass import FairseqDataclass
 from fairseq.optim.lr_scheduler import LR_SCHEDULER_REGISTRY, FairseqLRScheduler, register_lr_scheduler
 from omegaconf import II
@@ -115,8 +116,6 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
     def step_update(self, num_updates):
         previous = num_updates - 1
         if previous > self.observed_update and self.validated_mid_epoch(previous):
-            from fairseq import checkpoint_utils
-
             best = getattr(checkpoint_utils.save_checkpoint, "best", None)
             if best is not None:
                 self.observe(float(best), previous)

@@ -1,3 +1,3 @@
 """Tasks registered with fairseq (``--task NAME``)."""
 from . import translation  # noqa: F401  (posmix_translation: --source-prefix)
-from . import translation_window  # noqa: F401
+from . import checkpoint_window  # noqa: F401

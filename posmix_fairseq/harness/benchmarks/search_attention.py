@@ -7,7 +7,7 @@
 1. Decoder self-attention, one decoding step of ``--hyps`` hypotheses at step t: fairseq's
    ``MultiheadAttention`` with its key/value cache, rPosNet with a cache of every value (the dense
    form), rPosNet with the constant state (the last K values, the far sum and its count;
-   mixers/paths/rposnet_window.py). The caches are filled with t random entries (state as after t steps),
+   mixers/engine/relative_search.py). The caches are filled with t random entries (state as after t steps),
    then one step is timed (median of ``--repeats``, each restarting from the t-entry cache; the
    constant state's decode-weight table is built with it, as on the decode's first step); the
    incremental-state bytes are those fairseq keeps per hypothesis for the sublayer after the step.
@@ -29,7 +29,7 @@ from fairseq.modules import MultiheadAttention  # noqa: E402
 
 from posmix_fairseq.core.positions import PositionFrame  # noqa: E402
 from posmix_fairseq.mixers import build_mixer  # noqa: E402
-from posmix_fairseq.mixers.paths.rposnet_window import STATE_KEYS  # noqa: E402
+from posmix_fairseq.mixers.engine.relative_search import STATE_KEYS  # noqa: E402
 from posmix_fairseq.mixers.rposnet import rposnet_paths  # noqa: E402
 from posmix_fairseq.harness.testing import mixer_spec  # noqa: E402
 from ...command import build_parser as command_parser, console  # noqa: E402
@@ -102,7 +102,7 @@ def decode_table(args):
         if kind == "mha":
             module(x, x, x, incremental_state=state, need_weights=False)
             return state
-        module.use_paths(rposnet_paths(module.placement, "dense", constant_state=kind == "constant"))
+        module.use_paths(rposnet_paths(module.placement, "dense") if kind == "constant" else [])  # [] : dense only
         frame = PositionFrame(torch.full((args.hyps, 1), t), torch.zeros(args.hyps, 1, dtype=torch.bool))
         module(x, x, x, incremental_state=state, need_weights=False, positions=frame)
         return state

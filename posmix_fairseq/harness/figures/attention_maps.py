@@ -26,7 +26,7 @@ JOIN_MARK = "\u00b7"
 SPECIALS = {"</s>", "<s>", "<pad>", "<unk>"}
 TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
           "decoder_cross": "decoder cross-attention"}
-SIDES = {"source": "source_pieces", "target": "target_pieces", "decoder_input": "decoder_input_pieces"}
+PIECES_OF = {"source": "source_pieces", "target": "target_pieces", "decoder_input": "decoder_input_pieces"}
 AXIS_NAMES = {"source": "source", "target": "predicted target token", "decoder_input": "decoder input"}
 
 
@@ -70,7 +70,7 @@ def _title(entry: Dict, kind: str, width: int) -> str:
 
 
 def _axes_tokens(entry: Dict, sub: Dict):
-    return display_pieces(entry[SIDES[sub["queries"]]]), display_pieces(entry[SIDES[sub["keys"]]])
+    return display_pieces(entry[PIECES_OF[sub["queries"]]]), display_pieces(entry[PIECES_OF[sub["keys"]]])
 
 
 def _label(axes, rows: List[str], cols: List[str]):

@@ -63,6 +63,11 @@ def _weights(energy, kind: str, positions: int, dim: int) -> torch.Tensor:
     return energy.mixing_weights(query, q, keys, k, torch.zeros(1, positions, dtype=torch.bool), excluded)[0]
 
 
+def _plain(fields: Dict) -> Dict:
+    """The fields with their tensors as plain lists (written as JSON)."""
+    return {key: value.tolist() if isinstance(value, torch.Tensor) else value for key, value in fields.items()}
+
+
 def default_query_positions(positions: int) -> List[int]:
     return sorted({int(round(x)) for x in np.linspace(0, positions - 1, 4)})
 
@@ -71,15 +76,7 @@ def default_query_positions(positions: int) -> List[int]:
 def extract(model, positions: Optional[int] = None, query_positions: Optional[Sequence[int]] = None,
             checkpoint: str = "") -> Dict:
     """The position-only tables of every sublayer of ``model`` (see the module docstring)."""
-    from ...mixers.engine.attention import EnergyMixingAttention
-    from ...mixers.engine.frozen_energy import FrozenTable
-    from ...mixers.engine.table_energy import AbsoluteTableEnergy, RelativeTableEnergy
-    from ...mixers.gaussian import GaussianWeights
-    from ...mixers.linear import LinearSpatialWeights
-    from ...mixers.posnet import PositionKernelValues
-    from ...mixers.t5bias import T5BiasEnergy
-    from ...models.sublayers import sublayers
-    from ...position_encodings.posnet import PosNetEmbedding
+    from ...models.sublayers import sublayers  # here: the models package imports fairseq, which draw() needs not
 
     model.float()
     model.eval()
@@ -97,58 +94,31 @@ def extract(model, positions: Optional[int] = None, query_positions: Optional[Se
                  "positions": positions, "query_positions": query_positions,
                  **{kind: {} for kind in ("rposnet", "aposnet", "gaussian", "t5", "linear", "posnet_attn",
                                           "posnet_embed")}}
-    seen = set()
+    shared_blocks = {}  # id of a table several layers share -> its block
     for placement, i, module, _ in sublayers(model):
-        if not isinstance(module, EnergyMixingAttention):
-            continue
-        kind, energy, dim = placement.name, module.energy, module.embed_dim
-        frozen = isinstance(energy, FrozenTable)
-        if isinstance(energy, RelativeTableEnergy):
-            block = out["rposnet"].setdefault(kind, {"k": energy.k, "gamma": energy.length_ratio, "frozen": frozen,
-                                                     "layers": []})
-            weights = _weights(energy, kind, positions, dim)
-            block["layers"].append({"layer": i + 1, "energy": energy.energy_table(positions).float().tolist(),
-                                    "profiles": weights[:, query_positions].tolist()})
-        elif isinstance(energy, AbsoluteTableEnergy):
-            out["aposnet"].setdefault(kind, {"frozen": frozen, "layers": []})["layers"].append(
-                {"layer": i + 1, "energy": energy.energy_table(positions, positions).float().tolist()})
-        elif isinstance(energy, GaussianWeights):
-            out["gaussian"].setdefault(kind, {"gamma": energy.length_ratio, "sigma": energy.sigma, "impl": energy.impl,
-                                              "layers": []})["layers"].append(
-                {"layer": i + 1, "offsets": energy.offsets.tolist(),
-                 "weights": _weights(energy, kind, positions, dim).tolist()})
-        elif isinstance(energy, LinearSpatialWeights):
-            out["linear"].setdefault(kind, {"layers": []})["layers"].append(
-                {"layer": i + 1, "weights": energy.weight[:, :positions, :positions].float().tolist()})
-        elif isinstance(energy, T5BiasEnergy) and id(energy.relative_bias) not in seen:
-            bias = energy.relative_bias
-            seen.add(id(bias))
-            if hasattr(bias, "max_distance"):  # T5 (or the cumulative AT5): the table of -M..M, cut at +-P
-                table, centre, name = bias.table(), bias.max_distance, "AT5 (cumulative)" if bias.adaptive else "T5"
-            else:  # AT5, Wu et al. (2021)
-                table, centre, name = bias.table(positions), positions, "AT5"
-            span = min(positions, centre)
-            out["t5"][kind] = {"name": name, "bidirectional": bool(bias.bidirectional),
-                               "distances": list(range(-span, span + 1)),
-                               "bias": table[centre - span: centre + span + 1].t().float().tolist()}
-        if isinstance(module.values, PositionKernelValues):
-            weight = module.values.kernel_weight
-            block = out["posnet_attn"].setdefault(kind, [])
-            if id(weight) in seen:
-                next(b for b in block if b["tensor"] == id(weight))["layers"].append(i + 1)
+        kind, dim = placement.name, module.embed_dim
+        for part in (getattr(module, "energy", None), getattr(module, "values", None)):
+            if not hasattr(part, "position_figure"):  # the module's own protocol: no position-only parts
+                continue
+            figure = part.position_figure(positions, query_positions,
+                                          lambda part=part: _weights(part, kind, positions, dim))
+            block, layer = _plain(figure.block), {"layer": i + 1, **_plain(figure.layer or {})}
+            if figure.family == "t5":  # one table per encoder/decoder, shared by its layers
+                out["t5"].setdefault(kind, block)
+            elif figure.family == "posnet_attn":  # kernels per layer, or one tensor shared by the layers
+                if id(figure.shared) in shared_blocks:
+                    shared_blocks[id(figure.shared)]["layers"].append(i + 1)
+                else:
+                    entry = {"layers": [i + 1], **block}
+                    out["posnet_attn"].setdefault(kind, []).append(entry)
+                    if figure.shared is not None:
+                        shared_blocks[id(figure.shared)] = entry
             else:
-                seen.add(id(weight))
-                norms = torch.linalg.matrix_norm(weight[:positions].float(), dim=(-2, -1)).t()  # (G, P)
-                block.append({"tensor": id(weight), "layers": [i + 1], "norms": norms.tolist()})
-    for block in out["posnet_attn"].values():
-        for b in block:
-            b.pop("tensor")
-    for name, module in model.named_modules():
-        if isinstance(module, PosNetEmbedding):
-            side = name.split(".")[0]
-            out["posnet_embed"][side] = {
-                "dim": module.kernels.shape[-1],
-                "norms": torch.linalg.matrix_norm(module.kernels[:positions, 0].float(), dim=(-2, -1)).tolist()}
+                out[figure.family].setdefault(kind, {**block, "layers": []})["layers"].append(layer)
+    for name, module in model.named_modules():  # the sides' position encodings (outside the layers)
+        if hasattr(module, "position_figure") and ".layers." not in name:
+            figure = module.position_figure(positions)
+            out[figure.family][name.split(".")[0]] = _plain(figure.block)
     return out
 
 

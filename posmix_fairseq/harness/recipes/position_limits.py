@@ -17,8 +17,9 @@ from typing import Dict, List, Optional, Tuple
 
 from torch import nn
 
-SIDES = ("source", "target")
-OPTION = {"source": "--max-source-positions", "target": "--max-target-positions"}
+from ...core.placement import SIDES
+
+ROLES = tuple(side.role for side in SIDES)  # "source", "target"
 
 
 @dataclass(frozen=True)
@@ -31,47 +32,16 @@ class Limit:
         return f"{self.tokens} {side} tokens ({self.option}, {self.module})"
 
 
-def _sublayer_sides(name: str) -> Tuple[str, str]:
-    """(query side, key side) of the sublayer that owns module ``name``."""
-    if name.startswith("encoder."):
-        return "source", "source"
-    if ".encoder_attn" in name:
-        return "target", "source"
-    return "target", "target"
-
-
 def _tables(model: nn.Module) -> List[Tuple[str, int, str, str]]:
-    """(side, size, option, module name) of every position-indexed table of ``model``."""
-    from fairseq.modules.learned_positional_embedding import LearnedPositionalEmbedding
-
-    from ...core.position_tables import LearnedPositionTable
-    from ...mixers.engine.frozen_energy import FrozenTable
-    from ...mixers.linear import LinearSpatialWeights
-    from ...mixers.posnet import PositionKernelValues
-    from ...position_encodings.posnet import PosNetEmbedding
-
-    found = []
-    for name, module in model.named_modules():
-        query, key = _sublayer_sides(name)
-        if isinstance(module, LearnedPositionalEmbedding):
-            found.append((query, int(module.max_positions), OPTION[query], name))
-        elif isinstance(module, LearnedPositionTable):
-            side = "source" if "source" in module.option else "target"
-            found.append((side, int(module.max_positions), module.option, name))
-        elif isinstance(module, PosNetEmbedding):
-            found.append((query, int(module.kernels.size(0)), module.max_positions_option, name))
-        elif isinstance(module, PositionKernelValues):  # kernels indexed by the key (value) positions
-            found.append((key, int(module.kernel_weight.size(0)), module.max_positions_option, name))
-        elif isinstance(module, LinearSpatialWeights):
-            found += [(s, int(module.max_positions), module.option, name) for s in {query, key}]
-        elif isinstance(module, FrozenTable):
-            found += [(role, n, module.option_of(role), name) for role, n in module.table_sizes().items()]
-    return found
+    """(side, size, option, module name) of every position-indexed table of ``model``: each module
+    with such tables tells them itself (``position_limits()``: (side, positions, option) each)."""
+    return [(role, int(size), option, name) for name, module in model.named_modules()
+            for role, size, option in (module.position_limits() if hasattr(module, "position_limits") else ())]
 
 
 def position_limits(model: nn.Module) -> Dict[str, Optional[Limit]]:
     """{"source": Limit or None, "target": Limit or None}; None: the side extrapolates."""
-    limits: Dict[str, Optional[Limit]] = {side: None for side in SIDES}
+    limits: Dict[str, Optional[Limit]] = {role: None for role in ROLES}
     for side, size, option, name in _tables(model):
         if limits[side] is None or size < limits[side].tokens:
             limits[side] = Limit(size, option, name)

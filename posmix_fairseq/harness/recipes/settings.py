@@ -24,6 +24,20 @@ class Setting:
         return self.value
 
 
+class RecipeError(SystemExit):
+    pass
+
+
+def parse_average(spec: str):
+    """("best-and-next" | "last" | "none", N) from AVG."""
+    parts = spec.split()
+    if parts == ["none"]:
+        return "none", 0
+    if len(parts) != 2 or parts[0] not in ("best-and-next", "last") or not parts[1].isdigit() or int(parts[1]) < 1:
+        raise RecipeError(f"AVG={spec!r}: valid values are 'best-and-next N', 'last N' (N >= 1) and 'none'")
+    return parts[0], int(parts[1])
+
+
 def paper(value, where: str) -> Setting:
     return Setting(str(value), where, True)
 

@@ -18,8 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ...core.positions import PositionFrame
-from ..paths.base import MixingCall, MixingPath
-from ..paths.dense import DenseMixing
+from .mixing import DenseMixing, MixingCall, MixingPath
 from .energy import Energy, xavier_linear
 from .gating import ContextGate
 from .registry import MixerSpec
@@ -40,7 +39,7 @@ class EnergyMixingAttention(TokenMixer):
         self.out_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
         self.gating = ContextGate(spec.embed_dim) if spec.gated else None
         self.use_paths(paths)
-        self.__dict__["_route"] = spec.route  # plain attribute: owned by the encoder/decoder
+        self._route = spec.route  # not a module: the encoder/decoder owns it
 
     def use_paths(self, paths: Sequence[MixingPath]):
         """Mix with ``paths`` (tried in order), then dense mixing for the calls they decline."""

@@ -25,7 +25,7 @@ clipped. A search-time decoder reports the trained model's max target positions
 it was frozen with ``posmix-freeze --tables-as-max-positions`` (``--frozen-tables-as-max-positions``).
 """
 from abc import ABCMeta, abstractmethod
-from typing import Dict
+from typing import Dict, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -42,6 +42,8 @@ TABLES_AS_LIMITS = "frozen_tables_as_max_positions"  # the model's max positions
 class FrozenTable(metaclass=ABCMeta):
     """The frozen table's sizes per side and what the trained model it came from could do beyond them."""
 
+    frozen = True
+
     @staticmethod
     @abstractmethod
     def table_sides(placement):
@@ -49,8 +51,8 @@ class FrozenTable(metaclass=ABCMeta):
 
     def _setup_frozen(self, spec: MixerSpec, kind: str):
         sizes: Dict[str, int] = spec.frozen_positions
-        self.__dict__["_sizes"] = {}
-        self.__dict__["_info"] = dict(kind=kind, placement=spec.placement.name,
+        self._sizes: Dict[str, int] = {}
+        self._info = dict(kind=kind, placement=spec.placement.name,
                                       table=spec.options.get("position-table", "learned"), sides={})
         limits = {spec.placement.query_side.role: spec.max_query_positions,
                   spec.placement.key_side.role: spec.max_key_positions}
@@ -59,21 +61,21 @@ class FrozenTable(metaclass=ABCMeta):
             if not isinstance(n, int) or n < 1:
                 raise ValueError(f"{side.flag(FROZEN_OPTION)} must be an integer >= 1 for the frozen {kind} energy "
                                  f"table of the {spec.placement} sublayer (got {n!r})")
-            self.__dict__["_sizes"][side.role] = n
-            self.__dict__["_info"]["sides"][side.role] = (side.flag(FROZEN_OPTION), limits[side.role],
+            self._sizes[side.role] = n
+            self._info["sides"][side.role] = (side.flag(FROZEN_OPTION), limits[side.role],
                                                           side.max_positions_option)
 
     def positions_of(self, role: str) -> int:
         """N of the ``role`` ("source" / "target") side."""
-        return self.__dict__["_sizes"][role]
-
-    def table_sizes(self) -> Dict[str, int]:
-        """{role: N} of the sides whose positions index the table."""
-        return dict(self.__dict__["_sizes"])
+        return self._sizes[role]
 
     def option_of(self, role: str) -> str:
         """The flag that sized the ``role`` side of the table (``--encoder-frozen-energy-positions`` ...)."""
-        return self.__dict__["_info"]["sides"][role][0]
+        return self._info["sides"][role][0]
+
+    def position_limits(self):
+        """(role, positions, option) of each side that indexes the table (the position-limit protocol)."""
+        return [(role, n, self.option_of(role)) for role, n in self._sizes.items()]
 
     def check_positions(self, positions: Tensor, role: str):
         """A clear error for a position >= N (never a silent truncation or an index error), and for
@@ -91,7 +93,7 @@ class FrozenTable(metaclass=ABCMeta):
         longest, n = int(positions.max()), self.positions_of(role)
         if longest < n:
             return
-        info = self.__dict__["_info"]
+        info = self._info
         flag, limit, limit_option = info["sides"][role]
         if info["table"] == "sinusoidal":
             original = ("the original (unfrozen) model would have extrapolated: its position table is sinusoidal "
@@ -122,7 +124,7 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         self._setup_frozen(spec, "rPosNet")
-        self.__dict__["_query_role"] = spec.placement.query_side.role
+        self._query_role = spec.placement.query_side.role
         self.k, self.length_ratio, self.num_heads = max_relative_position(spec), spec.length_ratio, spec.num_heads
         rows = self.positions_of(self._query_role)
         self.table = nn.Parameter(torch.zeros(spec.num_heads, rows, 2 * self.k + 1), requires_grad=False)
@@ -130,6 +132,12 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
     @staticmethod
     def table_sides(placement):
         return (placement.query_side,)  # Eq. 10: query positions and clipped distances
+
+    def table8_parameters(self, gated: bool, d: int, n_query: int, n_key: int) -> Tuple[int, int]:
+        """(training, search) weights of one rPosNet layer by GPA Table 8 (no biases or LayerNorm):
+        K^ D + (3 + g) D^2 -> H K^ N_q + (2 + g) D^2, K^ = 2K + 1."""
+        kh, g = 2 * self.k + 1, int(gated)
+        return kh * d + (3 + g) * d * d, self.num_heads * kh * n_query + (2 + g) * d * d
 
     def table_from(self, trained: RelativeTableEnergy) -> Tensor:
         """This table's values from the trained rPosNet energy (``posmix-freeze``)."""
@@ -153,7 +161,7 @@ class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         self._setup_frozen(spec, "aPosNet")
-        self.__dict__["_roles"] = (spec.placement.query_side.role, spec.placement.key_side.role)
+        self._roles = (spec.placement.query_side.role, spec.placement.key_side.role)
         self.num_heads = spec.num_heads
         rows, columns = (self.positions_of(role) for role in self._roles)
         self.table = nn.Parameter(torch.zeros(spec.num_heads, rows, columns), requires_grad=False)
@@ -161,6 +169,12 @@ class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):
     @staticmethod
     def table_sides(placement):
         return placement.sides  # Eq. 8: query and key positions
+
+    def table8_parameters(self, gated: bool, d: int, n_query: int, n_key: int) -> Tuple[int, int]:
+        """(training, search) weights of one aPosNet layer by GPA Table 8 (no biases or LayerNorm):
+        (4 + g) D^2 -> H N_q N_k + (2 + g) D^2."""
+        g = int(gated)
+        return (4 + g) * d * d, self.num_heads * n_query * n_key + (2 + g) * d * d
 
     def table_from(self, trained: AbsoluteTableEnergy) -> Tensor:
         """This table's values from the trained aPosNet energy (``posmix-freeze``)."""

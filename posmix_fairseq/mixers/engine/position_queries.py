@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...core.position_tables import ABSOLUTE_SINUSOIDS, SharedPositionTables
+from ...core.position_tables import ABSOLUTE_SINUSOIDS, SharedPositionTables, refer_to_shared
 from .energy import SoftmaxEnergy, head_scaling, split_heads, xavier_linear
 from .registry import MixerSpec
 from .shared_options import position_table_option
@@ -88,13 +88,13 @@ class PositionQueries(SoftmaxEnergy):
         # references so they are not registered (and saved) once per layer. Only the query side's
         # table is built here: rPosNet never reads the key side's (a cross-attention rPosNet would
         # otherwise build an unused source table in the decoder).
-        self.__dict__["_query_table"] = shared_table(spec, spec.placement.query_side)
-        self.__dict__["_query_norm"] = table_norm(spec, spec.placement.query_side)
+        refer_to_shared(self, "_query_table", shared_table(spec, spec.placement.query_side))
+        refer_to_shared(self, "_query_norm", table_norm(spec, spec.placement.query_side))
         self.q_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
 
     @property
     def query_table(self):
-        return self.__dict__["_query_table"]
+        return self._query_table
 
     def table_rows(self, table, norm, positions: Tensor, dtype) -> Tensor:
         """The rows of ``table`` at ``positions`` as W^Q / W^K read them: normalised by ``norm`` (if
@@ -106,11 +106,11 @@ class PositionQueries(SoftmaxEnergy):
 
     def position_queries(self, query: Tensor, query_positions: Tensor) -> Tensor:
         """(B, H, T, D_h) scaled W^Q n~; ``query`` (any tensor) supplies only the dtype."""
-        n = self.table_rows(self.query_table, self.__dict__["_query_norm"], query_positions, query.dtype)  # (B, T, D)
+        n = self.table_rows(self.query_table, self._query_norm, query_positions, query.dtype)  # (B, T, D)
         return split_heads(self.q_proj(n).transpose(0, 1) * self.scaling, self.num_heads)
 
     def position_query_table(self, num_positions: int) -> Tensor:
         """(H, P, D_h) scaled W^Q n~ for the positions 0 .. P-1 (float32)."""
         positions = torch.arange(num_positions, device=self.q_proj.weight.device)
-        n = self.table_rows(self.query_table, self.__dict__["_query_norm"], positions, self.q_proj.weight.dtype)
+        n = self.table_rows(self.query_table, self._query_norm, positions, self.q_proj.weight.dtype)
         return split_heads(self.q_proj(n).unsqueeze(1) * self.scaling, self.num_heads)[0]

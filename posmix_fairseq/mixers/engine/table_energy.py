@@ -13,6 +13,7 @@ from typing import Dict, Optional
 import torch
 from torch import Tensor
 
+from ...core.position_figures import PositionFigure
 from ...core.positions import clipped_relative_index
 from ...kernels.decode_step import position_decode_weights
 from .decode_weights import decode_weight_rows
@@ -30,6 +31,7 @@ class RelativeTableEnergy(SoftmaxEnergy):
     k: int
     length_ratio: float
     num_heads: int
+    frozen = False  # a search-time table (frozen_energy.py)
 
     @abc.abstractmethod
     def energy_rows(self, query_positions: Tensor) -> Tensor:
@@ -55,6 +57,12 @@ class RelativeTableEnergy(SoftmaxEnergy):
         """The most query positions :meth:`energy_table` covers (None: any)."""
         return None
 
+    def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
+        """The energy table E[h, n, j] of Eq. 10 and the weight profiles of a few query positions."""
+        return PositionFigure("rposnet", {"k": self.k, "gamma": self.length_ratio, "frozen": self.frozen},
+                              {"energy": self.energy_table(positions).float(),
+                               "profiles": weights()[:, query_positions]})
+
     def logits(self, query, query_positions, keys, key_positions):
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
         return gather_relative(self.energy_rows(query_positions).to(query.dtype), index)
@@ -64,7 +72,13 @@ class AbsoluteTableEnergy(SoftmaxEnergy):
     """Energies per (query position, key position) (aPosNet, Eq. 8)."""
 
     num_heads: int
+    frozen = False  # a search-time table (frozen_energy.py)
 
     @abc.abstractmethod
     def energy_table(self, num_query_positions: int, num_key_positions: int) -> Tensor:
         """(H, Pq, Pk) energies for query positions < Pq and key positions < Pk."""
+
+    def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
+        """The energies e_nm of Eq. 8, query by key position."""
+        return PositionFigure("aposnet", {"frozen": self.frozen},
+                              {"energy": self.energy_table(positions, positions).float()})

@@ -20,6 +20,9 @@ from ...core.incremental import BatchFirstIncrementalState
 class TokenMixer(BatchFirstIncrementalState):
     """Base class of the mixers written in this package (fairseq's MHA is used as is)."""
 
+    #: the mixer stands for a removed sublayer (it adds 0): the layer replaces its LayerNorm by the identity
+    removes_sublayer = False
+
     def __init__(self, embed_dim: int, num_heads: int):
         super().__init__()
         if embed_dim % num_heads != 0:

@@ -1,13 +1,13 @@
 """Constant-state decoding as a mixing path: rPosNet decoder self-attention while decoding step by
 step keeps the last K values, the sum of the older ones and their count, and mixes them with the
-query position's energy row (:func:`.rposnet_window.constant_state_step`): O(K D_h) time and
-memory per step, whatever t.
+query position's energy row (:func:`~posmix_fairseq.mixers.engine.relative_search.constant_state_step`):
+O(K D_h) time and memory per step, whatever t.
 
 It serves every self-attention step of incremental decoding (the state replaces the cache of all
 past values); full forwards fall through to the next path.
 """
-from .base import MixingCall, MixingPath
-from .rposnet_window import constant_state_step
+from ..engine.mixing import MixingCall, MixingPath
+from ..engine.relative_search import constant_state_step
 
 
 class ConstantStateDecoding(MixingPath):

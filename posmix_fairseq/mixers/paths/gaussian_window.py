@@ -24,12 +24,12 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .base import MixingCall, MixingPath
+from ..engine.mixing import MixingCall, MixingPath
 
 
 class GaussianWindowMixing(MixingPath):
     """Hard-coded Gaussian heads over a window of 2K + 1 keys around each head's centre (the centres
-    come from the mixer's energy, :class:`~posmix_fairseq.mixers.gaussian.GaussianWeights`)."""
+    come from the mixer's energy, through the Energy contract's ``window_centres``)."""
 
     name = "gaussian-window"
 
@@ -59,7 +59,7 @@ class GaussianWindowMixing(MixingPath):
         column.scatter_(1, torch.where(real, key_positions, longest), torch.arange(src_len, device=values.device)
                         .expand(batch, src_len).where(real, src_len))
         column[:, longest] = src_len
-        centres = mixer.energy.centres(call.frame.positions).long()  # (B, H, T)
+        centres = mixer.energy.window_centres(call.frame.positions).long()  # (B, H, T)
         offsets = torch.arange(-self.window, self.window + 1, device=values.device)
         wanted = centres.unsqueeze(-1) + offsets  # (B, H, T, K_hat) key positions
         inside = (wanted >= 0) & (wanted < longest)

@@ -1,5 +1,6 @@
-"""rPosNet's window form as a mixing path (``--S-rposnet-impl window``): the band of 2K+1 keys
-plus the far-left and far-right sums, O(T (2K+3) D_h) (:func:`.rposnet_window.window_context`).
+"""rPosNet's band form as a mixing path (``--S-rposnet-impl window``): the band of 2K+1 keys
+plus the far-left and far-right sums, O(T (2K+3) D_h)
+(:func:`~posmix_fairseq.mixers.engine.relative_search.window_context`).
 
 It serves a call when no attention weights are asked for (it never forms them) and the only mask
 is none or the decoder's future mask; attention dropout in training is an error (it has none).
@@ -10,11 +11,11 @@ with attention dropout (auto then chooses dense).
 import torch
 
 from ...kernels.gpu_defaults import gpu_default
-from .base import MixingCall, MixingPath
-from .rposnet_window import is_future_mask, window_context
+from ..engine.mixing import MixingCall, MixingPath
+from ..engine.relative_search import is_future_mask, window_context
 
 
-class RelativeWindowMixing(MixingPath):
+class RPosNetBandMixing(MixingPath):
     name = "window"
 
     def extra_repr(self) -> str:

@@ -31,7 +31,7 @@ from torch import Tensor
 from ... import kernels
 from ...core.positions import left_aligned
 from ...kernels.decode_step import packed_state, push_packed, unpack_state, weighted_decode_step
-from ..engine.table_energy import RelativeTableEnergy
+from .table_energy import RelativeTableEnergy
 
 #: the buffer entry of the constant decoding state: (B, H, K+1, D_h), batch-first (beam search reorders it)
 STATE_KEYS = ("window_and_far_sum",)

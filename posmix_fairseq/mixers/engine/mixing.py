@@ -3,14 +3,17 @@
 An :class:`~posmix_fairseq.mixers.engine.attention.EnergyMixingAttention` holds an ordered list of
 paths chosen when the model is built (by the mixer's builder, from its options); for each call
 the first path that ``serves`` it computes the contexts, and the engine applies the gate and W^O.
-Dense mixing (:class:`~.dense.DenseMixing`) closes every list and serves every call, so a faster
+Dense mixing (:class:`DenseMixing`, the reference: a_nm = energy.mixing_weights(...),
+c_n = sum_m a_nm v_m + values.relative_term) closes every list and serves every call, so a faster
 path may decline the calls it cannot reproduce (attention weights asked for, another mask).
-A new path is one small class: ``serves(mixer, call)`` and ``mix(mixer, call)``.
+A new path is one small class in ``mixers/paths/``: ``serves(mixer, call)`` and ``mix(mixer, call)``.
 """
 from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...core.positions import PositionFrame
@@ -57,3 +60,36 @@ class MixingPath(nn.Module, metaclass=ABCMeta):
 
     def extra_repr(self) -> str:
         return self.name
+
+
+class DenseMixing(MixingPath):
+    """The (B, H, T, S) weights of the energy, then their sum over the values: every mixer has it last,
+    and it serves every call (attention dropout, attention weights asked for, any mask, the cached keys)."""
+
+    name = "dense"
+
+    def serves(self, mixer, call: MixingCall) -> bool:
+        return True
+
+    def mix(self, mixer, call: MixingCall):
+        query, attn_mask = call.query, call.attn_mask
+        tgt_len, batch, _ = query.shape
+        values, keys, key_positions, key_pad = mixer.keys_and_values(call)
+        excluded = key_pad[:, None, None, :]
+        if attn_mask is not None:  # fairseq's additive masks: 0 (allowed) or -inf / -1e8 (excluded)
+            excluded = excluded | (attn_mask.float() < -1e3)[None, None]
+        excluded = excluded.expand(batch, 1, tgt_len, key_pad.size(1))
+        query_positions = call.frame.positions
+        weights = mixer.energy.mixing_weights(query, query_positions, keys, key_positions, key_pad, excluded)
+        probs = F.dropout(weights, p=mixer.attention_dropout, training=mixer.training).to(values.dtype)
+
+        context = torch.matmul(probs, values)  # (B, H, T, Dh)
+        extra = mixer.values.relative_term(probs, query_positions, key_positions)
+        if extra is not None:
+            context = context + extra
+
+        attn = None
+        if call.weights_requested:
+            attn = weights.transpose(0, 1) if call.need_head_weights else weights.mean(dim=1)
+            attn = attn.to(query.dtype)
+        return context, attn
