@@ -1,5 +1,7 @@
-"""How posmix-plot writes its files: --dpi sets the PNG resolution (refused outside its range), a failure
-while writing leaves nothing behind, and HC Fig. 2's bar colours (the layers) have a legend."""
+"""How posmix-plot writes its files and lays out its figures: --dpi sets the PNG resolution (refused outside its
+range), a failure while writing leaves nothing behind, HC Fig. 2's bar colours (the layers) have a legend, token
+labels of attention maps never overlap (and thin out on long sentences), fonts grow with the canvas, single-head
+figures have large cells, and legends never cover a panel."""
 import os
 
 import matplotlib.image
@@ -7,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from posmix_fairseq.harness.figures import attention_maps, hc, plot, style
+from posmix_fairseq.harness.figures import attention_maps, gpa, hc, paper_numbers, plot, style
 
 
 def small_figure():
@@ -137,3 +139,34 @@ def test_single_head_figures_have_large_cells_and_labels(tmp_path):
     attention_maps.draw_single_heads(long_entry, "decoder_cross", str(tmp_path), formats=["png"])
     layout = style.HeatmapLayout.of(30, 30, attention_maps.SINGLE_HEAD_CELL_INCHES, 3.0)
     assert layout.x.step == 1 and layout.x.fontsize >= 8
+
+
+def legend_figures(out: str):
+    """Every kind of legend of the papers' figures: one per panel (HC Figs. 3, 7), merged over panels
+    (GPA Fig. 2: ours and the paper's markers), one for panels of the same systems (HC Fig. 8)."""
+    yield hc.fig3({"BASE": {1: 20.0, 2: 26.0, 4: 28.0}, "BASE/-FF": {1: 12.0, 2: 20.0, 4: 26.0},
+                   "HC-SA": {1: 19.0, 2: 25.0, 4: 27.5}, "HC-SA/-FF": {1: 9.0, 2: 18.0, 4: 24.0}}, out, ["png"])
+    yield hc.fig7({"1 head, last layer": 20.0, "2 heads, last layer": 21.0, "2 heads, 1 per layer": 22.5}, out, ["png"])
+    yield gpa.fig2({f"{a} gating {g}": 20.0 + i + (g == "on") for i, (a, _) in
+                    enumerate(paper_numbers.GPA_FIG2_APPROACHES) for g in ("off", "on")}, out, ["png"], metric="BLEU")
+    bins = [("0-0.2", 100), ("0.2-0.5", 90), (">0.5", 80)]
+    scores = {s: {"BLEU": [20.0 + i, 21.0 - i, 22.0 + 2 * i]} for i, s in enumerate(["BASE", "HC-SA", "HC-ALL"])}
+    yield hc.off_diagonality_panels([("encoder self-attention", bins, scores), ("decoder self-attention", bins, scores),
+                                     ("decoder cross-attention", bins, scores)], out, "hc_fig8", "hc-fig8", ["png"])
+
+
+def test_legends_are_outside_every_panel_and_name_every_line(tmp_path):
+    for fig in legend_figures(str(tmp_path)):
+        FigureCanvasAgg(fig).draw()
+        renderer = fig.canvas.get_renderer()
+        legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+        assert legends, fig._suptitle
+        panels = style.data_axes(fig)
+        for made in legends:
+            box = made.get_window_extent(renderer)
+            for ax in panels:  # the legend covers no panel, so none of its lines' points
+                assert not box.overlaps(ax.get_window_extent(renderer)), (made.get_texts()[0].get_text(), ax.get_title())
+            assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1 - 1, box.y1 - 1)  # on the canvas
+        named = {t.get_text() for made in legends for t in made.get_texts()}
+        drawn = {line.get_label() for ax in panels for line in ax.get_lines() if not line.get_label().startswith("_")}
+        assert drawn <= named

@@ -213,8 +213,8 @@ def _lines(panels: List[Dict], out_dir: str, name: str, title: str, formats, not
             ax.set_title(p["title"])
             ax.set_xlabel(p["xlabel"])
             ax.set_ylabel(p["ylabel"])
-            if p.get("legend", True):
-                ax.legend()
+            if p.get("legend", True):  # the panels with the legend's lines; every other panel has the same
+                style.legend(ax, figure_wide=len(panels) > 1)
         for ax in axes.ravel():
             if id(ax) not in used:
                 ax.set_visible(False)

@@ -179,6 +179,31 @@ def plot_paper(ax, x, y, label: str, i: int, **kwargs):
     return ax.plot(list(x), list(y), color=colour(i), label=f"{label} (paper)", **{**PAPER, **kwargs})[0]
 
 
+def legend(axes, figure_wide: bool = False):
+    """The legend of the lines of ``axes`` (one Axes, or several whose labels are merged), outside the
+    plotting area so that it never covers data: right of the axes, or with ``figure_wide`` (the same
+    systems in every panel) right of all panels. The figure widens by the legend's width, so the panels
+    keep their size. Returns the legend, or None when no line has a label."""
+    many = list(np.asarray(axes, dtype=object).ravel()) if isinstance(axes, (list, tuple, np.ndarray)) else [axes]
+    handles, labels = [], []
+    for ax in many:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(h)
+                labels.append(label)
+    if not handles:
+        return None
+    fig = many[0].figure
+    if figure_wide or len(many) > 1:
+        made = fig.legend(handles, labels, loc="outside right upper")
+    else:
+        made = many[0].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    size = float(matplotlib.rcParams["legend.fontsize"])
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width + (max(map(len, labels)) * 0.6 + 4.0) * size / 72, height)
+    return made
+
+
 def note(fig, text: str):
     """A small grey line under the figure: where the numbers come from, or that the paper's are absent
     (the panels are laid out above it)."""
