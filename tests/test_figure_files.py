@@ -79,8 +79,9 @@ def sentence_entry(n: int, heads: int = 4, layers: int = 2):
     """An attention_maps/sentence<ID>.json entry of n source and target pieces (long words among them)."""
     pieces = ["\u2581" + ("orangefarbenen" if i % 7 == 3 else f"w{i}") for i in range(n - 1)] + ["</s>"]
     weights = np.random.default_rng(n).dirichlet(np.ones(n), size=(heads, n))
-    return {"sentence_id": n, "source_pieces": pieces, "target_pieces": pieces, "decoder_input_pieces": ["</s>"] + pieces[:-1],
-            "sublayers": {"decoder_cross": {"queries": "target", "keys": "source", "layers": [weights.tolist()] * layers}}}
+    cross = {"queries": "target", "keys": "source", "layers": [weights.tolist()] * layers}
+    return {"sentence_id": n, "source_pieces": pieces, "target_pieces": pieces,
+            "decoder_input_pieces": ["</s>"] + pieces[:-1], "sublayers": {"decoder_cross": cross}}
 
 
 def shown_labels(fig, ax, axis: str):
@@ -165,7 +166,7 @@ def test_legends_are_outside_every_panel_and_name_every_line(tmp_path):
         for made in legends:
             box = made.get_window_extent(renderer)
             for ax in panels:  # the legend covers no panel, so none of its lines' points
-                assert not box.overlaps(ax.get_window_extent(renderer)), (made.get_texts()[0].get_text(), ax.get_title())
+                assert not box.overlaps(ax.get_window_extent(renderer)), ax.get_title()
             assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1 - 1, box.y1 - 1)  # on the canvas
         named = {t.get_text() for made in legends for t in made.get_texts()}
         drawn = {line.get_label() for ax in panels for line in ax.get_lines() if not line.get_label().startswith("_")}
