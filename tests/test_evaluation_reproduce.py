@@ -13,7 +13,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 from helpers import paper_text
 
 from posmix_fairseq.harness.evaluation import reproduce
-from posmix_fairseq.harness.evaluation.paper_tables import TABLES
+from posmix_fairseq.harness.evaluation.paper_tables import PAPER_NUMBERS, TABLES, Table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUFFIX = {("gpa", "small"): "iwslt_de_en", ("hc", "small"): "iwslt_small", ("*", "small"): "iwslt_de_en",
@@ -24,6 +24,64 @@ def test_every_rerunnable_paper_table_is_listed():
     assert set(TABLES) == {"gpa-2", "gpa-3-big", "gpa-3-small", "gpa-4", "gpa-5", "gpa-6", "gpa-7", "hc-1", "hc-3",
                            "hc-4", "hc-5", "hc-6", "hc-7", "hc-fig7", "ape-1", "ape-2", "ape-3", "ape-4", "rpe", "rpe-big",
                            "rpe-ablation", "posnet-1", "posnet-2", "posnet-3"}
+
+
+def _columns(lines):
+    """The header's column offsets and the rows cut at them; every row's cells start at their header's
+    offset after a gap of blanks (the systems column: right-aligned numbers ending at its edge)."""
+    starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
+    rows = []
+    for line in lines[1:]:
+        for i, a in enumerate(starts[1:], 1):
+            if i == 3:
+                assert line[starts[4] - 3].isdigit() and line[starts[4] - 2:starts[4]] == "  ", line
+            else:
+                assert line[a] != " " and line[a - 2:a] == "  ", line
+        rows.append([line[a:b].strip() for a, b in zip(starts, starts[1:] + [len(line)])])
+    return starts, rows
+
+
+def test_list_is_aligned_and_in_paper_order(capsys):
+    """--list: the papers in docs/papers.md's order (GPA, HC, PEA, RecPE, PosNet), each paper's tables by
+    their own number (tables before figures), every row naming that number as the table's title does."""
+    reproduce.main(["--list"])
+    lines = capsys.readouterr().out.rstrip("\n").split("\n")
+    assert lines[0].split() == ["paper", "number", "--table", "systems", "recipe", "title"]
+    starts, rows = _columns(lines)
+    assert len(rows) == len(TABLES) and {r[2] for r in rows} == set(TABLES)
+    papers = [r[0] for r in rows]
+    assert [p for i, p in enumerate(papers) if p not in papers[:i]] == ["GPA", "HC", "PEA", "RecPE", "PosNet"]
+    assert papers == sorted(papers, key=["GPA", "HC", "PEA", "RecPE", "PosNet"].index)  # grouped
+
+    def key(number):
+        if "unnumbered" in number:
+            return (2, ["main results", "ablation"].index(number.split(" (")[0]), number)
+        return (int(number.startswith("Fig.")), int(re.search(r"(\d+)", number).group(1)), number)
+
+    for paper in set(papers):
+        numbers = [r[1] for r in rows if r[0] == paper]
+        assert numbers == sorted(numbers, key=key), (paper, numbers)
+    for paper, number, name, systems, recipe, _ in rows:
+        table = TABLES[name]
+        assert int(systems) == len(table.systems) and recipe == f"examples/{table.recipe}/run.sh"
+        if "unnumbered" not in number:  # the number the table's own title gives
+            assert re.search(rf"\b{re.escape(number.replace('Appendix ', ''))}(?!\d)", table.title), (name, number)
+    assert [r[1] for r in rows if r[0] == "GPA"][:3] == ["Table 2", "Table 3 (left)", "Table 3 (right)"]
+    assert [r[2] for r in rows if r[0] == "HC"][0] == "hc-1" and rows[[r[2] for r in rows].index("hc-fig7") - 1][2] == "hc-7"
+
+
+def test_list_columns_align_whatever_the_lengths():
+    long_name = Table("a-table-with-a-very-long-name", "GPA Table 9: x", TABLES["gpa-2"].paper, "a_much_longer_recipe_name",
+                      {}, TABLES["gpa-2"].systems * 12)
+    PAPER_NUMBERS[long_name.name] = "Table 9"
+    try:
+        lines = reproduce.table_listing([TABLES["gpa-2"], long_name, TABLES["rpe-ablation"]]).split("\n")
+    finally:
+        del PAPER_NUMBERS[long_name.name]
+    starts, rows = _columns(lines)
+    assert [r[2] for r in rows] == ["gpa-2", "a-table-with-a-very-long-name", "rpe-ablation"]
+    assert [r[3] for r in rows] == ["9", "108", "10"] and rows[1][4] == "examples/a_much_longer_recipe_name/run.sh"
+    assert rows[1][5] == "x"
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))

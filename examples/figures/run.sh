@@ -184,20 +184,22 @@ if has plot; then
   done
   $PLOT positions "$OUT/ckpt/rposnet/frozen.pt" --out "$F/positions.rposnet_frozen"
 fi
-# STAGES=docs: the pictures docs/figures.md shows, as 128-colour PNGs (a fraction of the size)
+# STAGES=docs: the pictures docs/figures.md shows, in full colour (a palette reduction bands the colour bars);
+# re-saved losslessly with PNG's optimiser. DOCS="name ..." copies only those (e.g. DOCS=figures/hc_fig2).
 if has docs; then
   mkdir -p "$ROOT/docs/figures"
-  "$PY" - "$OUT" "$ROOT/docs/figures" <<'PYEOF'
+  "$PY" - "$OUT" "$ROOT/docs/figures" ${DOCS:-} <<'PYEOF'
 import sys
 from PIL import Image
-src, dst = sys.argv[1:3]
-for name in ["attn.base/attention_maps/sentence0.decoder_cross", "figures/hc_fig2", "figures/hc_fig3",
-             "figures/hc_fig4", "figures/hc_fig8", "figures/gpa_fig2", "figures/posnet_fig4",
-             "figures/positions.rposnet/rposnet_energy.encoder_self", "figures/positions.aposnet/aposnet_energy.encoder_self",
-             "figures/positions.hc_all/gaussian.decoder_cross", "figures/positions.t5/t5_bias",
-             "figures/positions.linearnet/linear.decoder_self"]:
+src, dst, only = sys.argv[1], sys.argv[2], sys.argv[3:]
+for name in only or ["attn.base/attention_maps/sentence0.decoder_cross", "figures/hc_fig2", "figures/hc_fig3",
+                     "figures/hc_fig4", "figures/hc_fig8", "figures/gpa_fig2", "figures/posnet_fig4",
+                     "figures/positions.rposnet/rposnet_energy.encoder_self",
+                     "figures/positions.aposnet/aposnet_energy.encoder_self",
+                     "figures/positions.hc_all/gaussian.decoder_cross", "figures/positions.t5/t5_bias",
+                     "figures/positions.linearnet/linear.decoder_self"]:
     out = f"{dst}/{name.split('/', 1)[1].replace('attention_maps/', '').replace('positions.', '').replace('/', '.')}.png"
-    Image.open(f"{src}/{name}.png").convert("RGB").quantize(128).save(out, optimize=True)
+    Image.open(f"{src}/{name}.png").convert("RGB").save(out, optimize=True)  # full colour: no palette
     print(out)
 PYEOF
 fi

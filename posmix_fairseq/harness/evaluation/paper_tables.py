@@ -328,3 +328,40 @@ TABLES.update({t.name: t for t in [
           note="#Speed is training speed; ours is fairseq's words per second of training (wps), from the log. "
                "'-RPE&PE' removes the side's position encoding (RPEHead's and MPRHead's are the recurrent ones)."),
 ]})
+
+# The papers in the order of docs/papers.md, and each table's own number in its paper (RecPE's poster
+# numbers none of its tables: they are named by their heading).
+PAPERS = [GPA, HC, APE, RPE, POSNET]
+PAPER_NUMBERS = {
+    "gpa-2": "Table 2", "gpa-3-big": "Table 3 (left)", "gpa-3-small": "Table 3 (right)", "gpa-4": "Table 4",
+    "gpa-5": "Table 5", "gpa-6": "Table 6", "gpa-7": "Table 7",
+    "hc-1": "Table 2", "hc-3": "Table 3", "hc-4": "Table 4", "hc-5": "Table 5", "hc-6": "Appendix Table 6",
+    "hc-7": "Appendix Table 7", "hc-fig7": "Fig. 7",
+    "ape-1": "Table 1", "ape-2": "Table 2", "ape-3": "Table 3", "ape-4": "Table 4",
+    "rpe": "main results (unnumbered)", "rpe-big": "main results (unnumbered)",
+    "rpe-ablation": "ablation (unnumbered)",
+    "posnet-1": "Table 1", "posnet-2": "Table 2", "posnet-3": "Table 3",
+}
+_UNNUMBERED_ORDER = ["main results", "ablation"]  # RecPE's poster: its sections' order
+
+
+def paper_short_name(table: Table) -> str:
+    """The paper's short name (GPA, HC, PEA, RecPE, PosNet)."""
+    return table.paper.split(":", 1)[0]
+
+
+def paper_order(table: Table) -> Tuple:
+    """Sort key: the paper (docs/papers.md's order), then its tables by number, figures after tables,
+    (left) before (right)."""
+    number = PAPER_NUMBERS[table.name]
+    if "unnumbered" in number:
+        kind, n = 2, _UNNUMBERED_ORDER.index(number.split(" (", 1)[0])
+    else:
+        kind = 1 if number.startswith("Fig.") else 0
+        n = int(number.split("(", 1)[0].split()[-1])
+    return PAPERS.index(table.paper), kind, n, "(right)" in number
+
+
+if set(PAPER_NUMBERS) != set(TABLES):
+    raise RuntimeError(f"PAPER_NUMBERS and TABLES differ: {sorted(set(PAPER_NUMBERS) ^ set(TABLES))}")
+TABLES = dict(sorted(TABLES.items(), key=lambda item: paper_order(item[1])))

@@ -30,7 +30,7 @@ import time
 from typing import Dict, List, Optional
 
 from ..pipeline import PACKAGE_ROOT
-from .paper_tables import TABLES, System, Table
+from .paper_tables import PAPER_NUMBERS, TABLES, System, Table, paper_short_name
 from ...command import build_parser as command_parser, console
 
 ROOT = PACKAGE_ROOT  # the checkout: its examples/ hold the recipes
@@ -351,6 +351,28 @@ def print_plans(table: Table, cmds, throughput: float = 0.0) -> List[str]:
     return plans + [summary]
 
 
+def table_listing(tables) -> str:
+    """``--list``: one row per table in the given order (TABLES: the papers' order, then each paper's table
+    numbers), columns aligned to their longest entry; the title last, without the paper and number that
+    the row's own columns give."""
+    header = ("paper", "number", "--table", "systems", "recipe", "title")
+    rows = []
+    for t in tables:
+        short, number = paper_short_name(t), PAPER_NUMBERS[t.name]
+        title = t.title
+        for prefix in (f"{short} {number}: ", f"{short} "):
+            if title.startswith(prefix):
+                title = title[len(prefix):]
+                break
+        rows.append((short, number, t.name, str(len(t.systems)), f"examples/{t.recipe}/run.sh", title))
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header) - 1)]
+    lines = []
+    for r in [header] + rows:
+        cells = [c.rjust(w) if i == 3 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(cells + [r[-1]]))
+    return "\n".join(lines)
+
+
 def main(argv: Optional[List[str]] = None):
     p = command_parser("posmix-reproduce", __doc__)
     p.add_argument("--table", help=f"one of {', '.join(TABLES)}")
@@ -384,8 +406,7 @@ def main(argv: Optional[List[str]] = None):
     # every path is the caller's: the recipes run with the checkout as their working directory
     a.out, a.data_dir = os.path.abspath(a.out), os.path.abspath(a.data_dir)
     if a.list or not a.table:
-        for t in TABLES.values():
-            print(f"{t.name:9s} {t.title} ({len(t.systems)} systems; examples/{t.recipe}/run.sh)")
+        print(table_listing(TABLES.values()))
         if not a.table:
             return None
     if a.table not in TABLES:

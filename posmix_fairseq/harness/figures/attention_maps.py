@@ -27,6 +27,7 @@ SPECIALS = {"</s>", "<s>", "<pad>", "<unk>"}
 TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
           "decoder_cross": "decoder cross-attention"}
 PIECES_OF = {"source": "source_pieces", "target": "target_pieces", "decoder_input": "decoder_input_pieces"}
+SINGLE_HEAD_CELL_INCHES = 0.3  # a single head's figure: cells large enough for 10-point token labels
 AXIS_NAMES = {"source": "source", "target": "predicted target token", "decoder_input": "decoder input"}
 
 
@@ -73,15 +74,19 @@ def _axes_tokens(entry: Dict, sub: Dict):
     return display_pieces(entry[PIECES_OF[sub["queries"]]]), display_pieces(entry[PIECES_OF[sub["keys"]]])
 
 
-def _label(axes, rows: List[str], cols: List[str]):
-    """Token labels on the axes (shared by all panels of a figure: the outer panels show them)."""
-    first = np.asarray(axes).ravel()[0]
-    first.set_xticks(range(len(cols)), cols)
-    first.set_yticks(range(len(rows)), rows)
-    for ax in np.asarray(axes).ravel():
-        ax.tick_params(axis="x", labelrotation=90, labelsize=6, length=0)
-        ax.tick_params(axis="y", labelsize=6, length=0)
-        ax.grid(False)
+def _title_width(layout: style.HeatmapLayout, panels: int) -> int:
+    """Characters of the title's font per line over the panels' width."""
+    return max(40, int((layout.width * panels + 1.0) * 13 / layout.scale))
+
+
+def _longest(rows: List[str], cols: List[str]):
+    return max(map(len, rows), default=0), max(map(len, cols), default=0)
+
+
+def _label(axes, rows: List[str], cols: List[str], layout: style.HeatmapLayout):
+    """Token labels on the axes (shared by all panels of a figure: the outer panels show them), as large
+    as the cells allow and never overlapping (:class:`style.HeatmapLayout`)."""
+    style.token_ticks(np.asarray(axes).ravel()[0], rows, cols, layout)
 
 
 def draw_sentence(entry: Dict, kind: str, out_dir: str, formats=style.FORMATS):
@@ -94,8 +99,11 @@ def draw_sentence(entry: Dict, kind: str, out_dir: str, formats=style.FORMATS):
     heads = present[0].shape[0]
     rows, cols = _axes_tokens(entry, sub)
     top = max(float(w.max()) for w in present)
-    with style.styled():
-        fig, axes = style.heatmap_panels(len(layers), heads, len(rows), len(cols))
+    layout = style.HeatmapLayout.of(len(rows), len(cols))
+    title = _title(entry, kind, _title_width(layout, heads))
+    with style.styled(layout.scale):
+        fig, axes = style.heatmap_panels(len(layers), heads, len(rows), len(cols), layout=layout,
+                                         label_chars=_longest(rows, cols), title_lines=title.count("\n") + 1)
         image = None
         for li, w in enumerate(layers):
             for h in range(heads):
@@ -109,16 +117,16 @@ def draw_sentence(entry: Dict, kind: str, out_dir: str, formats=style.FORMATS):
                 axes[li][0].set_visible(True)
                 axes[li][0].axis("off")
                 axes[li][0].text(0, 0.5, f"layer {li + 1}: no weights (no such sublayer in this layer, e.g. SH-X's "
-                                 "cross-attention, or one that returns none)", fontsize=7,
+                                 "cross-attention, or one that returns none)",
                                  transform=axes[li][0].transAxes)
                 axes[li][0].set_label("<no weights>")
-        _label(axes, rows, cols)
+        _label(axes, rows, cols, layout)
         for h in range(heads):
             axes[-1][h].set_xlabel(AXIS_NAMES[sub["keys"]])
         for li in range(len(layers)):
             axes[li][0].set_ylabel(AXIS_NAMES[sub["queries"]])
         style.colour_bar(fig, image, [ax for ax in axes.ravel() if ax.get_visible() and ax.images], "attention weight")
-        fig.suptitle(_title(entry, kind, 40 + 12 * heads), fontsize=8, ha="left", x=0.02)
+        fig.suptitle(title, fontsize=style.SUPTITLE_SIZE * layout.scale, ha="left", x=0.02)
         style.save(fig, os.path.join(out_dir, "attention_maps"), f"sentence{entry['sentence_id']}.{kind}", formats)
     return fig
 
@@ -127,20 +135,23 @@ def draw_single_heads(entry: Dict, kind: str, out_dir: str, formats=style.FORMAT
     """One figure per layer and head, each with its own colour bar."""
     sub = entry["sublayers"][kind]
     rows, cols = _axes_tokens(entry, sub)
+    layout = style.HeatmapLayout.of(len(rows), len(cols), cell_inches=SINGLE_HEAD_CELL_INCHES, min_inches=3.0)
     paths = []
     for li, w in enumerate(sub["layers"]):
         if w is None:
             continue
         for h, head in enumerate(np.asarray(w, dtype=float)):
-            with style.styled():
-                fig, axes = style.heatmap_panels(1, 1, len(rows), len(cols), min_inches=2.2)
+            title = _title(entry, kind, _title_width(layout, 1)) + f"\nlayer {li + 1}, head {h + 1}"
+            with style.styled(layout.scale):
+                fig, axes = style.heatmap_panels(1, 1, len(rows), len(cols), layout=layout,
+                                                 label_chars=_longest(rows, cols), title_lines=title.count("\n") + 1)
                 ax = axes[0][0]
                 image = style.image(ax, head)
-                _label(axes, rows, cols)
+                _label(axes, rows, cols, layout)
                 ax.set_xlabel(AXIS_NAMES[sub["keys"]])
                 ax.set_ylabel(AXIS_NAMES[sub["queries"]])
                 style.colour_bar(fig, image, [ax], "attention weight")
-                fig.suptitle(_title(entry, kind, 60) + f"\nlayer {li + 1}, head {h + 1}", fontsize=7, ha="left", x=0.02)
+                fig.suptitle(title, fontsize=style.SUPTITLE_SIZE * layout.scale, ha="left", x=0.02)
                 paths += style.save(fig, os.path.join(out_dir, "attention_maps"),
                                     f"sentence{entry['sentence_id']}.{kind}.L{li + 1}H{h + 1}", formats)
     return paths

@@ -37,7 +37,7 @@ def fig2(ours: Dict[str, float], out_dir: str, formats=style.FORMATS, metric: st
             ax.set_xticks(np.arange(len(approaches)), ticks, rotation=35, ha="right")
             ax.set_ylabel(metric)
             ax.set_title(title)
-            ax.legend()
+        style.legend([ax for ax, _, _, _ in series])  # ours and the paper's markers
         style.note(fig, "GPA Fig. 2: queries and keys see positions only (left) ... tokens and positions (right)."
                    + ("" if paper else f" GPA Table 6 has no {metric} column; ours only.")
                    + partial_note("gpa-6", ours))

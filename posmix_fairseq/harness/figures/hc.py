@@ -83,7 +83,7 @@ def fig3(points: Dict[str, Dict[int, float]], out_dir: str, formats=style.FORMAT
         a.set_xlabel("encoder and decoder layers")
         a.set_ylabel(metric)
         a.set_title(f"{metric} with and without feed-forward")
-        a.legend()
+        style.legend(a)
         for s in pairs:  # each pair in its system's colour of panel (a)
             i = systems.index(s)
             layers = sorted(set(points[s]) & set(points[s + NO_FF]))
@@ -96,7 +96,7 @@ def fig3(points: Dict[str, Dict[int, float]], out_dir: str, formats=style.FORMAT
         b.set_xlabel("encoder and decoder layers")
         b.set_ylabel(f"{metric} lost without feed-forward")
         b.set_title("the cost of removing feed-forward")
-        b.legend()
+        style.legend(b)
         style.note(fig, "HC Fig. 3. Paper: WMT16 En-Ro, the two gaps at 4 layers its caption states; "
                         "its BLEU per layer count is not in the text.")
         style.save(fig, out_dir, "hc_fig3", formats)
@@ -131,7 +131,7 @@ def fig4(bins, scores, baseline: str, out_dir: str, formats=style.FORMATS, metri
         b.axhline(0.0, color="0.3", linewidth=0.6)
         for ax in (a, b):
             bin_axis(ax, labels, "reference length (words), bin (sentences)")
-            ax.legend()
+            style.legend(ax)
         a.set_ylabel(metric)
         a.set_title(f"{metric} by reference length")
         b.set_ylabel(f"{metric} difference to {baseline}")
@@ -160,7 +160,7 @@ def fig5(systems: List[Tuple[str, List[Tuple[str, int, int]]]], out_dir: str, fo
         ax.set_xlabel("distance between subject and verb (words)")
         ax.set_ylabel("accuracy (%)")
         ax.set_title(f"{category}: accuracy by distance")
-        ax.legend()
+        style.legend(ax)
         style.note(fig, "HC Fig. 5 (LingEval97; a decision is correct when the reference scores higher). "
                    + absent_note("hc-fig5"))
         style.save(fig, out_dir, "hc_fig5", formats)
@@ -184,7 +184,7 @@ def off_diagonality_panels(panels, out_dir: str, name: str, figure: str, formats
             bin_axis(ax, [f"{b}\n({n})" for b, n in bins], "off-diagonality, bin (sentences)")
             ax.set_ylabel(metric)
             ax.set_title(title)
-        flat[0].legend()  # the same systems in every panel
+        style.legend(flat[0], figure_wide=True)  # the same systems in every panel
         style.hide_unused(flat, len(panels))
         style.note(fig, f"HC {figure.replace('hc-fig', 'Fig. ')}: off-diagonality = share of tokens whose "
                         "attention argmax is >= 2 positions from the query. " + absent_note(figure))
@@ -220,7 +220,7 @@ def fig7(values: Dict[str, float], out_dir: str, formats=style.FORMATS, metric: 
         ax.set_ylabel(metric)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_title("where to add cross-attention heads")
-        ax.legend()
+        style.legend(ax)
         style.note(fig, "HC Fig. 7 (WMT16 En-Ro in the paper). " + absent_note("hc-fig7")
                    + partial_note("hc-fig7", values))
         style.save(fig, out_dir, "hc_fig7", formats)

@@ -141,8 +141,9 @@ def _grid(layers: List[Dict], key: str, kind: str, title: str, signed: bool, bar
         mask = np.broadcast_to(causal_mask(kind, rows, cols, relative_k), values.shape)
         arrays.append(np.ma.masked_array(values, mask))
     bound = max(float(np.ma.max(np.abs(a))) for a in arrays) if signed else max(float(a.max()) for a in arrays)
-    with style.styled():
-        fig, axes = style.heatmap_panels(len(layers), heads, rows, cols, inches_per_cell=0.06, min_inches=1.5)
+    layout = style.HeatmapLayout.of(rows, cols, cell_inches=0.06, min_inches=1.5)
+    with style.styled(layout.scale):
+        fig, axes = style.heatmap_panels(len(layers), heads, rows, cols, layout=layout)
         image = None
         for li, (entry, values) in enumerate(zip(layers, arrays)):
             for h in range(heads):
@@ -157,7 +158,7 @@ def _grid(layers: List[Dict], key: str, kind: str, title: str, signed: bool, bar
                 if h == 0:
                     ax.set_ylabel(ylabel)
         style.colour_bar(fig, image, axes, bar)
-        fig.suptitle(title, fontsize=8)
+        fig.suptitle(title, fontsize=style.SUPTITLE_SIZE * layout.scale)
         if note:
             style.note(fig, note)
         style.save(fig, out_dir, name, formats)
@@ -182,12 +183,12 @@ def _lines(panels: List[Dict], out_dir: str, name: str, title: str, formats, not
             ax.set_title(p["title"])
             ax.set_xlabel(p["xlabel"])
             ax.set_ylabel(p["ylabel"])
-            if p.get("legend", True):
-                ax.legend()
+            if p.get("legend", True):  # the panels with the legend's lines; every other panel has the same
+                style.legend(ax, figure_wide=len(panels) > 1)
         for ax in axes.ravel():
             if id(ax) not in used:
                 ax.set_visible(False)
-        fig.suptitle(title, fontsize=8)
+        fig.suptitle(title, fontsize=style.SUPTITLE_SIZE)
         if note:
             style.note(fig, note)
         style.save(fig, out_dir, name, formats)

@@ -77,7 +77,7 @@ def fig4(result: Dict, out_dir: str, formats=style.FORMATS):
             ax.set_title(title.format(**block))
             ax.set_xlabel(xlabel)
             ax.set_ylabel(f"gap over {baseline}")
-        axes[0][0].legend()
+        style.legend(axes[0][0], figure_wide=True)  # the same systems in every panel
         style.note(fig, "PosNet Fig. 4 (WMT14 En-De in the paper). " + absent_note("posnet-fig4"))
         style.save(fig, out_dir, "posnet_fig4", formats)
     return fig

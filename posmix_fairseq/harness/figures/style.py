@@ -14,7 +14,9 @@ backend. The rc settings apply only inside :func:`styled`.
 """
 import contextlib
 import logging
+import math
 import os
+from dataclasses import dataclass
 from typing import Iterable, List, Sequence, Tuple
 
 # importing fairseq sets the root logger to DEBUG (fairseq/models/wav2vec/wav2vec2_classification.py);
@@ -45,11 +47,23 @@ RC = {
 }
 
 
+FONT_KEYS = ("font.size", "axes.titlesize", "axes.labelsize", "xtick.labelsize", "ytick.labelsize", "legend.fontsize")
+SUPTITLE_SIZE = 8           # points, at scale 1
+NOTE_SIZE = 6.5
+
+
 @contextlib.contextmanager
-def styled():
-    """The rc settings of every posmix figure, for the drawing done inside."""
-    with matplotlib.rc_context(RC):
+def styled(scale: float = 1.0):
+    """The rc settings of every posmix figure, for the drawing done inside; ``scale`` multiplies every
+    font size (a larger canvas gets larger fonts, :class:`HeatmapLayout`)."""
+    rc = dict(RC, **{k: RC[k] * scale for k in FONT_KEYS})
+    with matplotlib.rc_context(rc):
         yield
+
+
+def font_scale() -> float:
+    """The scale of the active :func:`styled` context."""
+    return float(matplotlib.rcParams["font.size"]) / RC["font.size"]
 
 
 def colour(i: int) -> str:
@@ -63,15 +77,78 @@ def panels(nrows: int = 1, ncols: int = 1, panel: Tuple[float, float] = PANEL, *
     return fig, axes
 
 
+CELL_INCHES = 0.17          # a cell of a layers x heads grid of token maps
+MAX_PANEL_INCHES = 7.0      # beyond it a panel stops growing and its token labels thin out
+TOKEN_FONT = (6.0, 10.0)    # points: the smallest and largest token label
+LABEL_PITCH = 1.4           # a token label needs this many times its font size along its axis
+REFERENCE_PANEL = 2.5       # inches: the panel side at which fonts have their rc sizes
+
+
+@dataclass(frozen=True)
+class AxisLabels:
+    """The token labels of one axis of a heatmap: their font size (points) and every ``step``-th cell
+    labelled, so that neighbouring labels never overlap."""
+    fontsize: float
+    step: int
+
+
+def axis_labels(cells: int, inches: float) -> AxisLabels:
+    """The largest label font within :data:`TOKEN_FONT` that ``cells`` labels fit along ``inches``; when
+    even the smallest does not fit one per cell, every ``step``-th cell is labelled."""
+    pitch = inches * 72.0 / max(cells, 1)  # points per cell
+    size = min(TOKEN_FONT[1], max(TOKEN_FONT[0], pitch / LABEL_PITCH))
+    return AxisLabels(size, max(1, math.ceil(size * LABEL_PITCH / pitch - 1e-9)))
+
+
+@dataclass(frozen=True)
+class HeatmapLayout:
+    """The panel size of images of rows x cols cells, the font scale of the figure and the token labels
+    of its axes: panels grow with the cells (``cell_inches`` each, at least ``min_inches``, at most
+    :data:`MAX_PANEL_INCHES`), fonts grow with the panels (up to twice their rc size), and labels are as
+    large as the cells allow, thinned out where the smallest does not fit."""
+    width: float
+    height: float
+    scale: float
+    x: AxisLabels
+    y: AxisLabels
+
+    @classmethod
+    def of(cls, rows: int, cols: int, cell_inches: float = CELL_INCHES, min_inches: float = 1.3):
+        width = min(MAX_PANEL_INCHES, max(min_inches, cell_inches * cols))
+        height = min(MAX_PANEL_INCHES, max(min_inches, cell_inches * rows))
+        scale = min(2.0, max(1.0, max(width, height) / REFERENCE_PANEL))
+        return cls(width, height, scale, axis_labels(cols, width), axis_labels(rows, height))
+
+
 def heatmap_panels(nrows: int, ncols: int, rows: int, cols: int, min_inches: float = 1.3,
-                   inches_per_cell: float = 0.17):
-    """Panels for images of rows x cols cells, big enough for one tick label per cell; the panels
-    share their axes, so only the outer ones carry tick labels."""
-    width = max(min_inches, inches_per_cell * cols)
-    height = max(min_inches, inches_per_cell * rows)
-    fig = Figure(figsize=(width * ncols + 1.0, height * nrows + 0.9), layout="constrained")
+                   inches_per_cell: float = 0.17, layout: HeatmapLayout = None, label_chars: Tuple[int, int] = (0, 0),
+                   title_lines: int = 1):
+    """Panels for images of rows x cols cells (``layout``, or one of ``inches_per_cell``); the panels
+    share their axes, so only the outer ones carry tick labels. The margins hold the axis labels, the
+    colour bar, a title of ``title_lines`` lines and tick labels of up to ``label_chars`` (rows, cols)
+    characters at the layout's fonts, so that the panels keep their size."""
+    layout = layout or HeatmapLayout.of(rows, cols, inches_per_cell, min_inches)
+    row_labels = label_chars[0] * layout.y.fontsize * 0.62 / 72
+    col_labels = label_chars[1] * layout.x.fontsize * 0.62 / 72
+    title = title_lines * SUPTITLE_SIZE * layout.scale * 1.3 / 72
+    panel_titles = nrows * RC["axes.titlesize"] * layout.scale * 1.6 / 72
+    fig = Figure(figsize=(layout.width * ncols + 1.0 * layout.scale + row_labels,
+                          layout.height * nrows + 0.6 * layout.scale + col_labels + title + panel_titles),
+                 layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True)
     return fig, axes
+
+
+def token_ticks(ax, rows: Sequence[str], cols: Sequence[str], layout: HeatmapLayout):
+    """One tick label per cell (or every ``step``-th, :class:`AxisLabels`) on both axes; x labels vertical."""
+    xs, ys = range(0, len(cols), layout.x.step), range(0, len(rows), layout.y.step)
+    ax.set_xticks(list(xs), [cols[i] for i in xs], rotation=90, fontsize=layout.x.fontsize)
+    ax.set_yticks(list(ys), [rows[i] for i in ys], fontsize=layout.y.fontsize)
+    for a in ax.get_shared_x_axes().get_siblings(ax) + [ax]:
+        a.tick_params(axis="both", length=0)
+        a.tick_params(axis="x", labelrotation=90, labelsize=layout.x.fontsize)
+        a.tick_params(axis="y", labelsize=layout.y.fontsize)
+        a.grid(False)
 
 
 def image(ax, values, signed: bool = False, vmax: float = None, vmin: float = None, **kwargs):
@@ -102,14 +179,41 @@ def plot_paper(ax, x, y, label: str, i: int, **kwargs):
     return ax.plot(list(x), list(y), color=colour(i), label=f"{label} (paper)", **{**PAPER, **kwargs})[0]
 
 
+def legend(axes, figure_wide: bool = False):
+    """The legend of the lines of ``axes`` (one Axes, or several whose labels are merged), outside the
+    plotting area so that it never covers data: right of the axes, or with ``figure_wide`` (the same
+    systems in every panel) right of all panels. The figure widens by the legend's width, so the panels
+    keep their size. Returns the legend, or None when no line has a label."""
+    many = list(np.asarray(axes, dtype=object).ravel()) if isinstance(axes, (list, tuple, np.ndarray)) else [axes]
+    handles, labels = [], []
+    for ax in many:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(h)
+                labels.append(label)
+    if not handles:
+        return None
+    fig = many[0].figure
+    if figure_wide or len(many) > 1:
+        made = fig.legend(handles, labels, loc="outside right upper")
+    else:
+        made = many[0].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    size = float(matplotlib.rcParams["legend.fontsize"])
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width + (max(map(len, labels)) * 0.6 + 4.0) * size / 72, height)
+    return made
+
+
 def note(fig, text: str):
     """A small grey line under the figure: where the numbers come from, or that the paper's are absent
     (the panels are laid out above it)."""
     height = fig.get_size_inches()[1]
-    lines = 1 + len(text) // int(fig.get_size_inches()[0] * 17)
-    margin = min(0.3, (0.14 * lines + 0.04) / height)
+    scale = font_scale()
+    lines = 1 + len(text) // max(1, int(fig.get_size_inches()[0] * 17 / scale))
+    margin = min(0.3, (0.14 * scale * lines + 0.04) / height)
     fig.get_layout_engine().set(rect=(0, margin, 1, 1 - margin))
-    fig.text(0.005, margin - 0.02 / height, text, ha="left", va="top", fontsize=6.5, color=NOTE_COLOUR, wrap=True)
+    fig.text(0.005, margin - 0.02 / height, text, ha="left", va="top", fontsize=NOTE_SIZE * font_scale(),
+             color=NOTE_COLOUR, wrap=True)
 
 
 def hide_unused(axes: Iterable, used: int):
