@@ -572,3 +572,38 @@ def test_benchmark_runs_end_to_end():
     assert len(rows) == 6, result.stdout
     assert all(float(row[-2]) <= 1e-5 for row in rows), result.stdout
     assert "Triton step vs torch step: max error" in result.stdout
+
+
+def test_launch_grid_keeps_batch_times_heads_off_axis_1():
+    """4,096 sentences of 16 heads are 65,536 (sentence, head) rows, one over CUDA's 65,535 limit of
+    grid axes 1 and 2: the relative kernels' launches put the rows on axis 0 (limit 2^31 - 1) and the
+    query tiles on axis 1. The launch is intercepted (the grid it asks for is recorded; nothing runs)."""
+    from posmix_fairseq.kernels.common import GRID_LIMITS, row_grid
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
+    from posmix_fairseq.kernels import triton_relative
+
+    grids = []
+
+    class Launch:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return lambda *args, **kwargs: None
+
+    batch, heads, steps, k = 4096, 16, 40, 2
+    table = torch.zeros(heads, steps, 2 * k + 1, requires_grad=True)
+    values = torch.zeros(batch, heads, steps, 2, requires_grad=True)
+    positions = torch.arange(steps).expand(batch, steps)
+    lengths = torch.full((batch,), steps)
+    original = triton_relative._rel_fwd, triton_relative._rel_bwd
+    triton_relative._rel_fwd = triton_relative._rel_bwd = Launch()
+    try:
+        out = triton_relative.RelativeWindowMixing.apply(table, values, positions, positions, lengths, True)
+        out.sum().backward()
+    finally:
+        triton_relative._rel_fwd, triton_relative._rel_bwd = original
+    assert grids == [(batch * heads, 2), (batch * heads, 2)]  # 40 queries in tiles of 32: 2 tiles
+    assert all(size <= limit for grid in grids for size, limit in zip(grid, GRID_LIMITS))
+    assert row_grid(65536, 64) == (65536, 64)
+    with pytest.raises(ValueError, match="70000 programs on grid axis 1 .* over CUDA's limit of 65535"):
+        row_grid(16, 70000)

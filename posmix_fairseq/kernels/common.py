@@ -82,5 +82,25 @@ def compute_dtype(tensor: Tensor) -> torch.dtype:
     return torch.float64 if tensor.dtype == torch.float64 else torch.float32
 
 
+#: CUDA's limits on a launch grid, blocks per axis: 2^31 - 1 on axis 0, 65,535 on axes 1 and 2
+GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
+
+
+def row_grid(rows: int, blocks: int) -> Tuple[int, int]:
+    """The launch grid of a kernel with one program per (row, block): ``(rows, blocks)``.
+
+    The rows (batch x heads: 4,096 sentences of 16 heads are 65,536 rows) go on axis 0, whose
+    limit is 2^31 - 1; the blocks of one row (query or key tiles: a 2,048-token sentence in
+    32-query tiles is 64) on axis 1, limited to 65,535. A grid over the limits is a clear error
+    before the launch, not CUDA's ``invalid argument``."""
+    grid = (rows, blocks)
+    for axis, (size, limit) in enumerate(zip(grid, GRID_LIMITS)):
+        if size > limit:
+            what = "batch x heads" if axis == 0 else "blocks per (sentence, head)"
+            raise ValueError(f"a kernel launch needs {size} programs on grid axis {axis} ({what}), over CUDA's "
+                             f"limit of {limit}: split the batch or the sentences")
+    return grid
+
+
 def next_power_of_2(x: int) -> int:
     return 1 << max(int(x) - 1, 0).bit_length()
