@@ -86,10 +86,13 @@ def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
     centre = centres(query_positions, length_ratio)
     if keys == 0:
         return _no_keys(table, values, steps)
-    if _backend(backend, table, values) == "triton":
-        return _triton_module("relative").relative_mixing_triton(table, query_positions, values, key_lengths,
-                                                                 centre, causal)
     fn = relative_mixing_window if impl == "window" else relative_mixing_dense
+    if _backend(backend, table, values) == "triton":
+        return dispatch.run_triton(
+            "relative window mixing", backend,
+            lambda: _triton_module("relative").relative_mixing_triton(table, query_positions, values, key_lengths,
+                                                                      centre, causal),
+            lambda: fn(table, query_positions, values, key_lengths, length_ratio, causal))
     return fn(table, query_positions, values, key_lengths, length_ratio, causal)
 
 
@@ -127,8 +130,11 @@ def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_vali
                                      "under torch.no_grad() or use 'torch' or 'auto' to differentiate it")
         name = "torch"
     if name == "triton":
-        return _triton_module("decode").relative_decode_triton(energy_rows, window_values, window_valid, far_sum,
-                                                               far_count)
+        return dispatch.run_triton(
+            "decoding step", backend,
+            lambda: _triton_module("decode").relative_decode_triton(energy_rows, window_values, window_valid, far_sum,
+                                                                    far_count),
+            lambda: relative_decode_reference(energy_rows, window_values, window_valid, far_sum, far_count))
     return relative_decode_reference(energy_rows, window_values, window_valid, far_sum, far_count)
 
 
@@ -144,7 +150,9 @@ def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5,
         raise ValueError(f"gelu_layernorm: weight and bias must be ({x.size(-1)},), got {tuple(weight.shape)} and "
                          f"{tuple(bias.shape)}")
     if _backend(backend, x, weight, bias) == "triton":
-        return _triton_module("gating").gelu_layernorm_triton(x, weight, bias, eps)
+        return dispatch.run_triton("gelu_layernorm", backend,
+                                   lambda: _triton_module("gating").gelu_layernorm_triton(x, weight, bias, eps),
+                                   lambda: gelu_layernorm_reference(x, weight, bias, eps))
     return gelu_layernorm_reference(x, weight, bias, eps)
 
 
@@ -152,5 +160,7 @@ def gelu_gate(context: Tensor, gate_preact: Tensor, backend: Optional[str] = Non
     """context * GeLU(gate_preact) (the gate of Eq. 4; gate_preact = W^G y)."""
     _check_same_shape("gelu_gate", context, gate_preact, "context and gate_preact")
     if _backend(backend, context, gate_preact) == "triton":
-        return _triton_module("gating").gelu_gate_triton(context, gate_preact)
+        return dispatch.run_triton("gelu_gate", backend,
+                                   lambda: _triton_module("gating").gelu_gate_triton(context, gate_preact),
+                                   lambda: gelu_gate_reference(context, gate_preact))
     return gelu_gate_reference(context, gate_preact)

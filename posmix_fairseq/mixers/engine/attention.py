@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ...core.positions import PositionFrame
+from ...kernels.choice import SublayerKernels, choose
 from ..paths.base import MixingCall, MixingPath
 from ..paths.dense import DenseMixing
 from .energy import Energy, xavier_linear
@@ -31,7 +32,7 @@ class EnergyMixingAttention(TokenMixer):
     """A token mixer made of an :class:`Energy`, the (gated) values, its mixing paths and W^O."""
 
     def __init__(self, spec: MixerSpec, energy: Energy, values: Optional[Values] = None,
-                 paths: Sequence[MixingPath] = ()):
+                 paths: Sequence[MixingPath] = (), kernel_choice: Optional[SublayerKernels] = None):
         super().__init__(spec.embed_dim, spec.num_heads)
         self.placement = spec.placement
         self.attention_dropout = spec.attention_dropout
@@ -40,11 +41,19 @@ class EnergyMixingAttention(TokenMixer):
         self.out_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
         self.gating = ContextGate(spec.embed_dim) if spec.gated else None
         self.use_paths(paths)
+        # how this sublayer runs on the CPU and on a GPU, settled now (kernels/choice.py)
+        self.kernel_choice = kernel_choice if kernel_choice is not None else choose(gated=spec.gated)
+        self.values.kernel_choice = self.kernel_choice
+        if self.gating is not None:
+            self.gating.kernel_choice = self.kernel_choice
         self.__dict__["_route"] = spec.route  # plain attribute: owned by the encoder/decoder
 
     def use_paths(self, paths: Sequence[MixingPath]):
         """Mix with ``paths`` (tried in order), then dense mixing for the calls they decline."""
         self.paths = nn.ModuleList([*paths, DenseMixing()])
+
+    def extra_repr(self) -> str:
+        return f"kernels: {self.kernel_choice}"
 
     @property
     def path_names(self) -> Tuple[str, ...]:

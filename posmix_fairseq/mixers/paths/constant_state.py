@@ -1,11 +1,13 @@
 """Constant-state decoding as a mixing path: rPosNet decoder self-attention while decoding step by
 step keeps the last K values, the sum of the older ones and their count, and mixes them with the
 query position's energy row (:func:`.rposnet_window.constant_state_step`): O(K D_h) time and
-memory per step, whatever t.
+memory per step, whatever t. The step runs the decode-weight table or the Triton decoding step, as the
+sublayer's choice says (kernels/choice.py).
 
 It serves every self-attention step of incremental decoding (the state replaces the cache of all
 past values); full forwards fall through to the next path.
 """
+from ...kernels.dispatch import KernelBackendError
 from .base import MixingCall, MixingPath
 from .rposnet_window import constant_state_step
 
@@ -25,7 +27,12 @@ class ConstantStateDecoding(MixingPath):
         values = mixer.values(call.value, frame.positions, frame.padding_mask)  # (B, H, T, D_h) of the new tokens
         buffer = mixer._get_input_buffer(call.incremental_state)
         constants = mixer._get_decode_constants(call.incremental_state)  # the decode-weight table of this decode
-        context = constant_state_step(mixer.energy, buffer, frame.positions, frame.padding_mask, values,
-                                      constants=constants, padded=frame.has_padding)
+        choice = mixer.kernel_choice
+        try:
+            context = constant_state_step(mixer.energy, buffer, frame.positions, frame.padding_mask, values,
+                                          constants=constants, padded=frame.has_padding,
+                                          backend=choice.backend(values.device, "decode"))
+        except KernelBackendError as exc:
+            raise KernelBackendError(f"{choice.forced}: {exc}") from exc
         mixer._set_input_buffer(call.incremental_state, buffer)
         return context, None

@@ -58,18 +58,19 @@ def left_align_values(values: Tensor, key_padding_mask: Tensor):
 
 
 def window_context(energy: RelativeTableEnergy, query_positions: Tensor, query_padding_mask: Optional[Tensor],
-                   values: Tensor, key_padding_mask: Tensor, causal: bool) -> Tensor:
+                   values: Tensor, key_padding_mask: Tensor, causal: bool, backend: str = "torch") -> Tensor:
     """(B, H, T, D_h) contexts of Eq. 10's softmax over the real keys, by the window form.
 
     ``query_positions`` (B, T) in column order; ``values`` (B, H, S, D_h) in column order with
     their padding ``key_padding_mask`` (B, S); ``causal`` for decoder self-attention (key
-    position <= query position, the dense form's future mask over real tokens).
+    position <= query position, the dense form's future mask over real tokens); ``backend`` that of
+    ``kernels.relative_position_mixing`` (the sublayer's choice).
     """
     # the table up to the last query position (not T: a decoding step has T = 1 at position t)
     table = energy.energy_table(int(query_positions.max()) + 1 if query_positions.numel() else 1)
     aligned, lengths = left_align_values(values, key_padding_mask)
     context = kernels.relative_position_mixing(table, query_positions, aligned, lengths, energy.length_ratio,
-                                               causal=causal, impl="window")
+                                               causal=causal, backend=backend, impl="window")
     if causal and query_padding_mask is not None:
         context = context.masked_fill(query_padding_mask[:, None, :, None], 0.0)
     return context
@@ -87,7 +88,7 @@ def constant_state(buffer: Dict[str, Tensor], batch: int, heads: int, k: int, he
 
 def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], query_positions: Tensor,
                         padding_mask: Tensor, values: Tensor, constants: Optional[Dict[str, Tensor]] = None,
-                        padded: Optional[bool] = None) -> Tensor:
+                        padded: Optional[bool] = None, backend: str = "torch") -> Tensor:
     """Decoder self-attention of the new token(s) with the constant state; updates ``buffer``.
 
     ``query_positions`` and ``padding_mask`` (B, T) of the new tokens (T = 1 in fairseq's search;
@@ -101,13 +102,14 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     token: checked), so a step's weights depend on its position only (``energy.decode_weights``)
     and the state is the K window values and the far sum in one tensor. With the PyTorch kernels a
     token is :func:`~posmix_fairseq.kernels.decode_step.weighted_decode_step`: a concatenation and
-    one batched product. With Triton each token goes through ``kernels.relative_decode_step``.
+    one batched product. With ``backend`` ``triton`` or ``auto`` (the sublayer's choice of the Triton
+    decoding step, kernels/choice.py) each token goes through ``kernels.relative_decode_step``.
     """
     batch, heads, steps, head_dim = values.shape
     if STATE_KEYS[0] not in buffer:
         check_first_step(query_positions, padding_mask)
     state = constant_state(buffer, batch, heads, energy.k, head_dim, values)
-    torch_kernels = kernels.dispatch.resolve(None, values.device) == "torch"
+    torch_kernels = backend == "torch"
     if steps == 1 and torch_kernels:  # a step of the search: as few operations as possible
         if padded is None:
             padded = has_padding(padding_mask)
@@ -126,7 +128,7 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
         else:
             state = push_packed(state, values[:, :, t:t + 1], valid)
             out = kernels.relative_decode_step(weights[:, :, t], *unpack_state(state, query_positions[:, t],
-                                                                              values.dtype))
+                                                                              values.dtype), backend=backend)
             out = (out if valid is None else out.masked_fill(pad[:, None, None], 0.0))[:, :, None]
         outputs.append(out)
     buffer[STATE_KEYS[0]] = state
