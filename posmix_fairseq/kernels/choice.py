@@ -148,8 +148,16 @@ def choose(impl: Optional[str] = None, flag: str = "", decodes: bool = False, ga
     return SublayerKernels(cpu, gpu)
 
 
+#: the attribute names of fairseq's attention sublayers in its encoder and decoder layers
+SUBLAYER_NAMES = ("self_attn", "encoder_attn")
+
+
 def kernel_summary(model: nn.Module) -> str:
-    """One line per sublayer that holds choices: its module name and :class:`SublayerKernels`."""
-    lines = [f"{name}: {module.kernel_choice}" for name, module in model.named_modules()
-             if isinstance(getattr(module, "kernel_choice", None), SublayerKernels) and hasattr(module, "paths")]
+    """One line per attention sublayer of ``model``: its module name and its :class:`SublayerKernels`,
+    or, for a module without choices (fairseq's MultiheadAttention: PyTorch on every device), its class."""
+    lines = []
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] in SUBLAYER_NAMES:
+            kernels = getattr(module, "kernel_choice", None)
+            lines.append(f"{name}: {kernels if kernels is not None else type(module).__name__ + ' (PyTorch)'}")
     return "\n".join(lines)

@@ -90,7 +90,8 @@ def interpreter_enabled() -> bool:
 def _triton_unusable_reason(device: torch.device) -> Optional[str]:
     if not triton_available():
         return "Triton is not installed (pip install 'triton' on Linux x86-64; see constraints.txt)"
-    if device.type == "cuda":
+    from .choice import on_gpu
+    if on_gpu(device):
         return None
     if device.type == "cpu":
         if interpreter_enabled():

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from ...core.positions import PositionFrame
 from ...kernels.choice import SublayerKernels, choose
+from ...kernels.dispatch import KernelBackendError
 from ..paths.base import MixingCall, MixingPath
 from ..paths.dense import DenseMixing
 from .energy import Energy, xavier_linear
@@ -118,9 +119,14 @@ class EnergyMixingAttention(TokenMixer):
                                f"query of {tgt_len} tokens x {batch} sentences")
         call = MixingCall(query, key, value, key_padding_mask, incremental_state, static_kv, attn_mask,
                           need_weights, need_head_weights, frame)
-        path = next(path for path in self.paths if path.serves(self, call))
-        context, attn = path.mix(self, call)
-        return self._output(context, query), attn
+        try:
+            path = next(path for path in self.paths if path.serves(self, call))
+            context, attn = path.mix(self, call)
+            return self._output(context, query), attn
+        except KernelBackendError as exc:  # a forced Triton kernel that cannot run: name the option
+            if not self.kernel_choice.forced:
+                raise
+            raise KernelBackendError(f"{self.kernel_choice.forced}: {exc}") from exc
 
     def _output(self, context: Tensor, query: Tensor) -> Tensor:
         """W^O of the (gated) context (B, H, T, D_h) -> (T, B, D) (GPA Eq. 4)."""

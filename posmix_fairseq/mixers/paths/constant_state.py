@@ -7,7 +7,6 @@ sublayer's choice says (kernels/choice.py).
 It serves every self-attention step of incremental decoding (the state replaces the cache of all
 past values); full forwards fall through to the next path.
 """
-from ...kernels.dispatch import KernelBackendError
 from .base import MixingCall, MixingPath
 from .rposnet_window import constant_state_step
 
@@ -28,11 +27,8 @@ class ConstantStateDecoding(MixingPath):
         buffer = mixer._get_input_buffer(call.incremental_state)
         constants = mixer._get_decode_constants(call.incremental_state)  # the decode-weight table of this decode
         choice = mixer.kernel_choice
-        try:
-            context = constant_state_step(mixer.energy, buffer, frame.positions, frame.padding_mask, values,
-                                          constants=constants, padded=frame.has_padding,
-                                          backend=choice.backend(values.device, "decode"))
-        except KernelBackendError as exc:
-            raise KernelBackendError(f"{choice.forced}: {exc}") from exc
+        context = constant_state_step(mixer.energy, buffer, frame.positions, frame.padding_mask, values,
+                                      constants=constants, padded=frame.has_padding,
+                                      backend=choice.backend(values.device, "decode"))
         mixer._set_input_buffer(call.incremental_state, buffer)
         return context, None

@@ -8,7 +8,6 @@ and the only mask is none or the decoder's future mask; attention dropout in tra
 when the user asked for the window form (it has none), and runs dense where the defaults chose it.
 Other calls fall through to dense mixing.
 """
-from ...kernels.dispatch import KernelBackendError
 from .base import MixingCall, MixingPath
 from .rposnet_window import is_future_mask, window_context
 
@@ -37,10 +36,6 @@ class RelativeWindowMixing(MixingPath):
         values, _, _, key_pad = mixer.keys_and_values(call)
         causal = call.attn_mask is not None  # the decoder's future mask (checked by serves)
         backend = mixer.kernel_choice.backend(values.device, "kernels")
-        try:
-            context = window_context(mixer.energy, call.frame.positions,
-                                     call.frame.padding_mask if causal else None, values, key_pad, causal=causal,
-                                     backend=backend)
-        except KernelBackendError as exc:
-            raise KernelBackendError(f"{mixer.kernel_choice.forced}: {exc}") from exc
+        context = window_context(mixer.energy, call.frame.positions, call.frame.padding_mask if causal else None,
+                                 values, key_pad, causal=causal, backend=backend)
         return context, None
