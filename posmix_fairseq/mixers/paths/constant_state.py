@@ -29,6 +29,7 @@ class ConstantStateDecoding(MixingPath):
         choice = mixer.kernel_choice
         context = constant_state_step(mixer.energy, buffer, frame.positions, frame.padding_mask, values,
                                       constants=constants, padded=frame.has_padding,
-                                      backend=choice.backend(values.device, "decode"))
+                                      backend=choice.backend(values.device, "decode"),
+                                      position_bound=frame.position_bound)
         mixer._set_input_buffer(call.incremental_state, buffer)
         return context, None

@@ -37,5 +37,6 @@ class RelativeWindowMixing(MixingPath):
         causal = call.attn_mask is not None  # the decoder's future mask (checked by serves)
         backend = mixer.kernel_choice.backend(values.device, "kernels")
         context = window_context(mixer.energy, call.frame.positions, call.frame.padding_mask if causal else None,
-                                 values, key_pad, causal=causal, backend=backend)
+                                 values, key_pad, causal=causal, backend=backend,
+                                 position_bound=call.frame.position_bound)
         return context, None
