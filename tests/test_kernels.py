@@ -25,7 +25,8 @@ import torch
 
 import posmix_fairseq.kernels as kernels
 from posmix_fairseq.kernels import dispatch
-from posmix_fairseq.kernels.absolute_mixing import absolute_mixing_dense
+from posmix_fairseq.harness.benchmarks.kernel_candidates import absolute_position_mixing
+from posmix_fairseq.harness.benchmarks.kernel_candidates.absolute_mixing import absolute_mixing_dense
 from posmix_fairseq.kernels.relative_mixing import relative_mixing_dense, relative_mixing_window
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -265,7 +266,7 @@ def _check_absolute(name, causal, dtype, device):
     ref_table, ref_values = upcast(table, values)
     expected = forward_and_grads(absolute_mixing_dense, ref_table, ref_values, qp, ref_values, lengths, causal)
     actual = forward_and_grads(
-        lambda tb, q, v, ln, c: kernels.absolute_position_mixing(tb, q, v, ln, c, backend="triton"),
+        lambda tb, q, v, ln, c: absolute_position_mixing(tb, q, v, ln, c, backend="triton"),
         table, values, qp, values, lengths, causal)
     for what, a, e in zip(("output", "d table", "d values"), actual, expected):
         assert_close(a, e, TOL[dtype], f"{name} causal={causal} {dtype} {what}")
@@ -292,18 +293,18 @@ def test_absolute_triton_block_boundaries(triton_device):
     for causal in (False, True):
         expected = forward_and_grads(absolute_mixing_dense, table, values, qp, values, lengths, causal)
         actual = forward_and_grads(
-            lambda tb, q, v, ln, c: kernels.absolute_position_mixing(tb, q, v, ln, c, backend="triton"),
+            lambda tb, q, v, ln, c: absolute_position_mixing(tb, q, v, ln, c, backend="triton"),
             table, values, qp, values, lengths, causal)
         for what, a, e in zip(("output", "d table", "d values"), actual, expected):
             assert_close(a, e, 1e-5, f"causal={causal} {what}")
 
 
 # --------------------------------------------------------------------------------------------
-# FlexAttention formulations (kernels/flex.py, what posmix-bench-gpu measures the kernels against):
+# FlexAttention formulations (harness/benchmarks/kernel_candidates/flex.py, what posmix-bench-gpu measures the kernels against):
 # forward on the CPU (eager FlexAttention; it has no CPU backward), in float32
 @pytest.mark.parametrize("name,causal", [("left_padded", True), ("gamma_1.3", False), ("empty_rows", False)])
 def test_flex_formulations_equal_dense(name, causal):
-    from posmix_fairseq.kernels.flex import absolute_mixing_flex, relative_mixing_flex
+    from posmix_fairseq.harness.benchmarks.kernel_candidates.flex import absolute_mixing_flex, relative_mixing_flex
     table, qp, values, lengths, gamma = (t.detach() if torch.is_tensor(t) else t for t in relative_inputs(name))
     expected = relative_mixing_dense(table, qp, values, lengths, gamma, causal)
     assert_close(relative_mixing_flex(table, qp, values, lengths, gamma, causal), expected, 1e-5, f"rel {name}")
@@ -510,7 +511,7 @@ def test_input_errors(monkeypatch):
         kernels.relative_position_mixing(table[..., :4], qp, values, lengths)
     atable, qp, values, lengths = absolute_inputs("odd_right_padded")
     with pytest.raises(ValueError, match="table's key axis 5"):
-        kernels.absolute_position_mixing(atable[..., :5], qp, values, lengths)
+        absolute_position_mixing(atable[..., :5], qp, values, lengths)
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)  # (checked before any Triton import)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     with pytest.raises(kernels.KernelBackendError, match="float32, float16 and bfloat16, not torch.float64"):

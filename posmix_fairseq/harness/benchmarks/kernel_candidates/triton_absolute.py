@@ -13,8 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import next_power_of_2, row_grid
-from .triton_support import INTERPRETED, check_runnable, mixed_dot, program_row
+from posmix_fairseq.kernels.common import next_power_of_2, row_grid
+from posmix_fairseq.kernels.triton_support import INTERPRETED, check_runnable, mixed_dot, program_row
 
 
 @triton.jit
