@@ -84,6 +84,7 @@ def main(argv=None):
     ap.add_argument("--runtime", action="store_true",
                     help="every specialization the archs launch at run time (runtime_jobs), not one per kernel")
     args = ap.parse_args(argv)
+    print(f"Triton {triton.__version__}")
     failures = 0
     for arch in args.arch:
         for dtype in args.dtype:
