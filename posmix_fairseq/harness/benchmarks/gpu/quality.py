@@ -21,6 +21,8 @@ import json
 import os
 import re
 
+import posmix_fairseq
+
 from .training import TINY_FLAGS, child, preprocess
 
 SYSTEMS = {"Transformer": "posmix_transformer_iwslt_de_en", "rPosNet": "rposnet_iwslt_de_en",
@@ -88,7 +90,7 @@ def stopped_by(output):
 
 
 def generate(data, checkpoint, out_path, cfg, device):
-    flags = [data, "--user-dir", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    flags = [data, "--user-dir", posmix_fairseq.USER_DIR,
              "--path", checkpoint, "--gen-subset", "test", "--beam", str(cfg["beam"]), "--max-tokens", "8000",
              "--required-batch-size-multiple", "1"]
     if cfg["tiny"]:
@@ -107,7 +109,7 @@ def run(mode, device, log, work, multi30k=None, overrides=None, prepare_only=Fal
     if prepare_only:
         return dict(config=cfg, prepared=data, rows=[], targets=[])
     rows = []
-    user_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    user_dir = posmix_fairseq.USER_DIR
     for name in cfg.get("systems") or list(SYSTEMS):
         save = os.path.join(work, "quality-checkpoints", SYSTEMS[name])
         flags = [data, "--user-dir", user_dir, "--arch", SYSTEMS[name], "--share-all-embeddings",

@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+import posmix_fairseq
+
 WINDOW = ["--encoder-self-rposnet-impl", "window", "--decoder-self-rposnet-impl", "window"]
 SYSTEMS = {  # name -> (fairseq flags, environment: POSMIX_GPU_DEFAULTS sets the gating kernels)
     "Transformer": (["--arch", "posmix_transformer_wmt_en_de"], {}),
@@ -101,7 +103,7 @@ def parse_log(output):
 
 
 def train_flags(data, system, precision, cfg, device):
-    flags = [data, "--user-dir", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    flags = [data, "--user-dir", posmix_fairseq.USER_DIR,
              *SYSTEMS[system][0], "--share-all-embeddings", "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
              "--lr", "5e-4", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(cfg["warmup"]),
              "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", "0.1",
