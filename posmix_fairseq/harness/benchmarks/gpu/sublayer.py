@@ -5,8 +5,8 @@ forward + backward, with the peak memory of each: the gated rPosNet sublayer of 
 attention (Eqs. 4, 9-10; energies from W^Q n~ and Emb_rel as in training) with its mixing by the
 Triton window kernel (gating by the Triton kernels, and by PyTorch), the PyTorch window form, the
 dense reference and FlexAttention (the table lookup by clipped distance as a ``score_mod``:
-posmix_fairseq.harness.benchmarks.kernel_candidates.flex); the gated aPosNet sublayer (Eq. 8) with the Triton kernel, the dense
-reference and FlexAttention; MHA of the same D and H through SDPA's flash backend, and eager. Every
+posmix_fairseq.harness.benchmarks.kernel_candidates.flex); the gated aPosNet sublayer (Eq. 8) with
+the Triton kernel, the dense reference and FlexAttention; MHA of the same D and H through SDPA's flash backend, and eager. Every
 rPosNet / aPosNet output is checked against its dense reference (max error, relative to its max).
 """
 import contextlib
