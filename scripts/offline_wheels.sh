@@ -12,7 +12,7 @@
 #     Cython and numpy (minutes: 20 on a loaded 2-core machine);
 #   hydra-core 1.3.2, omegaconf 2.3.0, bitarray, cffi, pycparser (fairseq's needs the host lacks),
 #   antlr4-python3-runtime 4.9.3 (source only on the registry: built into a wheel here),
-#   sacremoses (posmix-score --moses-detok);
+#   sacremoses (posmix-score --moses-detok), tensorboardX (setup.py's install_requires);
 #   numpy-fallback/numpy 1.26.4, installed by install.sh only if fairseq's compiled modules fail to
 #     import with the host's numpy 2.
 # Then scripts/gpu/wheelset.py checks that the plugin's requirements close over the set plus the
@@ -49,7 +49,8 @@ binary() {  # binary wheels for the target Python, no dependencies (each need is
 rm -rf "$DIR"
 mkdir -p "$DIR/numpy-fallback"
 echo "offline_wheels: gathering wheels for CPython $TARGET_PY (Linux x86-64) into $DIR"
-binary "$DIR" hydra-core==1.3.2 omegaconf==2.3.0 bitarray==3.12.3 cffi==2.1.1 pycparser==3.12 sacremoses==0.2.0
+binary "$DIR" hydra-core==1.3.2 omegaconf==2.3.0 bitarray==3.12.3 cffi==2.1.1 pycparser==3.12 sacremoses==0.2.0 \
+  tensorboardX==2.6.5
 if binary "$DIR" fairseq-fixed==0.12.3.1 2>/dev/null; then
   echo "offline_wheels: fairseq-fixed 0.12.3.1: a $CP wheel"
 else

@@ -1,7 +1,8 @@
 """Compile every Triton kernel of posmix_fairseq.kernels to a CUDA binary without a GPU (Triton's
 ahead-of-time path with its bundled ptxas), so that CI on a CPU catches what the interpreter
 accepts but the compiler rejects. Run by tests/test_kernels.py in a subprocess (no
-TRITON_INTERPRET): ``python tests/kernels_compile_check.py [--arch 90] [--dtype bf16 ...]``.
+TRITON_INTERPRET): ``python tests/kernels_compile_check.py [--arch 90] [--dtype bf16 ...] [--runtime]``
+(``--runtime``: every specialization the archs launch, for each dtype).
 """
 import argparse
 import os
@@ -15,7 +16,8 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from posmix_fairseq.kernels import triton_absolute, triton_decode, triton_gating, triton_relative  # noqa: E402
+from posmix_fairseq.harness.benchmarks.kernel_candidates import triton_absolute  # noqa: E402
+from posmix_fairseq.kernels import triton_decode, triton_gating, triton_relative  # noqa: E402
 from posmix_fairseq.kernels.common import next_power_of_2  # noqa: E402
 
 
@@ -47,6 +49,23 @@ def jobs(dtype, head_dim=64, k=16):
     ]
 
 
+def runtime_jobs(dtype, head_dim=64):
+    """Every specialization the registered archs launch at run time, beyond :func:`jobs`: the archs'
+    K (16; 8 in *_big) with and without the causal mask for the rPosNet kernels, and the decoding
+    step's window of each K (head dimension 64 in every arch: D / H = 512 / 8 and 1024 / 16)."""
+    out = []
+    for k in (8, 16):
+        for fn, types, consts in jobs(dtype, head_dim, k):
+            if fn in (triton_relative._rel_fwd, triton_relative._rel_bwd):
+                for causal in (False, True):
+                    out.append((fn, types, dict(consts, CAUSAL=causal)))
+            elif fn is triton_decode._decode:
+                out.append((fn, types, dict(consts, BLOCK_K=max(2, next_power_of_2(k)))))
+            elif k == 16:
+                out.append((fn, types, consts))
+    return out
+
+
 def spill_count(cubin: bytes) -> str:
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
@@ -62,18 +81,24 @@ def main(argv=None):
     ap.add_argument("--dtype", nargs="+", default=["bf16"], choices=["bf16", "fp16", "fp32"])
     ap.add_argument("--spills", action="store_true",
                     help="also count register spill stores/loads (STL/LDL) in each binary (cuobjdump -sass)")
+    ap.add_argument("--runtime", action="store_true",
+                    help="every specialization the archs launch at run time (runtime_jobs), not one per kernel")
     args = ap.parse_args(argv)
+    print(f"Triton {triton.__version__}")
     failures = 0
     for arch in args.arch:
         for dtype in args.dtype:
-            for fn, types, consts in jobs(dtype):
+            for fn, types, consts in (runtime_jobs if args.runtime else jobs)(dtype):
+                consts = dict(consts)
                 signature = {name: "constexpr" if name in consts else types[name] for name in fn.arg_names}
                 warps = consts.pop("num_warps", 4)
                 try:
                     kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts),
                                             target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
                     extra = f", {spill_count(kernel.asm['cubin'])}" if args.spills else ""
-                    print(f"ok sm_{arch} {dtype} {fn.__name__} ({len(kernel.asm['cubin'])} bytes{extra})")
+                    what = ", ".join(f"{k}={consts[k]}" for k in ("K", "CAUSAL", "BLOCK_K") if k in consts)
+                    print(f"ok sm_{arch} {dtype} {fn.__name__}{' (' + what + ')' if what else ''} "
+                          f"({len(kernel.asm['cubin'])} bytes{extra})")
                 except Exception as exc:  # report every kernel, then fail
                     failures += 1
                     print(f"FAILED sm_{arch} {dtype} {fn.__name__}: {type(exc).__name__}: {exc}")

@@ -116,8 +116,8 @@ def test_decode_weight_table_is_built_once_per_decode():
         generator.forward(sample)
         assert len(calls) == 2 * len(energies)
         for energy in energies:  # the step's own energy rows: what the table holds
-            energy.decode_weights = lambda positions, constants=None, energy=energy: type(energy).decode_weights(
-                energy, positions, None)
+            energy.decode_weights = lambda positions, constants=None, bound=None, energy=energy: (
+                type(energy).decode_weights(energy, positions, None))
         bypassed = generator.forward(sample)
     assert len(first[0][0]["tokens"]) >= 18
     for table_hyps, rows_hyps in zip(first, bypassed):

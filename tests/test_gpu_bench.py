@@ -63,7 +63,7 @@ def test_dry_run_runs_every_section_and_resumes_and_merges(tmp_path, capsys):
     assert "[sublayer] already in" in capsys.readouterr().out
     partial = tmp_path / "decode.json"
     partial.write_text(json.dumps(dict(meta=results["meta"], sections={"decode": got["decode"]})))
-    merged = gpu.main(["--merge", str(results_path), str(partial), "--json", str(tmp_path / "all.json")])
+    merged = gpu.run(["--merge", str(results_path), str(partial), "--json", str(tmp_path / "all.json")])
     assert set(merged["sections"]) == set(sections.split(","))
 
 
@@ -90,10 +90,51 @@ def test_merge_joins_the_rows_of_one_section_from_several_runs(tmp_path):
         path = tmp_path / f"{i}.json"
         path.write_text(json.dumps(dict(meta=meta, sections=dict(sublayer=section, quality=quality))))
         files.append(str(path))
-    merged = gpu.main(["--merge", *files, "--json", str(tmp_path / "all.json")])
+    merged = gpu.run(["--merge", *files, "--json", str(tmp_path / "all.json")])
     sub = merged["sections"]["sublayer"]
     assert sub["config"]["dims"] == [512, 1024] and len(sub["rows"]) == 24
     assert [t["met"] for t in sub["targets"] if "SDPA" in t["target"]] == [True, True]
     assert [t["met"] for t in sub["targets"] if "flat" in t["target"] or "per token" in t["target"]] == [False, False]
     bleu = [t for t in merged["sections"]["quality"]["targets"] if "BLEU" in t["target"]]
     assert len(bleu) == 1 and abs(bleu[0]["value"] - 0.2) < 1e-9 and bleu[0]["met"]
+
+
+def test_a_section_that_failed_runs_again_and_the_exit_status_says_whether_all_ran(tmp_path, monkeypatch):
+    """The results file of an earlier run holds ``sublayer`` as run and ``decode`` as failed: the next
+    run skips the first, runs the second again, and exits 0 once it ran; a section failing now exits 1.
+    The sections themselves are replaced by a recorder (what they measure is the dry run's test)."""
+    results_path = tmp_path / "bench.json"
+    meta = dict(name="GPU", torch="t", triton="x", cuda="c", python="3.12", date="d", mode="dry")
+    results_path.write_text(json.dumps(dict(meta=meta, sections=dict(
+        sublayer=dict(rows=[], targets=[], config=dict(dims=[])), decode=dict(error="RuntimeError: boom", targets=[])))))
+    ran, fail = [], set()
+
+    def fake_section(name, *args):
+        ran.append(name)
+        if name in fail:
+            raise RuntimeError(f"{name} broke")
+        return dict(rows=[], targets=[], state_bytes={}, config={})
+
+    monkeypatch.setattr(gpu, "run_section", fake_section)
+    monkeypatch.setattr(gpu, "section_markdown", lambda name, section: "")
+    monkeypatch.setattr(gpu, "markdown", lambda results: "")
+    argv = ["--dry-run-cpu", "--sections", "sublayer,decode", "--json", str(results_path), "--work", str(tmp_path)]
+    assert gpu.main(argv) == 0 and ran == ["decode"]
+    assert "error" not in json.loads(results_path.read_text())["sections"]["decode"]
+    fail.add("decode")
+    assert gpu.main(argv + ["--redo"]) == 1 and ran == ["decode", "sublayer", "decode"]
+
+
+def test_the_console_command_exits_0_after_all_sections_ran(tmp_path):
+    """What the ``posmix-bench-gpu`` console script runs, ``sys.exit(main())``, exits 0 after a merge and
+    prints no results dict after the tables."""
+    meta = dict(name="GPU", torch="t", triton="x", cuda="c", python="3.12", date="d", mode="full")
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(dict(meta=meta, sections={})))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    console_script = "import sys; from posmix_fairseq.harness.benchmarks.gpu import main; sys.exit(main())"
+    result = subprocess.run([sys.executable, "-c", console_script, "--merge", str(path)],
+                            cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "'sections'" not in result.stdout and "'meta'" not in result.stdout

@@ -25,7 +25,8 @@ import torch
 
 import posmix_fairseq.kernels as kernels
 from posmix_fairseq.kernels import dispatch
-from posmix_fairseq.kernels.absolute_mixing import absolute_mixing_dense
+from posmix_fairseq.harness.benchmarks.kernel_candidates import absolute_position_mixing
+from posmix_fairseq.harness.benchmarks.kernel_candidates.absolute_mixing import absolute_mixing_dense
 from posmix_fairseq.kernels.relative_mixing import relative_mixing_dense, relative_mixing_window
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -265,7 +266,7 @@ def _check_absolute(name, causal, dtype, device):
     ref_table, ref_values = upcast(table, values)
     expected = forward_and_grads(absolute_mixing_dense, ref_table, ref_values, qp, ref_values, lengths, causal)
     actual = forward_and_grads(
-        lambda tb, q, v, ln, c: kernels.absolute_position_mixing(tb, q, v, ln, c, backend="triton"),
+        lambda tb, q, v, ln, c: absolute_position_mixing(tb, q, v, ln, c, backend="triton"),
         table, values, qp, values, lengths, causal)
     for what, a, e in zip(("output", "d table", "d values"), actual, expected):
         assert_close(a, e, TOL[dtype], f"{name} causal={causal} {dtype} {what}")
@@ -292,18 +293,18 @@ def test_absolute_triton_block_boundaries(triton_device):
     for causal in (False, True):
         expected = forward_and_grads(absolute_mixing_dense, table, values, qp, values, lengths, causal)
         actual = forward_and_grads(
-            lambda tb, q, v, ln, c: kernels.absolute_position_mixing(tb, q, v, ln, c, backend="triton"),
+            lambda tb, q, v, ln, c: absolute_position_mixing(tb, q, v, ln, c, backend="triton"),
             table, values, qp, values, lengths, causal)
         for what, a, e in zip(("output", "d table", "d values"), actual, expected):
             assert_close(a, e, 1e-5, f"causal={causal} {what}")
 
 
 # --------------------------------------------------------------------------------------------
-# FlexAttention formulations (kernels/flex.py, what posmix-bench-gpu measures the kernels against):
+# FlexAttention formulations (harness/benchmarks/kernel_candidates/flex.py, what posmix-bench-gpu measures the kernels against):
 # forward on the CPU (eager FlexAttention; it has no CPU backward), in float32
 @pytest.mark.parametrize("name,causal", [("left_padded", True), ("gamma_1.3", False), ("empty_rows", False)])
 def test_flex_formulations_equal_dense(name, causal):
-    from posmix_fairseq.kernels.flex import absolute_mixing_flex, relative_mixing_flex
+    from posmix_fairseq.harness.benchmarks.kernel_candidates.flex import absolute_mixing_flex, relative_mixing_flex
     table, qp, values, lengths, gamma = (t.detach() if torch.is_tensor(t) else t for t in relative_inputs(name))
     expected = relative_mixing_dense(table, qp, values, lengths, gamma, causal)
     assert_close(relative_mixing_flex(table, qp, values, lengths, gamma, causal), expected, 1e-5, f"rel {name}")
@@ -510,7 +511,7 @@ def test_input_errors(monkeypatch):
         kernels.relative_position_mixing(table[..., :4], qp, values, lengths)
     atable, qp, values, lengths = absolute_inputs("odd_right_padded")
     with pytest.raises(ValueError, match="table's key axis 5"):
-        kernels.absolute_position_mixing(atable[..., :5], qp, values, lengths)
+        absolute_position_mixing(atable[..., :5], qp, values, lengths)
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)  # (checked before any Triton import)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     with pytest.raises(kernels.KernelBackendError, match="float32, float16 and bfloat16, not torch.float64"):
@@ -572,3 +573,38 @@ def test_benchmark_runs_end_to_end():
     assert len(rows) == 6, result.stdout
     assert all(float(row[-2]) <= 1e-5 for row in rows), result.stdout
     assert "Triton step vs torch step: max error" in result.stdout
+
+
+def test_launch_grid_keeps_batch_times_heads_off_axis_1():
+    """4,096 sentences of 16 heads are 65,536 (sentence, head) rows, one over CUDA's 65,535 limit of
+    grid axes 1 and 2: the relative kernels' launches put the rows on axis 0 (limit 2^31 - 1) and the
+    query tiles on axis 1. The launch is intercepted (the grid it asks for is recorded; nothing runs)."""
+    from posmix_fairseq.kernels.common import GRID_LIMITS, row_grid
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
+    from posmix_fairseq.kernels import triton_relative
+
+    grids = []
+
+    class Launch:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return lambda *args, **kwargs: None
+
+    batch, heads, steps, k = 4096, 16, 40, 2
+    table = torch.zeros(heads, steps, 2 * k + 1, requires_grad=True)
+    values = torch.zeros(batch, heads, steps, 2, requires_grad=True)
+    positions = torch.arange(steps).expand(batch, steps)
+    lengths = torch.full((batch,), steps)
+    original = triton_relative._rel_fwd, triton_relative._rel_bwd
+    triton_relative._rel_fwd = triton_relative._rel_bwd = Launch()
+    try:
+        out = triton_relative.RelativeWindowMixing.apply(table, values, positions, positions, lengths, True)
+        out.sum().backward()
+    finally:
+        triton_relative._rel_fwd, triton_relative._rel_bwd = original
+    assert grids == [(batch * heads, 2), (batch * heads, 2)]  # 40 queries in tiles of 32: 2 tiles
+    assert all(size <= limit for grid in grids for size, limit in zip(grid, GRID_LIMITS))
+    assert row_grid(65536, 64) == (65536, 64)
+    with pytest.raises(ValueError, match="70000 programs on grid axis 1 .* over CUDA's limit of 65535"):
+        row_grid(16, 70000)

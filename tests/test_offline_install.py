@@ -26,6 +26,7 @@ SET = {  # file name -> (name, version, requirements): the plugin's set for CPyt
                                                         ["pycparser ; implementation_name != 'PyPy'"]),
     "pycparser-3.12-py3-none-any.whl": ("pycparser", "3.12", []),
     "sacremoses-0.2.0-py3-none-any.whl": ("sacremoses", "0.2.0", ["regex", "click", "joblib", "tqdm"]),
+    "tensorboardx-2.6.5-py3-none-any.whl": ("tensorboardX", "2.6.5", ["numpy", "packaging", "protobuf>=3.20"]),
 }
 
 
@@ -68,6 +69,7 @@ def test_wheel_set_closes_over_the_host_and_gets_a_manifest(tmp_path):
 @pytest.mark.parametrize("change,message", [
     (dict(drop=["antlr4_python3_runtime-4.9.3-py3-none-any.whl"]),
      "antlr4-python3-runtime==4.9.* (needed by hydra-core): neither in"),
+    (dict(drop=["tensorboardx-2.6.5-py3-none-any.whl"]), "tensorboardX (needed by plugin): neither in"),
     (dict(add=[("bitarray-3.0.0-cp312-cp312-manylinux_2_17_x86_64.whl", "bitarray", "3.0.0", [])]),
      "two versions of bitarray"),
     (dict(drop=["cffi-2.1.1-cp312-cp312-manylinux_2_17_x86_64.whl"],
@@ -123,3 +125,48 @@ def test_host_check_names_what_the_host_lacks(tmp_path):
     assert "posmix-no-such-package is not installed" in result.stderr
     assert "pytest<1 is needed" in result.stderr
     assert "posmix-no-such-package" not in result.stdout and "torchaudio" not in result.stderr
+
+
+def load_wheelset():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("wheelset_under_test", WHEELSET)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_set_must_meet_every_install_requires_entry():
+    """The roots of the closure are setup.py's install_requires as written there, plus fairseq, torch,
+    Triton and pytest."""
+    wheelset = load_wheelset()
+    assert wheelset.install_requires() == ["sacrebleu>=2", "sentencepiece", "sacremoses", "matplotlib", "tensorboardX"]
+    assert set(wheelset.install_requires()) < set(wheelset.roots())
+
+
+def test_host_check_demands_glibc_and_what_triton_needs_at_run_time_not_cython(tmp_path, monkeypatch, capsys):
+    """A host with glibc 2.17, no C compiler and no Python.h gets one error for each; Cython, which
+    fairseq lists but only a build from source uses, is not demanded."""
+    import shutil
+    import sysconfig
+    wheelset = load_wheelset()
+    (tmp_path / "MANIFEST.txt").write_text("python 3.12\nhost pytest\nhost cython\n")
+    real_version = __import__("importlib").metadata.version
+
+    def version(name):
+        if name.lower() == "cython":
+            raise __import__("importlib").metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr("importlib.metadata.version", version)
+    assert wheelset.main(["host-check", str(tmp_path)]) == 0  # this machine: glibc, gcc and Python.h present
+    assert "cython is not installed (nothing imports it at run time)" in capsys.readouterr().out
+    monkeypatch.setattr(os, "confstr", lambda name: "glibc 2.17", raising=False)
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"include": str(tmp_path / "include")})
+    assert wheelset.main(["host-check", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "glibc >= 2.28 (the set's manylinux_2_28 wheels), the host has glibc 2.17" in err
+    assert "a C compiler (cc, gcc, clang: none on PATH)" in err
+    assert f"Python.h (not in {tmp_path / 'include'})" in err
+    assert "cython" not in err.lower()

@@ -136,45 +136,78 @@ def test_window_has_no_dropout_and_no_weights():
 
 
 def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch):
-    """``--S-rposnet-impl auto`` (the default) reads kernels/gpu_defaults.py for CUDA tensors only."""
-    from posmix_fairseq.kernels import gpu_defaults
+    """``--S-rposnet-impl auto`` (the default) takes kernels/choice.py's GPU defaults for CUDA tensors
+    only, read once when the sublayer is built; CUDA is simulated by the choices' device check."""
+    from posmix_fairseq.kernels import choice
     spec = mixer_spec("rposnet", "encoder_self", k=2)
     spec.attention_dropout = 0.1
     mixer = build_mixer(spec).eval()
     window = mixer.paths[0]
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert mixer.path_names == ("window", "dense") and window.auto
-    assert not window.chosen(mixer, cpu) and not window.chosen(mixer, cuda)  # the GPU default: dense
+    assert mixer.path_names == ("window", "dense")
+    assert mixer.kernel_choice.on(cpu).mixing == "dense" and mixer.kernel_choice.on(cuda).mixing == "dense"
     mix(mixer.train(), torch.randn(6, 2, 16), need_weights=False)  # dense in training with dropout: no error
-    monkeypatch.setitem(gpu_defaults.GPU_DEFAULTS, "rposnet_impl", ("window", "a test"))
-    assert window.chosen(mixer.eval(), cuda) and not window.chosen(mixer, cpu)
-    assert not window.chosen(mixer.train(), cuda)  # attention dropout in training: the dense form
+    monkeypatch.setitem(choice.GPU_DEFAULTS, "rposnet_impl", ("window", "a test"))
+    assert mixer.kernel_choice.on(cuda).mixing == "dense"  # settled when the sublayer was built
+    mixer = build_mixer(spec).eval()
+    assert mixer.kernel_choice.on(cuda).mixing == "window" and mixer.kernel_choice.on(cpu).mixing == "dense"
+    x = torch.randn(6, 2, 16)
+    expected, _ = mix(mixer, x, need_weights=False)
+    served = []
+    monkeypatch.setattr(relative_search, "window_context",
+                        lambda *a, **k: served.append(k["backend"]) or torch.zeros(2, 4, 6, 4))
+    monkeypatch.setattr("posmix_fairseq.mixers.paths.rposnet_band.window_context", relative_search.window_context)
+    mix(mixer, x, need_weights=False)
+    assert served == []  # CPU tensors: dense
+    monkeypatch.setattr(choice, "on_gpu", lambda device: True)
+    mix(mixer, x, need_weights=False)
+    assert served == ["auto" if choice.dispatch.triton_available() else "torch"]
+    mix(mixer.train(), x, need_weights=False)  # attention dropout in training: dense, not an error
+    assert len(served) == 1 and expected.shape == (6, 2, 16)
     monkeypatch.setenv("POSMIX_GPU_DEFAULTS", '{"rposnet_impl": "dense"}')  # one run's override
-    assert not window.chosen(mixer.eval(), cuda)
+    assert build_mixer(spec).kernel_choice.gpu.mixing == "dense"
     monkeypatch.setenv("POSMIX_GPU_DEFAULTS", '{"impl": "dense"}')
     with pytest.raises(ValueError, match=r"POSMIX_GPU_DEFAULTS: \['impl'\] is not an object of GPU defaults; "
-                                         r"valid keys: rposnet_impl, gating"):
-        window.chosen(mixer, cuda)
+                                         r"valid keys: rposnet_impl, rposnet_decode, gating"):
+        build_mixer(spec)
     monkeypatch.delenv("POSMIX_GPU_DEFAULTS")
-    monkeypatch.setitem(gpu_defaults.GPU_DEFAULTS, "rposnet_impl", ("banded", "a test"))
-    with pytest.raises(ValueError, match=r"gpu_defaults.py: rposnet_impl = 'banded'; valid values: dense, window"):
-        window.chosen(mixer, cuda)
+    monkeypatch.setitem(choice.GPU_DEFAULTS, "rposnet_impl", ("banded", "a test"))
+    with pytest.raises(ValueError, match=r"GPU_DEFAULTS: rposnet_impl = 'banded'; valid values: dense, window"):
+        build_mixer(spec)
 
 
-def test_gating_kernels_where_gpu_defaults_say_so_compute_eq4(monkeypatch):
+def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
     """The model's calls of the fused gating kernels (kernels.gelu_layernorm, kernels.gelu_gate: on a
-    GPU where kernels/gpu_defaults.py says triton) give what its PyTorch ops give; here the kernels'
-    dispatch runs their references on the CPU."""
-    from posmix_fairseq.mixers.engine import gating, values
+    GPU where the GPU defaults say triton) give what its PyTorch ops give; here the choice is made
+    for a simulated GPU and the kernels' Triton launches are replaced by their references."""
+    from posmix_fairseq import kernels
+    from posmix_fairseq.kernels import choice, dispatch, gating as gating_reference
     mixer = build_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
     with torch.no_grad():
         mixer.values.norm.weight.uniform_(0.5, 1.5)
         mixer.values.norm.bias.uniform_(-0.5, 0.5)
     x = torch.randn(7, 2, 16)
     expected, _ = mix(mixer, x, need_weights=False)
-    for module in (gating, values):
-        monkeypatch.setattr(module, "use_gating_kernels", lambda tensor: True)
-    actual, _ = mix(mixer, x, need_weights=False)
+    monkeypatch.setattr(dispatch, "triton_available", lambda: True)
+    monkeypatch.setitem(choice.GPU_DEFAULTS, "gating", ("triton", "a test"))
+    gated = build_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
+    gated.load_state_dict(mixer.state_dict())
+    assert str(gated.kernel_choice) == "cpu: dense mixing, gating torch; cuda: dense mixing, gating triton"
+    launched = []
+
+    class FakeTriton:
+        def gelu_layernorm_triton(self, *args):
+            launched.append("gelu_layernorm")
+            return gating_reference.gelu_layernorm_reference(*args)
+
+        def gelu_gate_triton(self, *args):
+            launched.append("gelu_gate")
+            return gating_reference.gelu_gate_reference(*args)
+
+    monkeypatch.setattr(kernels, "_triton_module", lambda name: FakeTriton())
+    monkeypatch.setattr(choice, "on_gpu", lambda device: True)
+    actual, _ = mix(gated, x, need_weights=False)
+    assert launched == ["gelu_layernorm", "gelu_gate"]
     assert (actual - expected).abs().max().item() <= 1e-6
 
 
@@ -289,15 +322,16 @@ def test_decode_weight_table_equals_the_rows_of_each_step():
 
 
 CHILD = r"""
-import json, sys
+import json, os, sys
 sys.path.insert(0, {here!r})
+impl = os.environ["POSMIX_TEST_RPOSNET_IMPL"]
 import torch, torch.nn.functional as F
 from helpers import build_model, random_batch
 out = {{}}
 configs = {{
-    "rposnet_window": ["--arch", "rposnet_iwslt_de_en", "--encoder-self-rposnet-impl", "window",
-                       "--decoder-self-rposnet-impl", "window", "--decoder-cross-mixer", "rposnet",
-                       "--decoder-cross-rposnet-impl", "window", "--length-ratio", "1.3",
+    "rposnet_window": ["--arch", "rposnet_iwslt_de_en", "--encoder-self-rposnet-impl", impl,
+                       "--decoder-self-rposnet-impl", impl, "--decoder-cross-mixer", "rposnet",
+                       "--decoder-cross-rposnet-impl", impl, "--length-ratio", "1.3",
                        "--encoder-self-max-relative-position", "2", "--decoder-self-max-relative-position", "2",
                        "--encoder-layers", "1", "--decoder-layers", "1"],
 }}
@@ -327,11 +361,11 @@ def run_child(**env):
 
 
 def test_whole_model_with_triton_kernels_forced_equals_torch_reference():
-    """The window mixing (encoder, decoder causal, cross with gamma) and the decoding
-    step run as Triton kernels (interpreter, forced by POSMIX_KERNELS=triton) and as PyTorch."""
+    """The window mixing (encoder, decoder causal, cross with gamma), the decoding step and the gating
+    run as Triton kernels (interpreter, forced by ``--S-rposnet-impl triton``) and as PyTorch (``window``)."""
     pytest.importorskip("triton")
-    reference = run_child(POSMIX_KERNELS="torch")
-    triton = run_child(POSMIX_KERNELS="triton", TRITON_INTERPRET="1")
+    reference = run_child(POSMIX_TEST_RPOSNET_IMPL="window")
+    triton = run_child(POSMIX_TEST_RPOSNET_IMPL="triton", TRITON_INTERPRET="1")
     for name in reference:
         real = torch.tensor(reference[name]["real"])
         for part in ("full", "steps"):

@@ -6,6 +6,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ..kernels import common as kernel_common
 from .positions import left_aligned
 
 
@@ -71,7 +72,11 @@ class LearnedPositionTable(nn.Module):
         return [(self.role, self.max_positions, self.option)]
 
     def forward(self, positions: Tensor) -> Tensor:
-        if positions.numel() and int(positions.max()) >= self.max_positions:
+        if positions.numel() and not kernel_common.host_checks(positions.device):  # on the device: no synchronisation
+            torch._assert_async(positions.max() < self.max_positions,
+                                f"a position is beyond the learned position table of {self.max_positions} positions; "
+                                f"raise {self.option} (it sizes the table) or use sinusoidal position embeddings")
+        elif positions.numel() and int(positions.max()) >= self.max_positions:
             raise ValueError(
                 f"position {int(positions.max())} is beyond the learned position table of "
                 f"{self.max_positions} positions; raise {self.option} (it sizes the table) or use "

@@ -21,6 +21,8 @@ from typing import Any, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from ..kernels import common as kernel_common
+
 
 def positions_from_padding(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:
     """(batch, length) 0-based positions of the non-padding tokens; 0 at padding."""
@@ -88,6 +90,9 @@ class PositionFrame:
     padding_mask: Tensor
     source_positions: Optional[Tensor] = None
     incremental_state: Any = None
+    #: every position of ``positions`` is below this host-known bound (the width of the tokens they were
+    #: counted over: positions count real tokens), or None: sizes tables without reading the positions
+    position_bound: Optional[int] = None
 
     @functools.cached_property
     def has_padding(self) -> bool:
@@ -95,7 +100,7 @@ class PositionFrame:
         share its frame, so a decoding step asks once, not once per layer; the answer lives and dies
         with the frame). True off the CPU, where asking would cost a device synchronisation: a
         caller that takes the masked route then is exact either way."""
-        return self.padding_mask.device.type != "cpu" or bool(self.padding_mask.any())
+        return not kernel_common.host_checks(self.padding_mask.device) or bool(self.padding_mask.any())
 
     @classmethod
     def of_tokens(cls, tokens: Tensor, padding_idx: int, source_positions: Optional[Tensor] = None,
@@ -104,7 +109,7 @@ class PositionFrame:
         positions = positions_from_padding(padding_mask, *tokens.shape, tokens.device)
         if incremental_state is not None:
             positions, padding_mask = positions[:, -1:], padding_mask[:, -1:]
-        return cls(positions, padding_mask, source_positions, incremental_state)
+        return cls(positions, padding_mask, source_positions, incremental_state, position_bound=tokens.size(1))
 
     @classmethod
     def of_padding(cls, padding_mask: Optional[Tensor], batch: int, length: int, device=None,
@@ -113,7 +118,7 @@ class PositionFrame:
         if padding_mask is None:
             padding_mask = torch.zeros(batch, length, dtype=torch.bool, device=device)
         return cls(positions_from_padding(padding_mask, batch, length, padding_mask.device), padding_mask,
-                   source_positions)
+                   source_positions, position_bound=length)
 
 
 class PositionRoute:

@@ -3,8 +3,8 @@
 Imports without fairseq (only torch; Triton when installed). Every primitive takes
 ``backend=None|"auto"|"torch"|"triton"`` (see :mod:`.dispatch`; also :func:`set_backend` and
 the ``POSMIX_KERNELS`` environment variable). The equations are those of GPA (docs/papers.md):
-Eq. 8 (aPosNet), Eqs. 9-10 (rPosNet),
-Eq. 4 (gating).
+Eqs. 9-10 (rPosNet), Eq. 4 (gating). (aPosNet's table kernel and the FlexAttention formulations,
+which no model path runs, live with the GPU benchmark: posmix_fairseq.harness.benchmarks.kernel_candidates.)
 
 Conventions of the mixing primitives: ``values`` (B, H, S, Dh) are LEFT-ALIGNED (key slot m is
 key position m), ``key_lengths`` (B,) the real keys of each row (slots >= length are padding);
@@ -23,11 +23,10 @@ from .common import centres, check_mixing_inputs
 from .decode_step import RelativeDecodeState, check_decode_inputs, relative_decode_reference
 from .dispatch import BACKENDS, KernelBackendError, get_backend, set_backend, triton_available
 from .gating import gelu_gate_reference, gelu_layernorm_reference
-from .absolute_mixing import absolute_mixing_dense
 from .relative_mixing import relative_mixing_dense, relative_mixing_window
 
 __all__ = [
-    "relative_position_mixing", "absolute_position_mixing", "relative_decode_step", "RelativeDecodeState",
+    "relative_position_mixing", "relative_decode_step", "RelativeDecodeState",
     "gelu_layernorm", "gelu_gate", "set_backend", "get_backend", "triton_available", "KernelBackendError",
     "BACKENDS", "RELATIVE_IMPLS",
 ]
@@ -86,24 +85,14 @@ def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
     centre = centres(query_positions, length_ratio)
     if keys == 0:
         return _no_keys(table, values, steps)
-    if _backend(backend, table, values) == "triton":
-        return _triton_module("relative").relative_mixing_triton(table, query_positions, values, key_lengths,
-                                                                 centre, causal)
     fn = relative_mixing_window if impl == "window" else relative_mixing_dense
-    return fn(table, query_positions, values, key_lengths, length_ratio, causal)
-
-
-def absolute_position_mixing(table: Tensor, query_positions: Tensor, values: Tensor, key_lengths: Tensor,
-                             causal: bool = False, backend: Optional[str] = None) -> Tensor:
-    """aPosNet mixing (Eq. 8) from a table of energies E (H, Pq, Pk) indexed by query position and
-    key position; (B, H, T, Dh). Differentiable w.r.t. ``table`` and ``values``."""
-    batch, heads, steps, keys, dim = check_mixing_inputs("absolute_position_mixing", table, query_positions,
-                                                         values, key_lengths, table_keys=table.size(2))
-    if keys == 0:
-        return _no_keys(table, values, steps)
     if _backend(backend, table, values) == "triton":
-        return _triton_module("absolute").absolute_mixing_triton(table, query_positions, values, key_lengths, causal)
-    return absolute_mixing_dense(table, query_positions, values, key_lengths, causal)
+        return dispatch.run_triton(
+            "relative window mixing", backend,
+            lambda: _triton_module("relative").relative_mixing_triton(table, query_positions, values, key_lengths,
+                                                                      centre, causal),
+            lambda: fn(table, query_positions, values, key_lengths, length_ratio, causal))
+    return fn(table, query_positions, values, key_lengths, length_ratio, causal)
 
 
 def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_valid: Tensor, far_sum: Tensor,
@@ -127,8 +116,11 @@ def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_vali
                                      "under torch.no_grad() or use 'torch' or 'auto' to differentiate it")
         name = "torch"
     if name == "triton":
-        return _triton_module("decode").relative_decode_triton(energy_rows, window_values, window_valid, far_sum,
-                                                               far_count)
+        return dispatch.run_triton(
+            "decoding step", backend,
+            lambda: _triton_module("decode").relative_decode_triton(energy_rows, window_values, window_valid, far_sum,
+                                                                    far_count),
+            lambda: relative_decode_reference(energy_rows, window_values, window_valid, far_sum, far_count))
     return relative_decode_reference(energy_rows, window_values, window_valid, far_sum, far_count)
 
 
@@ -144,7 +136,9 @@ def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5,
         raise ValueError(f"gelu_layernorm: weight and bias must be ({x.size(-1)},), got {tuple(weight.shape)} and "
                          f"{tuple(bias.shape)}")
     if _backend(backend, x, weight, bias) == "triton":
-        return _triton_module("gating").gelu_layernorm_triton(x, weight, bias, eps)
+        return dispatch.run_triton("gelu_layernorm", backend,
+                                   lambda: _triton_module("gating").gelu_layernorm_triton(x, weight, bias, eps),
+                                   lambda: gelu_layernorm_reference(x, weight, bias, eps))
     return gelu_layernorm_reference(x, weight, bias, eps)
 
 
@@ -152,5 +146,7 @@ def gelu_gate(context: Tensor, gate_preact: Tensor, backend: Optional[str] = Non
     """context * GeLU(gate_preact) (the gate of Eq. 4; gate_preact = W^G y)."""
     _check_same_shape("gelu_gate", context, gate_preact, "context and gate_preact")
     if _backend(backend, context, gate_preact) == "triton":
-        return _triton_module("gating").gelu_gate_triton(context, gate_preact)
+        return dispatch.run_triton("gelu_gate", backend,
+                                   lambda: _triton_module("gating").gelu_gate_triton(context, gate_preact),
+                                   lambda: gelu_gate_reference(context, gate_preact))
     return gelu_gate_reference(context, gate_preact)

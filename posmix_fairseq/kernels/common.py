@@ -5,6 +5,13 @@ import torch
 from torch import Tensor
 
 
+def host_checks(device: torch.device) -> bool:
+    """Whether checks that read tensor values on the host run for tensors on ``device``: on the CPU
+    (free there); elsewhere reading a value is a device synchronisation, so the forward and decoding
+    paths check on the device instead (``torch._assert_async``) or bound by host-known sizes."""
+    return device.type == "cpu"
+
+
 def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, values: Tensor,
                         key_lengths: Tensor, table_keys: Optional[int] = None) -> Tuple[int, int, int, int, int]:
     """Validate the shared conventions of the mixing primitives; returns (B, H, T, S, Dh).
@@ -32,14 +39,21 @@ def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, value
     if len(devices) != 1:
         raise ValueError(f"{name}: all inputs must be on one device, got {sorted(str(d) for d in devices)}")
     steps = query_positions.size(1)
-    # one host synchronisation for the four bounds (this runs on every call, on the GPU too)
+    limit = keys if table_keys is None else min(keys, table_keys)
+    if not host_checks(values.device):  # no synchronisation: the bounds are checked on the device
+        if query_positions.numel():
+            torch._assert_async((query_positions.min() >= 0) & (query_positions.max() < table.size(1)),
+                                f"{name}: query positions must lie in [0, {table.size(1)}) (the table's query axis)")
+        if batch:
+            torch._assert_async((key_lengths.min() >= 0) & (key_lengths.max() <= limit),
+                                f"{name}: key_lengths must lie in [0, {limit}]")
+        return batch, heads, steps, keys, head_dim
     empty = torch.zeros(1, dtype=torch.long, device=values.device)
     qp, kl = (query_positions if query_positions.numel() else empty), (key_lengths if batch else empty)
     q_low, q_high, k_low, k_high = torch.stack([qp.min(), qp.max(), kl.min(), kl.max()]).tolist()
     if q_low < 0 or q_high >= table.size(1):
         raise ValueError(f"{name}: query positions must lie in [0, {table.size(1)}) (the table's query axis); "
                          f"got [{q_low}, {q_high}]: raise the table's maximum positions")
-    limit = keys if table_keys is None else min(keys, table_keys)
     if k_low < 0 or k_high > limit:
         raise ValueError(f"{name}: key_lengths must lie in [0, {limit}] (values hold {keys} key slots"
                          + ("" if table_keys is None else f", the table's key axis {table_keys} positions")
@@ -80,6 +94,26 @@ def masked_softmax_mix(energies: Tensor, allowed: Tensor, values: Tensor) -> Ten
 def compute_dtype(tensor: Tensor) -> torch.dtype:
     """The softmax/accumulation dtype of the PyTorch paths: float32, or float64 for float64 inputs."""
     return torch.float64 if tensor.dtype == torch.float64 else torch.float32
+
+
+#: CUDA's limits on a launch grid, blocks per axis: 2^31 - 1 on axis 0, 65,535 on axes 1 and 2
+GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
+
+
+def row_grid(rows: int, blocks: int) -> Tuple[int, int]:
+    """The launch grid of a kernel with one program per (row, block): ``(rows, blocks)``.
+
+    The rows (batch x heads: 4,096 sentences of 16 heads are 65,536 rows) go on axis 0, whose
+    limit is 2^31 - 1; the blocks of one row (query or key tiles: a 2,048-token sentence in
+    32-query tiles is 64) on axis 1, limited to 65,535. A grid over the limits is a clear error
+    before the launch, not CUDA's ``invalid argument``."""
+    grid = (rows, blocks)
+    for axis, (size, limit) in enumerate(zip(grid, GRID_LIMITS)):
+        if size > limit:
+            what = "batch x heads" if axis == 0 else "blocks per (sentence, head)"
+            raise ValueError(f"a kernel launch needs {size} programs on grid axis {axis} ({what}), over CUDA's "
+                             f"limit of {limit}: split the batch or the sentences")
+    return grid
 
 
 def next_power_of_2(x: int) -> int:

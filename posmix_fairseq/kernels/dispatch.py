@@ -5,13 +5,21 @@ variable ``POSMIX_KERNELS``, else ``auto``. ``auto`` runs the Triton kernels on 
 Triton imports, and the PyTorch implementations otherwise. Forcing ``triton`` where it cannot run
 (Triton not installed, or CPU tensors without ``TRITON_INTERPRET=1``, or an unsupported device)
 raises a :class:`KernelBackendError` naming the setting and its valid values: never a silent
-fallback.
+fallback. The model passes ``backend=`` on every call, from the choices made when it was built
+(:mod:`.choice`), so these settings apply to direct calls of the primitives only.
+
+A Triton kernel that fails at its first call (Triton imports but cannot build it: no C compiler,
+no Python.h, a compiler error) is handled by :func:`run_triton`: asked for by ``auto``, the call
+runs the PyTorch implementation, one :class:`TritonFallbackWarning` says why, and ``auto`` runs
+PyTorch for the rest of the process; forced (``triton``), it is a :class:`KernelBackendError`.
+A kernel that has run once propagates its errors.
 """
 import functools
 import importlib
 import importlib.util
 import os
-from typing import Optional
+import warnings
+from typing import Callable, Optional
 
 import torch
 
@@ -23,6 +31,15 @@ _global_backend: Optional[str] = None
 
 class KernelBackendError(RuntimeError):
     """A backend was asked for that cannot run here, or an unknown backend name was given."""
+
+
+class TritonFallbackWarning(UserWarning):
+    """A Triton kernel failed at its first call; the process runs the PyTorch implementations."""
+
+
+#: ``failure``: why a Triton kernel failed at its first call in this process (None: none has);
+#: ``proven``: the kernels (by name) that have run once
+TRITON_STATE = {"failure": None, "proven": set()}
 
 
 def _check_name(name: str, setting: str) -> str:
@@ -73,7 +90,8 @@ def interpreter_enabled() -> bool:
 def _triton_unusable_reason(device: torch.device) -> Optional[str]:
     if not triton_available():
         return "Triton is not installed (pip install 'triton' on Linux x86-64; see constraints.txt)"
-    if device.type == "cuda":
+    from .choice import on_gpu
+    if on_gpu(device):
         return None
     if device.type == "cpu":
         if interpreter_enabled():
@@ -88,10 +106,37 @@ def resolve(backend: Optional[str], device: torch.device) -> str:
     if name == "torch":
         return "torch"
     if name == "auto":  # Triton for CUDA tensors only (the interpreter is for tests, far slower than torch)
-        return "triton" if device.type == "cuda" and triton_available() else "torch"
+        from .choice import on_gpu
+        usable = triton_available() and TRITON_STATE["failure"] is None
+        return "triton" if on_gpu(device) and usable else "torch"
     reason = _triton_unusable_reason(device)
     if reason is not None:
         raise KernelBackendError(
             f"{setting} asks for the 'triton' kernel backend, but {reason}; valid values: "
             f"{', '.join(BACKENDS)} (use 'torch' or 'auto' here)")
     return "triton"
+
+
+def run_triton(kernel: str, backend: Optional[str], triton_call: Callable, torch_call: Callable):
+    """``triton_call()``, the Triton kernel ``kernel`` that :func:`resolve` chose for ``backend``; if it
+    fails at its first call, ``torch_call()`` with one :class:`TritonFallbackWarning` per process (asked
+    for by ``auto``) or a :class:`KernelBackendError` naming the setting (forced)."""
+    if kernel in TRITON_STATE["proven"]:
+        return triton_call()
+    try:
+        out = triton_call()
+    except Exception as exc:  # noqa: BLE001  (whatever Triton raises while building the kernel)
+        name, setting = requested(backend)
+        why = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+        if name == "triton":
+            raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, but the Triton kernel {kernel} "
+                                     f"failed at its first call ({why}); valid values: {', '.join(BACKENDS)} (use "
+                                     "'torch' or 'auto' here)") from exc
+        if TRITON_STATE["failure"] is None:
+            TRITON_STATE["failure"] = f"{kernel}: {why}"
+            warnings.warn(f"posmix_fairseq: the Triton kernel {kernel} failed at its first call ({why}); this process "
+                          "runs the PyTorch implementations instead (docs/gpu.md: what Triton needs at run time)",
+                          TritonFallbackWarning, stacklevel=3)
+        return torch_call()
+    TRITON_STATE["proven"].add(kernel)
+    return out

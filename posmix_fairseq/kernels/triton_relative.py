@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import next_power_of_2
+from .common import next_power_of_2, row_grid
 from .relative_mixing import prefix_suffix
 from .triton_support import INTERPRETED, check_runnable, mixed_dot, program_row
 
@@ -67,7 +67,7 @@ def _rel_fwd(table, pos, cen, lens, vals, prefix, suffix, out, lse,
              H, T, S, PQ, DH,
              K: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
              BLOCK_W: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
-    pid_t = tl.program_id(0)
+    pid_t = tl.program_id(1)
     bh, b, h = program_row(H)
     W: tl.constexpr = 2 * K + 1
     t, tm, p, c, upper, n_left, start_right, n_right, lo, hi = _rel_setup(pos, cen, lens, b, T, pid_t, K, CAUSAL,
@@ -122,7 +122,7 @@ def _rel_bwd(table, pos, cen, lens, vals, prefix, suffix, out, dout, lse, dtable
              H, T, S, PQ, DH,
              K: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr,
              BLOCK_D: tl.constexpr, PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
-    pid_t = tl.program_id(0)
+    pid_t = tl.program_id(1)
     bh, b, h = program_row(H)
     W: tl.constexpr = 2 * K + 1
     t, tm, p, c, upper, n_left, start_right, n_right, lo, hi = _rel_setup(pos, cen, lens, b, T, pid_t, K, CAUSAL,
@@ -196,7 +196,7 @@ class RelativeWindowMixing(torch.autograd.Function):
         lse = torch.empty(batch, heads, steps, dtype=torch.float32, device=values.device)
         config = launch_config(values)
         if steps and batch * heads:
-            _rel_fwd[(triton.cdiv(steps, config["BLOCK_T"]), batch * heads)](
+            _rel_fwd[row_grid(batch * heads, triton.cdiv(steps, config["BLOCK_T"]))](
                 table_c, pos, cen, lens, values_c, prefix, suffix, out, lse, heads, steps, keys, pq, dim,
                 K=k, CAUSAL=bool(causal), BLOCK_W=next_power_of_2(width), **config)
         ctx.save_for_backward(table_c, values_c, pos, cen, lens, prefix, suffix, out, lse, key_lengths)
@@ -216,7 +216,7 @@ class RelativeWindowMixing(torch.autograd.Function):
         dsuffix = torch.zeros_like(suffix)
         config = launch_config(values, backward=True)
         if steps and batch * heads:
-            _rel_bwd[(triton.cdiv(steps, config["BLOCK_T"]), batch * heads)](
+            _rel_bwd[row_grid(batch * heads, triton.cdiv(steps, config["BLOCK_T"]))](
                 table, pos, cen, lens, values, prefix, suffix, out, grad_out.to(values.dtype).contiguous(), lse,
                 dtable, dvals, dprefix, dsuffix, heads, steps, keys, pq, dim, K=k, CAUSAL=ctx.causal, **config)
         # prefix[i] = sum_{m<i} v_m -> dv_m += sum_{i>m} dprefix[i]; suffix[i] = sum_{m>=i} v_m -> dv_m += sum_{i<=m}

@@ -26,8 +26,8 @@ def check_runnable(tensor: torch.Tensor) -> None:
 
 @triton.jit
 def program_row(H):
-    """(bh, b, h): the (batch row, head) pair of this program (grid axis 1), bh as int64."""
-    bh = tl.program_id(1).to(tl.int64)
+    """(bh, b, h): the (batch row, head) pair of this program (grid axis 0: common.row_grid), bh as int64."""
+    bh = tl.program_id(0).to(tl.int64)
     return bh, bh // H, bh % H
 
 

@@ -10,26 +10,27 @@ Gating (Eq. 4) is on by default. Training-time parameters per layer (gated):
 4(D^2 + D) + 2D + (2K + 1) D (``--S-relative-embedding-heads shared``: (2K + 1) D_h).
 
 Mixing implementations (``--S-rposnet-impl``; the paths in mixers/paths/): ``dense`` (the (T, S)
-energies) or ``window`` (band + far sums, O(T (2K+3) D_h)); ``auto`` (default) is dense on the CPU
-and, for CUDA tensors, the GPU default of kernels/gpu_defaults.py; decoder self-attention always
-decodes with the constant state (last K values, far sum, count). Trained and frozen (``posmix-freeze``)
-energies share the table contract these paths read.
+energies) or ``window`` (band + far sums, O(T (2K+3) D_h); the Triton kernel on a GPU); ``auto``
+(default) is dense on the CPU and, on a GPU, the defaults of kernels/choice.py; ``triton`` forces the
+Triton kernels (window form, decoding step, gating) on every device. The builder settles the choice
+once (kernels/choice.py ``choose``). Decoder self-attention always decodes with the constant state
+(last K values, far sum). Trained and frozen (``posmix-freeze``) energies share the table contract
+these paths read.
 """
 from torch import Tensor
 
-from ..kernels import RELATIVE_IMPLS
-
+from ..kernels.choice import choose
 from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, PositionQueries, RelativeTableEnergy,
                      absolute_table_options, max_relative_position, max_relative_position_option, register_mixer,
                      relative_embeddings_options, relative_position_table)
 from .paths.constant_state import ConstantStateDecoding
 from .paths.rposnet_band import RPosNetBandMixing
 
-#: choices of ``--S-rposnet-impl``: the kernels' implementations, and ``auto`` (``dense`` on the CPU and, for
-#: CUDA tensors, the choice of posmix_fairseq/kernels/gpu_defaults.py, chosen by posmix-bench-gpu)
-RPOSNET_IMPL_CHOICES = ("auto", *RELATIVE_IMPLS)
+#: implementations of rPosNet mixing (``--S-rposnet-impl``): ``auto`` runs ``dense`` on the CPU and, for
+#: CUDA tensors, the GPU defaults of posmix_fairseq/kernels/choice.py; ``triton`` forces the Triton kernels
+RPOSNET_IMPL_CHOICES = ("auto", "dense", "window", "triton")
 #: ``--S-rposnet-impl`` default: dense on the CPU, chosen by measurement (docs/search-time.md); for CUDA
-#: tensors the GPU default of kernels/gpu_defaults.py, chosen by posmix-bench-gpu (docs/gpu.md)
+#: tensors the GPU defaults of kernels/choice.py (docs/gpu.md)
 DEFAULT_IMPL = "auto"
 
 
@@ -64,19 +65,24 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                                                    "(2K+1 band keys plus far-left/far-right sums, O(T (2K+3) D_h); "
                                                    "no attention dropout, no attention weights: a call that asks "
                                                    "for weights runs dense); auto: dense on the CPU, on a GPU the "
-                                                   "choice of posmix_fairseq/kernels/gpu_defaults.py (default "
-                                                   f"{DEFAULT_IMPL})")})
+                                                   "defaults of posmix_fairseq/kernels/choice.py; triton: the window "
+                                                   "form, decoding step and gating by the Triton kernels, an error "
+                                                   f"where they cannot run (default {DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec):
     # checkpoints made before the option get its default (MixerPlan.spec reads unset options as defaults): auto,
     # which is dense on the CPU as then, and the same function everywhere
-    paths = rposnet_paths(spec.placement, spec.options["rposnet-impl"])
-    return EnergyMixingAttention(spec, spec.energy(RelativePositionEnergy), paths=paths)
+    impl, placement = spec.options["rposnet-impl"], spec.placement
+    paths = rposnet_paths(placement, impl)
+    choice = choose(impl, placement.flag("rposnet-impl"), decodes=placement.causal and not placement.cross,
+                    gated=spec.gated)
+    return EnergyMixingAttention(spec, spec.energy(RelativePositionEnergy), paths=paths, kernel_choice=choice)
 
 
 def rposnet_paths(placement, impl: str):
     """The mixing paths of an rPosNet sublayer: constant-state decoding in decoder self-attention,
-    then the band form for ``impl`` window (for ``auto``: on CUDA tensors where kernels/gpu_defaults.py
-    says window); dense mixing closes every list."""
+    then the band form, which serves the calls on a device whose choice (kernels/choice.py) is the
+    window (``impl`` window or triton; auto: on a GPU where the defaults say so); dense mixing closes
+    every list."""
     flag = placement.flag("rposnet-impl")
     if impl not in RPOSNET_IMPL_CHOICES:
         raise ValueError(f"{flag}: {impl!r} is not a mixing implementation of rposnet; valid values: "
@@ -84,6 +90,6 @@ def rposnet_paths(placement, impl: str):
     paths = []
     if placement.causal and not placement.cross:
         paths.append(ConstantStateDecoding())
-    if impl in ("window", "auto"):
-        paths.append(RPosNetBandMixing(flag, auto=impl == "auto"))
+    if impl != "dense":
+        paths.append(RPosNetBandMixing(flag))
     return paths

@@ -33,14 +33,32 @@ except ImportError:  # pip's vendored copy
     from pip._vendor.packaging.version import Version
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-#: What the plugin needs on the GPU host (setup.py's install_requires; torch and Triton from the host).
-#: The benchmark and posmix-score use nothing beyond these.
-ROOTS = ["fairseq-fixed==0.12.3.1", "torch", "sacrebleu>=2", "sentencepiece", "sacremoses", "matplotlib",
-         "triton>=3.6,<4", "pytest"]
-#: fairseq-fixed's requirements that machine translation never imports (speech tasks): reported, not
-#: required, where the host lacks them.
-UNUSED = {"torchaudio"}
+SETUP_PY = os.path.join(HERE, "..", "..", "setup.py")
+#: What the plugin needs on the GPU host beside setup.py's install_requires (:func:`install_requires`):
+#: fairseq, torch and Triton (the host's), pytest (the kernel suites). The benchmark and posmix-score
+#: use nothing beyond these.
+EXTRA_ROOTS = ["fairseq-fixed==0.12.3.1", "torch", "triton>=3.6,<4", "pytest"]
+#: fairseq-fixed's requirements that nothing at run time imports: torchaudio (speech tasks) and Cython
+#: (building fairseq from source; install.sh checks it only then): reported, not required, where the
+#: host lacks them.
+UNUSED = {"torchaudio", "cython"}
 FALLBACK_DIR = "numpy-fallback"
+#: the oldest glibc the set's wheels run on (fairseq-fixed's cp312 wheel is manylinux_2_28)
+GLIBC_MIN = (2, 28)
+
+
+def install_requires(setup_py: str = SETUP_PY) -> list:
+    """setup.py's ``install_requires`` list, read without running setup.py."""
+    import ast
+    for node in ast.walk(ast.parse(open(setup_py, encoding="utf-8").read())):
+        if isinstance(node, ast.keyword) and node.arg == "install_requires":
+            return list(ast.literal_eval(node.value))
+    raise SystemExit(f"{setup_py}: no install_requires")
+
+
+def roots() -> list:
+    """Every requirement the set must meet: setup.py's install_requires and :data:`EXTRA_ROOTS`."""
+    return install_requires() + EXTRA_ROOTS
 
 
 def canonical(name: str) -> str:
@@ -111,7 +129,7 @@ def check(args) -> int:
             errors.append(f"two versions of {name}: {provided[key][2]} and {f} (pip installs neither)")
         provided[key] = (Version(version), requires, f)
     host = host_packages(args.host)
-    lines, seen, todo, from_host = [], set(), [(r, "plugin") for r in ROOTS], []
+    lines, seen, todo, from_host = [], set(), [(r, "plugin") for r in roots()], []
     while todo:  # every requirement's specifier is checked; each package's own needs are followed once
         text, wanted_by = todo.pop(0)
         req = Requirement(text)
@@ -138,7 +156,7 @@ def check(args) -> int:
         elif key in UNUSED:
             if first:
                 lines.append(f"  {req.name}: not in the set nor listed on the host; {wanted_by} lists it, "
-                             "machine translation never imports it")
+                             "nothing imports it at run time")
         elif first:
             errors.append(f"{req} (needed by {wanted_by}): neither in {args.dir} nor on the host "
                           f"({os.path.relpath(args.host)})")
@@ -185,17 +203,51 @@ def host_check(args) -> int:
             have = metadata.version(req.name)
         except metadata.PackageNotFoundError:
             if canonical(req.name) in UNUSED:
-                print(f"  note: {req.name} is not installed (machine translation never imports it)")
+                print(f"  note: {req.name} is not installed (nothing imports it at run time)")
             else:
                 missing.append(f"{req.name} is not installed")
             continue
         if req.specifier and not req.specifier.contains(Version(have), prereleases=True):
             missing.append(f"{req} is needed, {have} is installed")
+    missing += system_problems()
     for m in missing:
         print(f"install: ERROR: the host lacks what the set expects of it: {m}; add it to "
               "scripts/gpu/host-packages.txt's complement: gather its wheel into the set too "
               "(scripts/offline_wheels.sh)", file=sys.stderr)
     return 1 if missing else 0
+
+
+def glibc_version():
+    """(major, minor) of the C library, or None where it is not glibc."""
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
+    except (ValueError, OSError, AttributeError):
+        return None
+    match = re.match(r"glibc (\d+)\.(\d+)", text or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def system_problems() -> list:
+    """What the host's system lacks: glibc >= 2.28 (the manylinux_2_28 wheels) and what Triton needs
+    at run time to build its kernels' launchers: a C compiler ($CC, cc, gcc or clang) and the
+    running Python's headers (Python.h)."""
+    import shutil
+    import sysconfig
+    problems = []
+    glibc = glibc_version()
+    if glibc is None or glibc < GLIBC_MIN:
+        have = "not glibc" if glibc is None else "glibc %d.%d" % glibc
+        problems.append("glibc >= %d.%d (the set's manylinux_2_28 wheels), the host has %s" % (GLIBC_MIN + (have,)))
+    compilers = [os.environ["CC"]] if os.environ.get("CC") else ["cc", "gcc", "clang"]
+    if not any(shutil.which(c) for c in compilers):
+        problems.append(f"a C compiler ({', '.join(compilers)}: none on PATH), which Triton runs to build its "
+                        "kernels' launchers at their first call (apt-get install gcc)")
+    include = sysconfig.get_paths().get("include") or ""
+    if not os.path.isfile(os.path.join(include, "Python.h")):
+        where = include or "the interpreter's include path"
+        problems.append(f"Python.h (not in {where}), which Triton compiles "
+                        f"its launchers against (apt-get install python{sys.version_info[0]}.{sys.version_info[1]}-dev)")
+    return problems
 
 
 def env_check(args) -> int:
@@ -210,7 +262,7 @@ def env_check(args) -> int:
                 continue
             have = installed.get(canonical(req.name))
             if have is None:
-                note = " (machine translation never imports it)" if canonical(req.name) in UNUSED else ""
+                note = " (nothing imports it at run time)" if canonical(req.name) in UNUSED else ""
                 problems.append(f"{dist.metadata['Name']} {dist.version} requires {req}, which is not installed{note}")
             elif not req.specifier.contains(Version(have), prereleases=True):
                 problems.append(f"{dist.metadata['Name']} {dist.version} requires {req}, but {have} is installed")

@@ -18,6 +18,8 @@ import torch
 from torch import Tensor, nn
 
 from ...core.positions import PositionFrame
+from ...kernels.choice import SublayerKernels, choose
+from ...kernels.dispatch import KernelBackendError
 from .mixing import DenseMixing, MixingCall, MixingPath
 from .energy import Energy, xavier_linear
 from .gating import ContextGate
@@ -30,7 +32,7 @@ class EnergyMixingAttention(TokenMixer):
     """A token mixer made of an :class:`Energy`, the (gated) values, its mixing paths and W^O."""
 
     def __init__(self, spec: MixerSpec, energy: Energy, values: Optional[Values] = None,
-                 paths: Sequence[MixingPath] = ()):
+                 paths: Sequence[MixingPath] = (), kernel_choice: Optional[SublayerKernels] = None):
         super().__init__(spec.embed_dim, spec.num_heads)
         self.placement = spec.placement
         self.attention_dropout = spec.attention_dropout
@@ -39,11 +41,19 @@ class EnergyMixingAttention(TokenMixer):
         self.out_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
         self.gating = ContextGate(spec.embed_dim) if spec.gated else None
         self.use_paths(paths)
+        # how this sublayer runs on the CPU and on a GPU, settled now (kernels/choice.py)
+        self.kernel_choice = kernel_choice if kernel_choice is not None else choose(gated=spec.gated)
+        self.values.kernel_choice = self.kernel_choice
+        if self.gating is not None:
+            self.gating.kernel_choice = self.kernel_choice
         self._route = spec.route  # not a module: the encoder/decoder owns it
 
     def use_paths(self, paths: Sequence[MixingPath]):
         """Mix with ``paths`` (tried in order), then dense mixing for the calls they decline."""
         self.paths = nn.ModuleList([*paths, DenseMixing()])
+
+    def extra_repr(self) -> str:
+        return f"kernels: {self.kernel_choice}"
 
     @property
     def path_names(self) -> Tuple[str, ...]:
@@ -108,9 +118,14 @@ class EnergyMixingAttention(TokenMixer):
                                f"query of {tgt_len} tokens x {batch} sentences")
         call = MixingCall(query, key, value, key_padding_mask, incremental_state, static_kv, attn_mask,
                           need_weights, need_head_weights, frame)
-        path = next(path for path in self.paths if path.serves(self, call))
-        context, attn = path.mix(self, call)
-        return self._output(context, query), attn
+        try:
+            path = next(path for path in self.paths if path.serves(self, call))
+            context, attn = path.mix(self, call)
+            return self._output(context, query), attn
+        except KernelBackendError as exc:  # a forced Triton kernel that cannot run: name the option
+            if not self.kernel_choice.forced:
+                raise
+            raise KernelBackendError(f"{self.kernel_choice.forced}: {exc}") from exc
 
     def _output(self, context: Tensor, query: Tensor) -> Tensor:
         """W^O of the (gated) context (B, H, T, D_h) -> (T, B, D) (GPA Eq. 4)."""

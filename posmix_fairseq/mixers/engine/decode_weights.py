@@ -23,10 +23,12 @@ weights per sublayer per decode, nothing beside the decode itself. A position be
 table (P doubles, up to the energy's limit: the frozen table's N, a learned n~ table's size; a
 position beyond the limit gets the energy's own clear error).
 """
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 from torch import Tensor
+
+from ...kernels import common as kernel_common
 
 from ...kernels.decode_step import position_decode_weights
 
@@ -37,14 +39,19 @@ MIN_POSITIONS = 64
 TABLE_KEY = "decode_weight_table"
 
 
-def decode_weight_rows(energy, query_positions: Tensor, constants: Dict[str, Tensor]) -> Tensor:
+def decode_weight_rows(energy, query_positions: Tensor, constants: Dict[str, Tensor],
+                       position_bound: Optional[int] = None) -> Tensor:
     """(B, H, T, K+1) weights of the queries at ``query_positions`` (B, T), read from the table in
     ``constants`` (this decode's entries; built here on the first step, grown when a later position
-    needs it)."""
+    needs it; ``position_bound``, a host-known bound on the positions, replaces reading them off the CPU)."""
+    limit = energy.decode_weight_limit()
+    if position_bound is not None and limit is not None:  # positions beyond the limit: the position table's error
+        position_bound = min(position_bound, limit)
     table = constants.get(TABLE_KEY)
     if table is None:
-        table = constants[TABLE_KEY] = build_table(energy, needed(query_positions), 0)
-    elif query_positions.device.type != "cpu" and needed(query_positions) > table.size(0):
+        table = constants[TABLE_KEY] = build_table(energy, needed(query_positions, position_bound), 0)
+    elif (not kernel_common.host_checks(query_positions.device)
+          and needed(query_positions, position_bound) > table.size(0)):
         # off the CPU, index_select cannot raise for a position beyond the table
         table = constants[TABLE_KEY] = build_table(energy, needed(query_positions), table.size(0))
     batch, steps = query_positions.shape
@@ -57,7 +64,11 @@ def decode_weight_rows(energy, query_positions: Tensor, constants: Dict[str, Ten
     return rows if steps == 1 else rows.view(batch, steps, *table.shape[1:]).squeeze(3).transpose(1, 2)
 
 
-def needed(query_positions: Tensor) -> int:
+def needed(query_positions: Tensor, position_bound: Optional[int] = None) -> int:
+    """Positions the table must cover: ``position_bound`` where known (no device synchronisation),
+    else the last query position + 1 (read from the positions)."""
+    if position_bound is not None:
+        return max(1, position_bound)
     return int(query_positions.max()) + 1 if query_positions.numel() else 1
 
 

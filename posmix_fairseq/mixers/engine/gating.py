@@ -6,7 +6,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ... import kernels
-from ...kernels.gpu_defaults import use_gating_kernels
 
 
 class ContextGate(nn.Module):
@@ -17,9 +16,11 @@ class ContextGate(nn.Module):
         self.gate_proj = nn.Linear(embed_dim, embed_dim)
         nn.init.xavier_uniform_(self.gate_proj.weight)
         nn.init.zeros_(self.gate_proj.bias)
+        self.kernel_choice = None  # the sublayer's (kernels/choice.py), set by the mixer that holds this gate
 
     def forward(self, context: Tensor, query: Tensor) -> Tensor:
         gate = self.gate_proj(query)
-        if use_gating_kernels(context):  # the fused kernel on a GPU, where kernels/gpu_defaults.py says so
-            return kernels.gelu_gate(context, gate)
+        backend = "torch" if self.kernel_choice is None else self.kernel_choice.backend(context.device, "gating")
+        if backend != "torch":  # the fused kernel, where the sublayer's choice says so
+            return kernels.gelu_gate(context, gate, backend=backend)
         return context * F.gelu(gate)

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from ... import kernels
 from ...core.positions import left_aligned
+from ...kernels import common as kernel_common
 from ...kernels.decode_step import packed_state, push_packed, unpack_state, weighted_decode_step
 from .table_energy import RelativeTableEnergy
 
@@ -39,9 +40,13 @@ STATE_KEYS = ("window_and_far_sum",)
 
 def is_future_mask(attn_mask: Tensor) -> bool:
     """True when fairseq's additive (T, T) mask excludes exactly the keys after each query
-    (the decoder's ``buffered_future_mask``), the only mask the causal window form reproduces."""
+    (the decoder's ``buffered_future_mask``), the only mask the causal window form reproduces.
+    Off the CPU only the shape is checked (comparing the values would synchronise with the device
+    on every call): fairseq's decoder layer passes its self-attention no other (T, T) mask."""
     if attn_mask.dim() != 2 or attn_mask.size(0) != attn_mask.size(1):
         return False
+    if not kernel_common.host_checks(attn_mask.device):
+        return True
     excluded = attn_mask < -1e3
     future = torch.ones(attn_mask.shape, dtype=torch.bool, device=attn_mask.device).triu_(1)
     return bool(torch.equal(excluded, future))
@@ -58,21 +63,34 @@ def left_align_values(values: Tensor, key_padding_mask: Tensor):
 
 
 def window_context(energy: RelativeTableEnergy, query_positions: Tensor, query_padding_mask: Optional[Tensor],
-                   values: Tensor, key_padding_mask: Tensor, causal: bool) -> Tensor:
+                   values: Tensor, key_padding_mask: Tensor, causal: bool, backend: str = "torch",
+                   position_bound: Optional[int] = None) -> Tensor:
     """(B, H, T, D_h) contexts of Eq. 10's softmax over the real keys, by the window form.
 
     ``query_positions`` (B, T) in column order; ``values`` (B, H, S, D_h) in column order with
     their padding ``key_padding_mask`` (B, S); ``causal`` for decoder self-attention (key
-    position <= query position, the dense form's future mask over real tokens).
+    position <= query position, the dense form's future mask over real tokens); ``backend`` that of
+    ``kernels.relative_position_mixing`` (the sublayer's choice); ``position_bound`` the frame's
+    host-known bound on the query positions (None: read from them, a device synchronisation).
     """
-    # the table up to the last query position (not T: a decoding step has T = 1 at position t)
-    table = energy.energy_table(int(query_positions.max()) + 1 if query_positions.numel() else 1)
+    table = energy.energy_table(table_positions(energy, query_positions, position_bound))
     aligned, lengths = left_align_values(values, key_padding_mask)
     context = kernels.relative_position_mixing(table, query_positions, aligned, lengths, energy.length_ratio,
-                                               causal=causal, impl="window")
+                                               causal=causal, backend=backend, impl="window")
     if causal and query_padding_mask is not None:
         context = context.masked_fill(query_padding_mask[:, None, :, None], 0.0)
     return context
+
+
+def table_positions(energy: RelativeTableEnergy, query_positions: Tensor, position_bound: Optional[int]) -> int:
+    """How many query positions the energy table of a call covers: up to the last query position
+    (not T: a decoding step has T = 1 at position t), from ``position_bound`` without reading the
+    positions where it is known (capped at the energy's limit: positions beyond it are the position
+    table's error), else from the positions."""
+    if position_bound is not None:
+        limit = energy.decode_weight_limit()
+        return max(1, position_bound if limit is None else min(position_bound, limit))
+    return int(query_positions.max()) + 1 if query_positions.numel() else 1
 
 
 def constant_state(buffer: Dict[str, Tensor], batch: int, heads: int, k: int, head_dim: int,
@@ -87,7 +105,8 @@ def constant_state(buffer: Dict[str, Tensor], batch: int, heads: int, k: int, he
 
 def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], query_positions: Tensor,
                         padding_mask: Tensor, values: Tensor, constants: Optional[Dict[str, Tensor]] = None,
-                        padded: Optional[bool] = None) -> Tensor:
+                        padded: Optional[bool] = None, backend: str = "torch",
+                        position_bound: Optional[int] = None) -> Tensor:
     """Decoder self-attention of the new token(s) with the constant state; updates ``buffer``.
 
     ``query_positions`` and ``padding_mask`` (B, T) of the new tokens (T = 1 in fairseq's search;
@@ -101,21 +120,23 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     token: checked), so a step's weights depend on its position only (``energy.decode_weights``)
     and the state is the K window values and the far sum in one tensor. With the PyTorch kernels a
     token is :func:`~posmix_fairseq.kernels.decode_step.weighted_decode_step`: a concatenation and
-    one batched product. With Triton each token goes through ``kernels.relative_decode_step``.
+    one batched product. With ``backend`` ``triton`` or ``auto`` (the sublayer's choice of the Triton
+    decoding step, kernels/choice.py) each token goes through ``kernels.relative_decode_step``.
     """
     batch, heads, steps, head_dim = values.shape
     if STATE_KEYS[0] not in buffer:
         check_first_step(query_positions, padding_mask)
     state = constant_state(buffer, batch, heads, energy.k, head_dim, values)
-    torch_kernels = kernels.dispatch.resolve(None, values.device) == "torch"
+    torch_kernels = backend == "torch"
     if steps == 1 and torch_kernels:  # a step of the search: as few operations as possible
         if padded is None:
             padded = has_padding(padding_mask)
         valid = ~padding_mask.view(-1) if padded else None
-        context, buffer[STATE_KEYS[0]] = weighted_decode_step(energy.decode_weights(query_positions, constants),
+        weights = energy.decode_weights(query_positions, constants, position_bound)
+        context, buffer[STATE_KEYS[0]] = weighted_decode_step(weights,
                                                               values, state, valid)
         return context
-    weights = (energy.decode_weights(query_positions, constants) if torch_kernels
+    weights = (energy.decode_weights(query_positions, constants, position_bound) if torch_kernels
                else energy.energy_rows(query_positions))
     outputs = []
     for t in range(steps):
@@ -126,7 +147,7 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
         else:
             state = push_packed(state, values[:, :, t:t + 1], valid)
             out = kernels.relative_decode_step(weights[:, :, t], *unpack_state(state, query_positions[:, t],
-                                                                              values.dtype))
+                                                                              values.dtype), backend=backend)
             out = (out if valid is None else out.masked_fill(pad[:, None, None], 0.0))[:, :, None]
         outputs.append(out)
     buffer[STATE_KEYS[0]] = state
@@ -137,7 +158,7 @@ def has_padding(padding_mask: Tensor) -> bool:
     """Whether any token of ``padding_mask`` is padding; True on devices other than the CPU, where
     asking would cost a device synchronisation (the masked update is exact either way). Search
     never feeds padding, so the unmasked update is the common one."""
-    return padding_mask.device.type != "cpu" or bool(padding_mask.any())
+    return not kernel_common.host_checks(padding_mask.device) or bool(padding_mask.any())
 
 
 def check_first_step(query_positions: Tensor, padding_mask: Tensor) -> None:
@@ -149,7 +170,10 @@ def check_first_step(query_positions: Tensor, padding_mask: Tensor) -> None:
     none = torch.iinfo(query_positions.dtype).max
     first = query_positions.masked_fill(padding_mask, none).amin(dim=1)  # first real token of each row
     late = first.masked_fill(first == none, 0).max()
-    if bool(late > 0):
+    if not kernel_common.host_checks(late.device):  # checked on the device: no synchronisation
+        torch._assert_async(late == 0, "rPosNet constant-state decoding starts at the first target token: feed the "
+                                       "decoder the target from its first token on (as fairseq's search does)")
+    elif bool(late > 0):
         raise ValueError(f"rPosNet constant-state decoding starts at the first target token, but its first "
                          f"incremental call starts a hypothesis at position {int(late)}: feed the decoder "
                          f"the target from its first token on (as fairseq's search does), or run a full forward")

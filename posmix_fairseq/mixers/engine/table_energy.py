@@ -42,16 +42,18 @@ class RelativeTableEnergy(SoftmaxEnergy):
     def energy_table(self, num_query_positions: int) -> Tensor:
         """(H, Pq, 2K+1) energies for the query positions 0 .. Pq-1."""
 
-    def decode_weights(self, query_positions: Tensor, constants: Optional[Dict[str, Tensor]] = None) -> Tensor:
+    def decode_weights(self, query_positions: Tensor, constants: Optional[Dict[str, Tensor]] = None,
+                       position_bound: Optional[int] = None) -> Tensor:
         """(B, H, T, K+1) weights of constant-state decoding in decoder self-attention for queries at
         ``query_positions`` (B, T): window slots 0..K-1, then one far key
         (``kernels.decode_step.position_decode_weights`` of the rows of :meth:`energy_rows`). Without
         gradients and with ``constants`` (the running decode's entries in fairseq's incremental
         state) they are read from a table of every position built once per decode
-        (:mod:`.decode_weights`); otherwise computed from the step's own energy rows."""
+        (:mod:`.decode_weights`; ``position_bound``, the frame's host-known bound on the positions,
+        sizes it without reading them); otherwise computed from the step's own energy rows."""
         if constants is None or torch.is_grad_enabled():
             return position_decode_weights(self.energy_rows(query_positions), query_positions[:, None, :])
-        return decode_weight_rows(self, query_positions, constants)
+        return decode_weight_rows(self, query_positions, constants, position_bound)
 
     def decode_weight_limit(self) -> Optional[int]:
         """The most query positions :meth:`energy_table` covers (None: any)."""

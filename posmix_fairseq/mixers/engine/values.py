@@ -13,7 +13,6 @@ from typing import Optional
 from torch import Tensor, nn
 
 from ... import kernels
-from ...kernels.gpu_defaults import use_gating_kernels
 from .energy import split_heads, xavier_linear
 
 
@@ -23,6 +22,7 @@ class Values(nn.Module):
         self.num_heads = num_heads
         self.projection = projection
         self.norm = nn.LayerNorm(embed_dim) if gated else None
+        self.kernel_choice = None  # the sublayer's (kernels/choice.py), set by the mixer that holds these values
 
     @classmethod
     def of_spec(cls, spec, projection: Optional[nn.Module] = None, **kwargs) -> "Values":
@@ -35,8 +35,9 @@ class Values(nn.Module):
         """(S, B, D) projected (and, gated, normalised) values, before the split into heads."""
         v = self.projection(value)
         if self.norm is not None:
-            if use_gating_kernels(v):  # the fused kernel on a GPU, where kernels/gpu_defaults.py says so
-                return kernels.gelu_layernorm(v, self.norm.weight, self.norm.bias, self.norm.eps)
+            backend = "torch" if self.kernel_choice is None else self.kernel_choice.backend(v.device, "gating")
+            if backend != "torch":  # the fused kernel, where the sublayer's choice says so
+                return kernels.gelu_layernorm(v, self.norm.weight, self.norm.bias, self.norm.eps, backend=backend)
             v = self.norm(nn.functional.gelu(v))
         return v
 

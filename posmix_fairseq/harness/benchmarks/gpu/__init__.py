@@ -14,8 +14,9 @@ Base size: tokens/s, peak memory, the decoder state at t = 1024) and ``quality``
 near convergence: BLEU, chrF++; only when named). Each section's module says what it measures.
 
 Every section is written to the ``--json`` file as soon as it ends, and a run skips the sections that
-file already holds (``--redo`` runs them again), so a run cut short by a time limit resumes where it
-stopped, and sections run in separate calls merge with ``--merge``. The Markdown tables (stdout, and
+file already holds as run (``--redo`` runs them again; a section that failed there runs again), so a run
+cut short by a time limit resumes where it stopped, and sections run in separate calls merge with
+``--merge``. The command exits 0 when every section it was asked for ran, 1 otherwise. The Markdown tables (stdout, and
 ``--markdown``) carry the device name and the torch, Triton and CUDA versions; each section ends with
 its targets (value, goal, met or short). ``--dry-run-cpu`` runs tiny sizes on the CPU so that the
 script cannot rot: its figures are no GPU results and are marked so.
@@ -24,7 +25,6 @@ import datetime
 import json
 import os
 import platform
-import sys
 import time
 
 import torch
@@ -199,7 +199,16 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-def main(argv=None):
+def failed_sections(results, names):
+    """The sections of ``names`` that ``results`` lacks or holds as failed (an error, or a suite not ok)."""
+    sections = results["sections"]
+    return [n for n in names if n not in sections or "error" in sections[n]
+            or any(s.get("ok") is False for s in sections[n].get("suites", []))]
+
+
+def main(argv=None) -> int:
+    """The ``posmix-bench-gpu`` command: its exit status, 0 when every section asked for ran (or the
+    merge was written), 1 otherwise."""
     args = parse_args(argv)
     for path in args.merge or []:
         check_input_file(path, "--merge")
@@ -208,6 +217,26 @@ def main(argv=None):
     for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
         if path:
             check_output_file(path, flag, parent_must_exist=False)
+    if args.merge:
+        run(args)
+        return 0
+    return 1 if failed_sections(run(args), section_names(args)) else 0
+
+
+def section_names(args):
+    """The sections ``--sections`` names (an error names the valid ones)."""
+    names = [s.strip() for s in (args.sections or ",".join(DEFAULT_SECTIONS)).split(",") if s.strip()]
+    bad = [s for s in names if s not in SECTIONS]
+    if bad:
+        raise SystemExit(f"--sections: {', '.join(bad)} unknown; valid: {', '.join(SECTIONS)}")
+    return names
+
+
+def run(args) -> dict:
+    """Run (or merge) what ``args`` (a list of command-line arguments, or their namespace) asks for;
+    the results."""
+    if not isinstance(args, argparse.Namespace):
+        args = parse_args(args)
     if args.merge:
         results = merge(args.merge)
         save(args.json, results)
@@ -221,10 +250,7 @@ def main(argv=None):
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("posmix-bench-gpu: no CUDA device here; --dry-run-cpu runs the tiny CPU check")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    names = [s.strip() for s in (args.sections or ",".join(DEFAULT_SECTIONS)).split(",") if s.strip()]
-    bad = [s for s in names if s not in SECTIONS]
-    if bad:
-        raise SystemExit(f"--sections: {', '.join(bad)} unknown; valid: {', '.join(SECTIONS)}")
+    names = section_names(args)
     overrides = parse_set(args.set)
     os.makedirs(args.work, exist_ok=True)
     meta = dict(device_info(device), mode=mode)
@@ -241,8 +267,10 @@ def main(argv=None):
 
     for name in [n for n in SECTIONS if n in names]:
         if name in results["sections"] and not args.redo:
-            print(f"[{name}] already in {args.json}: skipped (--redo runs it again)", flush=True)
-            continue
+            if not failed_sections(results, [name]):
+                print(f"[{name}] already in {args.json}: skipped (--redo runs it again)", flush=True)
+                continue
+            print(f"[{name}] failed in the run that wrote {args.json}: running it again", flush=True)
         print(f"[{name}] start, expected about {BUDGET_MIN[mode][name]:g} min", flush=True)
         start = time.perf_counter()
         try:
@@ -257,12 +285,9 @@ def main(argv=None):
     text = markdown(results)
     if args.markdown:
         open(args.markdown, "w").write(text)
-    failed = [n for n in names if "error" in results["sections"].get(n, {})
-              or any(s.get("ok") is False for s in results["sections"].get(n, {}).get("suites", []))]
+    failed = failed_sections(results, names)
     print(f"\nposmix-bench-gpu: finished; {'failed sections: ' + ', '.join(failed) if failed else 'all sections ran'}"
           + (f"; results in {args.json}" if args.json else ""))
-    if failed:
-        sys.exit(1)
     return results
 
 

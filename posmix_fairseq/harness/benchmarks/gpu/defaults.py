@@ -1,8 +1,8 @@
-"""What posmix-bench-gpu's figures choose for the GPU defaults (posmix_fairseq/kernels/gpu_defaults.py):
+"""What posmix-bench-gpu's figures choose for the GPU defaults (posmix_fairseq/kernels/choice.py):
 the fastest implementation at the shortest measured N (translation sentences are ~30 tokens), for
 training (forward + backward) and for search (forward), and the training words/s. aPosNet's row
 says which mixing would win; the model's aPosNet mixes densely until a kernel path is built."""
-from posmix_fairseq.kernels.gpu_defaults import GPU_DEFAULTS
+from posmix_fairseq.kernels.choice import GPU_DEFAULTS
 
 CANDIDATES = {  # setting -> {value: sublayer implementation}
     "rposnet_impl": {"window": "rPosNet Triton window", "dense": "rPosNet dense (PyTorch)"},
@@ -32,7 +32,7 @@ def suggestions(results):
     sub = results["sections"].get("sublayer")
     if not sub or "rows" not in sub or results["meta"].get("mode") == "dry":
         return ""
-    lines = ["\n## GPU defaults by these figures (posmix_fairseq/kernels/gpu_defaults.py)\n",
+    lines = ["\n## GPU defaults by these figures (posmix_fairseq/kernels/choice.py)\n",
              "| setting | now | training (fwd+bwd) chooses | search (fwd) chooses |", "|---|---|---|---|"]
     for setting in CANDIDATES:
         cells = []

@@ -19,7 +19,9 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+import posmix_fairseq
+
+REPO = os.path.dirname(posmix_fairseq.USER_DIR)  # the checkout that holds the package and tests/
 CPU_ONLY_CHILDREN = "not interpreter_child and not compile_for_gpu and not benchmark_runs_end_to_end"
 
 

@@ -5,8 +5,8 @@ forward + backward, with the peak memory of each: the gated rPosNet sublayer of 
 attention (Eqs. 4, 9-10; energies from W^Q n~ and Emb_rel as in training) with its mixing by the
 Triton window kernel (gating by the Triton kernels, and by PyTorch), the PyTorch window form, the
 dense reference and FlexAttention (the table lookup by clipped distance as a ``score_mod``:
-posmix_fairseq.kernels.flex); the gated aPosNet sublayer (Eq. 8) with the Triton kernel, the dense
-reference and FlexAttention; MHA of the same D and H through SDPA's flash backend, and eager. Every
+posmix_fairseq.harness.benchmarks.kernel_candidates.flex); the gated aPosNet sublayer (Eq. 8) with
+the Triton kernel, the dense reference and FlexAttention; MHA of the same D and H through SDPA's flash backend, and eager. Every
 rPosNet / aPosNet output is checked against its dense reference (max error, relative to its max).
 """
 import contextlib
@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from posmix_fairseq import kernels
-from posmix_fairseq.kernels import dispatch, flex
+from posmix_fairseq.harness.benchmarks.kernel_candidates import absolute_position_mixing, flex
+from posmix_fairseq.kernels import dispatch
 from posmix_fairseq.harness.benchmarks.kernels import Params, energy_table, mha_sublayer, timed
 
 RPOSNET_REFERENCE = "rPosNet dense (PyTorch)"
@@ -63,7 +64,7 @@ def gated_sublayer(prm: Params, x, family: str, mixing: tuple, gating: str, posi
         if mixing[0] == "flex":
             ctx = flex.absolute_mixing_flex(table, positions, values, lengths, False, compiled=compiled)
         else:
-            ctx = kernels.absolute_position_mixing(table, positions, values, lengths, False, backend=mixing[1])
+            ctx = absolute_position_mixing(table, positions, values, lengths, False, backend=mixing[1])
     ctx = ctx.transpose(1, 2).reshape(batch, length, dim)
     return kernels.gelu_gate(ctx, x @ prm.wg.t(), backend=gating) @ prm.wo.t()
 

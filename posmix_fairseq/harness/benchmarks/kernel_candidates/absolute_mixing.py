@@ -8,7 +8,7 @@ computed from the parameters during training). Keys are left-aligned: slot m is 
 import torch
 from torch import Tensor
 
-from .common import allowed_keys, compute_dtype, masked_softmax_mix
+from posmix_fairseq.kernels.common import allowed_keys, compute_dtype, masked_softmax_mix
 
 
 def absolute_mixing_dense(table: Tensor, query_positions: Tensor, values: Tensor, key_lengths: Tensor,

@@ -13,15 +13,15 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import next_power_of_2
-from .triton_support import INTERPRETED, check_runnable, mixed_dot, program_row
+from posmix_fairseq.kernels.common import next_power_of_2, row_grid
+from posmix_fairseq.kernels.triton_support import INTERPRETED, check_runnable, mixed_dot, program_row
 
 
 @triton.jit
 def _abs_fwd(table, pos, lens, vals, out, lse, H, T, S, PQ, PK, DH,
              CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
              PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
-    pid_t = tl.program_id(0)
+    pid_t = tl.program_id(1)
     bh, b, h = program_row(H)
     t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     tm = t < T
@@ -64,7 +64,7 @@ def _abs_fwd(table, pos, lens, vals, out, lse, H, T, S, PQ, PK, DH,
 def _abs_bwd_dv(table, pos, lens, dout, lse, dvals, H, T, S, PQ, PK, DH,
                 CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                 PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
-    pid_n = tl.program_id(0)
+    pid_n = tl.program_id(1)
     bh, b, h = program_row(H)
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     length = tl.load(lens + b)
@@ -92,7 +92,7 @@ def _abs_bwd_dv(table, pos, lens, dout, lse, dvals, H, T, S, PQ, PK, DH,
 def _abs_bwd_de(table, pos, lens, vals, out, dout, lse, dtable, H, T, S, PQ, PK, DH,
                 CAUSAL: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                 PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
-    pid_t = tl.program_id(0)
+    pid_t = tl.program_id(1)
     bh, b, h = program_row(H)
     t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     tm = t < T
@@ -145,7 +145,7 @@ class AbsoluteTableMixing(torch.autograd.Function):
         lse = torch.empty(batch, heads, steps, dtype=torch.float32, device=values.device)
         block, block_d, precision, dot_f32 = _config(values)
         if steps and batch * heads:
-            _abs_fwd[(triton.cdiv(steps, block), batch * heads)](
+            _abs_fwd[row_grid(batch * heads, triton.cdiv(steps, block))](
                 table_c, pos, lens, values_c, out, lse, heads, steps, keys, pq, pk, dim, CAUSAL=bool(causal),
                 BLOCK_T=block, BLOCK_N=block, BLOCK_D=block_d, PRECISION=precision, DOT_F32=dot_f32)
         ctx.save_for_backward(table_c, values_c, pos, lens, out, lse)
@@ -163,11 +163,11 @@ class AbsoluteTableMixing(torch.autograd.Function):
         dvals = torch.empty(values.shape, dtype=values.dtype, device=values.device)
         block, block_d, precision, dot_f32 = _config(values)
         if keys and batch * heads:
-            _abs_bwd_dv[(triton.cdiv(keys, block), batch * heads)](
+            _abs_bwd_dv[row_grid(batch * heads, triton.cdiv(keys, block))](
                 table, pos, lens, grad_out, lse, dvals, heads, steps, keys, pq, pk, dim, CAUSAL=ctx.causal,
                 BLOCK_T=block, BLOCK_N=block, BLOCK_D=block_d, PRECISION=precision, DOT_F32=dot_f32)
         if steps and batch * heads:
-            _abs_bwd_de[(triton.cdiv(steps, block), batch * heads)](
+            _abs_bwd_de[row_grid(batch * heads, triton.cdiv(steps, block))](
                 table, pos, lens, values, out, grad_out, lse, dtable, heads, steps, keys, pq, pk, dim,
                 CAUSAL=ctx.causal, BLOCK_T=block, BLOCK_N=block, BLOCK_D=block_d, PRECISION=precision,
                 DOT_F32=dot_f32)

@@ -24,7 +24,7 @@ import functools
 import torch
 from torch import Tensor
 
-from .common import centres, check_mixing_inputs
+from posmix_fairseq.kernels.common import centres, check_mixing_inputs
 
 #: The head size of the dummy queries and keys (FlexAttention's smallest).
 DUMMY_HEAD_DIM = 16

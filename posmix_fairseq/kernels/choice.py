@@ -1,0 +1,163 @@
+"""How each attention sublayer runs, decided once, when the model is built, from one table.
+
+A sublayer's builder calls :func:`choose` with its options; the :class:`SublayerKernels` it gets
+holds one :class:`KernelChoice` for CPU tensors and one for CUDA tensors (fairseq builds a model
+on the CPU and moves it to the GPU afterwards, so both are settled at build time), and the calls
+only look theirs up by the tensors' device (:func:`on_gpu`, the one device check). A model's
+choices print with its ``repr`` and with :func:`kernel_summary`.
+
+What a choice holds:
+
+- ``mixing``: ``dense`` (the (T, S) weights of the energy) or ``window`` (rPosNet's band and
+  far sums, GPA Eq. 10, O(T (2K+3) D_h));
+- ``kernels``: ``torch`` or ``triton``, what computes the window form;
+- ``decode``: rPosNet decoder self-attention while decoding step by step (constant state, last K
+  values and far sum): ``table`` (the decode-weight table of the running decode, built once per
+  decode: one batched product per step) or ``triton`` (the Triton step, recomputing the step's
+  softmax from the energy row); empty where the sublayer does not decode so;
+- ``gating``: GPA Eq. 4's LayerNorm(GeLU(W^V x)) and c * GeLU(W^G y), ``torch`` (PyTorch ops) or
+  ``triton`` (the fused kernels); empty for an ungated sublayer.
+
+On the CPU every choice is PyTorch (the window form only where ``--S-rposnet-impl`` asks for it),
+except ``--S-rposnet-impl triton``, which forces the Triton kernels everywhere (on CPU tensors
+they need the interpreter, ``TRITON_INTERPRET=1``). On a GPU, ``--S-rposnet-impl auto`` (the
+default) and every mixer without that option take :data:`GPU_DEFAULTS`; ``POSMIX_GPU_DEFAULTS``
+(JSON, e.g. ``{"gating": "triton"}``) overrides its entries for the models built in one run.
+
+A Triton kernel the defaults chose that fails at its first call (Triton imports but cannot build:
+no C compiler, no Python.h, a compiler error) is replaced by its PyTorch implementation with one
+warning (:func:`posmix_fairseq.kernels.dispatch.run_triton`); one the user forced is an error.
+"""
+import json
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+
+from . import dispatch
+
+ENV_VAR = "POSMIX_GPU_DEFAULTS"
+
+#: setting -> (value on a GPU, the figure that chose it). posmix-bench-gpu prints, after its tables,
+#: what its own figures choose beside these values (docs/gpu.md, "GPU defaults").
+GPU_DEFAULTS = {
+    "rposnet_impl": ("dense", "CPU: the PyTorch window form is slower than dense below N ~ 1024 (docs/search-time.md); "
+                              "no GPU figure yet"),
+    "rposnet_decode": ("table", "CPU: the decode-weight table makes a step one batched product, where the Triton "
+                                "step recomputes the softmax of every layer at every step; no GPU figure yet"),
+    "gating": ("torch", "no GPU figure yet"),
+}
+#: the valid values of each setting
+VALUES = {"rposnet_impl": ("dense", "window"), "rposnet_decode": ("table", "triton"), "gating": ("torch", "triton")}
+
+
+def gpu_default(name: str) -> str:
+    """The value of one GPU default (a key of :data:`GPU_DEFAULTS`), ``POSMIX_GPU_DEFAULTS`` applied."""
+    if name not in GPU_DEFAULTS:
+        raise KeyError(f"{name!r} is not a GPU default; valid: {', '.join(GPU_DEFAULTS)}")
+    value, where = GPU_DEFAULTS[name][0], "posmix_fairseq/kernels/choice.py GPU_DEFAULTS"
+    if os.environ.get(ENV_VAR):
+        try:
+            overrides = json.loads(os.environ[ENV_VAR])
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{ENV_VAR} must be a JSON object such as '{{\"gating\": \"triton\"}}': {exc}")
+        unknown = sorted(set(overrides) - set(GPU_DEFAULTS)) if isinstance(overrides, dict) else None
+        if unknown is None or unknown:
+            raise ValueError(f"{ENV_VAR}: {unknown if unknown else overrides!r} is not an object of GPU defaults; "
+                             f"valid keys: {', '.join(GPU_DEFAULTS)}")
+        if name in overrides:
+            value, where = overrides[name], ENV_VAR
+    if value not in VALUES[name]:
+        raise ValueError(f"{where}: {name} = {value!r}; valid values: {', '.join(VALUES[name])}")
+    return value
+
+
+def on_gpu(device: torch.device) -> bool:
+    """Whether tensors on ``device`` take a sublayer's GPU choice (the one device check of the choices)."""
+    return device.type == "cuda"
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """How a sublayer runs on one kind of device (module docstring)."""
+
+    mixing: str = "dense"
+    kernels: str = "torch"
+    decode: str = ""
+    gating: str = ""
+
+    def __str__(self) -> str:
+        parts = [f"{self.mixing} mixing" + (f" ({self.kernels})" if self.mixing == "window" else "")]
+        if self.decode:
+            parts.append(f"decode {self.decode}")
+        if self.gating:
+            parts.append(f"gating {self.gating}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class SublayerKernels:
+    """A sublayer's choices for CPU and CUDA tensors; ``forced`` names the option that forced the
+    Triton kernels (a failure is then an error), empty when the defaults chose them."""
+
+    cpu: KernelChoice
+    gpu: KernelChoice
+    forced: str = ""
+
+    def on(self, device: torch.device) -> KernelChoice:
+        return self.gpu if on_gpu(device) else self.cpu
+
+    def backend(self, device: torch.device, part: str) -> str:
+        """The ``backend=`` of the kernel calls of ``part`` (``kernels``: window mixing; ``decode``: the
+        decoding step; ``gating``): ``torch``; ``triton`` where forced; ``auto`` where the defaults chose
+        Triton (``kernels.dispatch`` runs it on a GPU and falls back to PyTorch if it fails)."""
+        if getattr(self.on(device), part) != "triton":
+            return "torch"
+        return "triton" if self.forced else "auto"
+
+    def __str__(self) -> str:
+        return f"cpu: {self.cpu}; cuda: {self.gpu}" + (f" (forced by {self.forced})" if self.forced else "")
+
+
+def choose(impl: Optional[str] = None, flag: str = "", decodes: bool = False, gated: bool = False) -> SublayerKernels:
+    """The choices of one sublayer. ``impl``: its ``--S-rposnet-impl`` (``flag``, for messages), None
+    for a mixer without that option (dense mixing); ``decodes``: rPosNet decoder self-attention, which
+    decodes with the constant state; ``gated``: GPA Eq. 4's gating on."""
+    decode = "table" if decodes else ""
+    gating = "torch" if gated else ""
+    gpu_gating = gpu_default("gating") if gated else ""
+    gpu_decode = gpu_default("rposnet_decode") if decodes else ""
+    if impl is None or impl == "dense":
+        gpu_mixing = "dense"
+    elif impl == "window":
+        gpu_mixing = "window"
+    elif impl == "auto":
+        gpu_mixing = gpu_default("rposnet_impl")
+    elif impl == "triton":
+        forced = KernelChoice("window", "triton", "triton" if decodes else "", "triton" if gated else "")
+        return SublayerKernels(forced, forced, forced=f"{flag} triton")
+    else:
+        raise ValueError(f"{flag}: {impl!r} is not a mixing implementation of rposnet; valid values: "
+                         "auto, dense, window, triton")
+    cpu = KernelChoice("window" if impl == "window" else "dense", "torch", decode, gating)
+    triton = dispatch.triton_available()
+    gpu = KernelChoice(gpu_mixing, "triton" if triton and gpu_mixing == "window" else "torch",
+                       gpu_decode if triton else decode, gpu_gating if triton else gating)
+    return SublayerKernels(cpu, gpu)
+
+
+#: the attribute names of fairseq's attention sublayers in its encoder and decoder layers
+SUBLAYER_NAMES = ("self_attn", "encoder_attn")
+
+
+def kernel_summary(model: nn.Module) -> str:
+    """One line per attention sublayer of ``model``: its module name and its :class:`SublayerKernels`,
+    or, for a module without choices (fairseq's MultiheadAttention: PyTorch on every device), its class."""
+    lines = []
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] in SUBLAYER_NAMES:
+            kernels = getattr(module, "kernel_choice", None)
+            lines.append(f"{name}: {kernels if kernels is not None else type(module).__name__ + ' (PyTorch)'}")
+    return "\n".join(lines)
