@@ -30,13 +30,14 @@ class CheckpointFileError(ValueError):
 def fairseq_checkpoint_types() -> list:
     """The non-tensor, non-container types a fairseq checkpoint may hold (found by listing the globals of
     fairseq-train's checkpoints and the legacy test checkpoints with
-    ``torch.serialization.get_unsafe_globals_in_checkpoint``): the ``args`` Namespace, and numpy scalars
-    and dtypes that metric states may carry."""
+    ``torch.serialization.get_unsafe_globals_in_checkpoint``): the ``args`` Namespace, and the numpy
+    scalars, dtypes and arrays that metric states may carry (``--eval-bleu`` keeps its n-gram counts
+    as arrays: ``numpy.core.multiarray._reconstruct`` only allocates an empty array)."""
     types = [argparse.Namespace]
     try:
         import numpy as np
-        from numpy.core.multiarray import scalar  # numpy 2 keeps this name as an alias
-        types += [scalar, np.dtype]
+        from numpy.core.multiarray import _reconstruct, scalar  # numpy 2 keeps these names as aliases
+        types += [scalar, np.dtype, np.ndarray, _reconstruct]
         types += [type(np.dtype(t)) for t in ("float64", "float32", "int64", "int32", "bool")]
     except ImportError:  # pragma: no cover  (numpy comes with torch's users here)
         pass

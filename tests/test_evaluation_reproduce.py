@@ -206,7 +206,7 @@ def test_tables_show_our_intervals_and_significance_against_the_baseline(tmp_pat
     _generate_output(tmp_path / "rpos.txt", [r if i % 5 else "the cat" for i, r in enumerate(refs)])
     base, rpos = "Transformer gating off", "rPosNet gating on"
     score.main([str(tmp_path / "rpos.txt"), "--baseline", str(tmp_path / "base.txt"), "--names", rpos, base,
-                "--ref", str(tmp_path / "ref.txt"), "--metrics", "bleu,chrf++", "--bootstrap-samples", "200",
+                "--ref", str(tmp_path / "ref.txt"), "--metrics", "bleu,chrf++", "--paired-bs-n", "200",
                 "--json", str(out_dir / reproduce.COMPARISON)])
     rows = json.load(open(out_dir / reproduce.COMPARISON))["rows"]
     expected = {(r["system"], r["metric"]): r for r in rows}
@@ -223,7 +223,7 @@ def test_tables_show_our_intervals_and_significance_against_the_baseline(tmp_pat
     # without the grid's comparison: each system's own scores, intervals and no p-values
     os.remove(out_dir / reproduce.COMPARISON)
     score.main([str(tmp_path / "rpos.txt"), "--names", "rposnet_gating_on", "--ref", str(tmp_path / "ref.txt"),
-                "--metrics", "bleu", "--bootstrap-samples", "200", "--json", str(out_dir / "scores.rposnet_gating_on.json")])
+                "--metrics", "bleu", "--paired-bs-n", "200", "--json", str(out_dir / "scores.rposnet_gating_on.json")])
     capsys.readouterr()
     reproduce.main(["--table", "gpa-6", "--systems", "0,9", "--scale", "paper", "--render-only", "--out", "rel_out"])
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {rpos} |"))

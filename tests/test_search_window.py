@@ -159,7 +159,7 @@ def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch)
     monkeypatch.setattr("posmix_fairseq.mixers.paths.rposnet_band.window_context", relative_search.window_context)
     mix(mixer, x, need_weights=False)
     assert served == []  # CPU tensors: dense
-    monkeypatch.setattr(choice, "on_gpu", lambda device: True)
+    monkeypatch.setattr("posmix_fairseq.kernels.device.on_gpu", lambda device: True)
     mix(mixer, x, need_weights=False)
     assert served == ["auto" if choice.dispatch.triton_available() else "torch"]
     mix(mixer.train(), x, need_weights=False)  # attention dropout in training: dense, not an error
@@ -205,7 +205,7 @@ def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
             return gating_reference.gelu_gate_reference(*args)
 
     monkeypatch.setattr(kernels, "_triton_module", lambda name: FakeTriton())
-    monkeypatch.setattr(choice, "on_gpu", lambda device: True)
+    monkeypatch.setattr("posmix_fairseq.kernels.device.on_gpu", lambda device: True)
     actual, _ = mix(gated, x, need_weights=False)
     assert launched == ["gelu_layernorm", "gelu_gate"]
     assert (actual - expected).abs().max().item() <= 1e-6

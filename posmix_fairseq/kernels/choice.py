@@ -3,7 +3,7 @@
 A sublayer's builder calls :func:`choose` with its options; the :class:`SublayerKernels` it gets
 holds one :class:`KernelChoice` for CPU tensors and one for CUDA tensors (fairseq builds a model
 on the CPU and moves it to the GPU afterwards, so both are settled at build time), and the calls
-only look theirs up by the tensors' device (:func:`on_gpu`, the one device check). A model's
+only look theirs up by the tensors' device (:func:`.device.on_gpu`, the one device check). A model's
 choices print with its ``repr`` and with :func:`kernel_summary`.
 
 What a choice holds:
@@ -36,7 +36,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from . import dispatch
+from . import device as device_check, dispatch
 
 ENV_VAR = "POSMIX_GPU_DEFAULTS"
 
@@ -74,11 +74,6 @@ def gpu_default(name: str) -> str:
     return value
 
 
-def on_gpu(device: torch.device) -> bool:
-    """Whether tensors on ``device`` take a sublayer's GPU choice (the one device check of the choices)."""
-    return device.type == "cuda"
-
-
 @dataclass(frozen=True)
 class KernelChoice:
     """How a sublayer runs on one kind of device (module docstring)."""
@@ -107,7 +102,7 @@ class SublayerKernels:
     forced: str = ""
 
     def on(self, device: torch.device) -> KernelChoice:
-        return self.gpu if on_gpu(device) else self.cpu
+        return self.gpu if device_check.on_gpu(device) else self.cpu
 
     def backend(self, device: torch.device, part: str) -> str:
         """The ``backend=`` of the kernel calls of ``part`` (``kernels``: window mixing; ``decode``: the

@@ -23,6 +23,8 @@ from typing import Callable, Optional
 
 import torch
 
+from . import device as device_check
+
 BACKENDS = ("auto", "torch", "triton")
 ENV_VAR = "POSMIX_KERNELS"
 
@@ -90,8 +92,7 @@ def interpreter_enabled() -> bool:
 def _triton_unusable_reason(device: torch.device) -> Optional[str]:
     if not triton_available():
         return "Triton is not installed (pip install 'triton' on Linux x86-64; see constraints.txt)"
-    from .choice import on_gpu
-    if on_gpu(device):
+    if device_check.on_gpu(device):
         return None
     if device.type == "cpu":
         if interpreter_enabled():
@@ -106,9 +107,8 @@ def resolve(backend: Optional[str], device: torch.device) -> str:
     if name == "torch":
         return "torch"
     if name == "auto":  # Triton for CUDA tensors only (the interpreter is for tests, far slower than torch)
-        from .choice import on_gpu
         usable = triton_available() and TRITON_STATE["failure"] is None
-        return "triton" if on_gpu(device) and usable else "torch"
+        return "triton" if device_check.on_gpu(device) and usable else "torch"
     reason = _triton_unusable_reason(device)
     if reason is not None:
         raise KernelBackendError(

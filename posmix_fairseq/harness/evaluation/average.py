@@ -24,6 +24,7 @@ differ are refused (naming the option), weights with NaN, inf or absurd values a
 (never one of the inputs) is written atomically. The recipes' ``--task translation_window`` keeps only the
 interval checkpoints such an average can use, without their optimizer state.
 """
+import argparse
 import collections
 import os
 import re
