@@ -22,7 +22,7 @@ pip install $C "triton==3.7.1; platform_system == 'Linux' and platform_machine =
 if ! "$VENV/bin/python" -c "import fairseq" 2>/dev/null; then
   pip install $C --no-build-isolation fairseq-fixed==0.12.3.1
 fi
-pip install $C sacrebleu sentencepiece pytest
+pip install $C sacrebleu sentencepiece pytest pytest-xdist
 # tensorboardX: fairseq's --tensorboard-logdir (without it every fairseq command logs "Please install tensorboardX")
 pip install $C tensorboardX
 # posmix-score --moses-detok (Moses detokenisation) and the attention heatmaps (posmix-attention)

@@ -13,6 +13,16 @@ from posmix_fairseq.harness.testing import ALL_CONFIGS, EXTRA_CONFIGS  # noqa: F
 if os.environ.get("POSMIX_TEST_DEVICE"):
     torch.set_default_device(os.environ["POSMIX_TEST_DEVICE"])
 
+# The longest files first: with two workers taking a file at a time (scripts/test.sh), they start while
+# the rest of the suite shares the other worker, instead of running alone at the end.
+LONGEST_FIRST = ("test_cli_end_to_end.py", "test_multi30k_learning.py", "test_gpu_bench.py", "test_freeze.py",
+                 "test_decoding_exactness.py", "test_fairseq_machinery.py", "test_frozen_generate_settings.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))  # stable: file order kept
+
 @pytest.fixture(scope="session")
 def tiny_learned_metrics(tmp_path_factory):
     """Tiny random-weight COMET, CometKiwi, XCOMET and BLEURT models (tests/tiny_learned_metrics.py), built

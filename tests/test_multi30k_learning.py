@@ -1,5 +1,6 @@
-"""Slow: on the real Multi30k corpus, a small rPosNet and a small Transformer both learn:
-validation cross-entropy falls well below the unigram baseline.
+"""Slow: on the real Multi30k corpus, a small rPosNet learns: validation cross-entropy falls well below
+the unigram baseline. (The Transformer of the same size, which shares every part but the mixers, is
+left out to keep the suite short; every arch's forward and decoding are checked in the other suites.)
 
 The corpus path comes from $POSMIX_MULTI30K (.ci/run sets it to ../shared/data/multi30k)."""
 import os
@@ -42,7 +43,7 @@ def multi30k_bin(tmp_path_factory):
     return str(root / "bin")
 
 
-@pytest.mark.parametrize("arch", ["posmix_transformer_iwslt_de_en", "rposnet_iwslt_de_en"])
+@pytest.mark.parametrize("arch", ["rposnet_iwslt_de_en"])
 def test_small_model_learns_well_below_unigram_baseline(multi30k_bin, tmp_path, arch):
     vocab = sum(1 for _ in open(os.path.join(multi30k_bin, "dict.de.txt"))) + 4
     baseline = unigram_bits_per_token(multi30k_bin, "de", vocab)
