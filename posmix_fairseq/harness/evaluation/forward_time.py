@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from ...command import build_parser as command_parser, console
 
-from ...checkpoint_files import write_text_atomic
+from ...checkpoint_files import load_fairseq, write_text_atomic
 
 SIZE_SUFFIX = {"small": "iwslt_de_en", "base": "wmt_en_de", "big": "wmt_en_de_big"}
 
@@ -73,11 +73,12 @@ def build_from_arch(arch: str, flags: Sequence[str], vocab: int):
 
 
 def build_from_checkpoint(path: str):
-    from fairseq import checkpoint_utils, tasks
+    from fairseq import tasks
 
-    import posmix_fairseq  # noqa: F401  (registers the model)
+    import posmix_fairseq
 
-    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    posmix_fairseq.register()  # imported before fairseq, the package registered nothing
+    state = load_fairseq(path)
     cfg = state["cfg"]
     if not os.path.isdir(str(cfg["task"].data)):
         raise ValueError(f"{path}: its data directory {cfg['task'].data!r} (the dictionaries) is not here")

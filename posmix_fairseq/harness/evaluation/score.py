@@ -357,8 +357,9 @@ def build_parser():
     add_remove_bpe(p)
     p.add_argument("--moses-detok", metavar="LANG", help="Moses-detokenise for this target language")
     p.add_argument("--use-detok-lines", action="store_true", help="score fairseq's D- lines as they are")
-    p.add_argument("--metrics", default=",".join(ALL_METRICS),
-                   help=f"comma-separated subset of {','.join(ALL_METRICS)} (default: all)")
+    p.add_argument("--metrics", default=",".join(SACREBLEU_METRICS),
+                   help=f"comma-separated subset of {','.join(ALL_METRICS)} (default: the sacreBLEU metrics; "
+                        "comet and bleurt read their models from the Hugging Face cache or download them)")
     p.add_argument("--tokenize", default="13a", help=f"sacreBLEU BLEU tokenizer: {', '.join(BLEU_TOKENIZERS)}")
     p.add_argument("--lowercase", action="store_true",
                    help="case-insensitive BLEU/chrF (sacreBLEU -lc, --chrf-lowercase); COMET/BLEURT see lowercased text")

@@ -277,14 +277,13 @@ def draw(data: Dict, out_dir: str, formats=style.FORMATS) -> Dict[str, object]:
 def load_model(checkpoint: str, data: Optional[str] = None):
     """The checkpoint's model as fairseq-generate builds it (frozen checkpoints too); ``data`` points at
     the dictionaries when the checkpoint's own data directory is not on this machine."""
-    from fairseq import checkpoint_utils
-
+    from ...checkpoint_files import load_fairseq
     from ..evaluation.fairseq_loading import load_for_inference
 
     if not os.path.isfile(checkpoint):
         raise FigureInputError(f"{checkpoint}: no such checkpoint")
     if data is None:
-        state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
+        state = load_fairseq(checkpoint)
         data = str(state["cfg"]["task"].data)
         if not os.path.isdir(data):
             raise FigureInputError(f"the checkpoint's data directory {data!r} (its dictionaries) does not exist here: "

@@ -26,7 +26,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
-from ...checkpoint_files import write_atomic, write_text_atomic
+from ...checkpoint_files import load_fairseq, write_atomic, write_text_atomic
 from ...tasks.translation import source_prefix_length
 from .. import pipeline
 from .position_limits import Limit, position_limits
@@ -104,11 +104,12 @@ def source_only_split(data: str, subset: str, src: str, tgt: str) -> str:
 def load_model_meta(checkpoint: str, data: str):
     """The checkpoint's model rebuilt on the meta device (shapes only) with its task's dictionaries."""
     import torch
-    from fairseq import checkpoint_utils, tasks
+    from fairseq import tasks
 
-    import posmix_fairseq  # noqa: F401  (registers the archs)
+    import posmix_fairseq
 
-    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
+    posmix_fairseq.register()  # imported before fairseq, the package registered nothing
+    state = load_fairseq(checkpoint, "--path ")
     cfg = state["cfg"]
     cfg.task.data = data
     task = tasks.setup_task(cfg.task)

@@ -21,6 +21,7 @@ cut short by a time limit resumes where it stopped, and sections run in separate
 its targets (value, goal, met or short). ``--dry-run-cpu`` runs tiny sizes on the CPU so that the
 script cannot rot: its figures are no GPU results and are marked so.
 """
+import argparse
 import datetime
 import json
 import os
