@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.position_figures import PositionFigure
-from .engine import (DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
+from .engine import (CentredEnergy, DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
                      max_relative_position_option, register_mixer)
 from .paths.gaussian_window import GaussianWindowMixing
 
@@ -60,7 +60,7 @@ def parse_offsets(text: str, num_layers: int, num_heads: int, option: str) -> Li
     return per_layer * num_layers if len(per_layer) == 1 else per_layer
 
 
-class GaussianWeights(DirectWeights):
+class GaussianWeights(DirectWeights, CentredEnergy):
     """Fixed per-head weights N(j; floor(gamma i + o_h), sigma^2), cut, not renormalised."""
 
     def __init__(self, spec: MixerSpec):

@@ -21,7 +21,8 @@ from .token_mixer import TokenMixer  # noqa: F401
 from .shared_options import (DEFAULT_MAX_RELATIVE_POSITION, POSITION_TABLE_KINDS, max_relative_position,  # noqa: F401
                              max_relative_position_option, position_table_option, relative_embeddings_options,
                              relative_position_table)
-from .energy import DirectWeights, Energy, SoftmaxEnergy, head_scaling, split_heads, xavier_linear  # noqa: F401
+from .energy import (CentredEnergy, DirectWeights, Energy, SoftmaxEnergy,  # noqa: F401
+                     head_scaling, split_heads, xavier_linear)
 from .content_energy import ContentEnergy  # noqa: F401
 from .values import Values  # noqa: F401
 from .gating import ContextGate  # noqa: F401

@@ -48,12 +48,6 @@ class Energy(nn.Module, metaclass=abc.ABCMeta):
     def key_features(self, key: Tensor, key_positions: Tensor) -> Optional[Tensor]:
         return None
 
-    def window_centres(self, query_positions: Tensor) -> Tensor:
-        """(B, H, T) the key position each head's weights centre on, for an energy whose weights are a
-        fixed kernel around a centre (a window path then mixes only the keys around it)."""
-        raise NotImplementedError(f"{type(self).__name__} has no window centres: its weights are not a kernel "
-                                  "around one key position, so no window path can serve it")
-
     @abc.abstractmethod
     def mixing_weights(self, query: Tensor, query_positions: Tensor, keys: Optional[Tensor], key_positions: Tensor,
                        key_padding_mask: Tensor, excluded: Tensor) -> Tensor:
@@ -63,6 +57,15 @@ class Energy(nn.Module, metaclass=abc.ABCMeta):
         query (T, B, D); query_positions (B, T); keys the cached ``key_features`` (or None);
         key_positions and key_padding_mask (B, S).
         """
+
+
+class CentredEnergy(Energy):
+    """An energy whose weights are a fixed kernel around one key position per head and query: a window
+    path then mixes only the keys around that centre (the Gaussian window)."""
+
+    @abc.abstractmethod
+    def window_centres(self, query_positions: Tensor) -> Tensor:
+        """(B, H, T) the key position each head's weights centre on."""
 
 
 class SoftmaxEnergy(Energy):

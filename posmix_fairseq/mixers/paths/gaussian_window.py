@@ -29,7 +29,7 @@ from ..engine.mixing import MixingCall, MixingPath
 
 class GaussianWindowMixing(MixingPath):
     """Hard-coded Gaussian heads over a window of 2K + 1 keys around each head's centre (the centres
-    come from the mixer's energy, through the Energy contract's ``window_centres``)."""
+    come from the mixer's energy, a ``CentredEnergy``: ``window_centres``)."""
 
     name = "gaussian-window"
 
