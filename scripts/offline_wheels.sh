@@ -71,4 +71,4 @@ if ! binary "$DIR/numpy-fallback" numpy==1.26.4 2>/dev/null; then
 fi
 "$PY" "$ROOT/scripts/gpu/wheelset.py" check "$DIR" --python "$TARGET_PY"
 echo "offline_wheels: done. On the GPU host, from a checkout with $DIR in it:"
-echo "  bash scripts/gpu/install.sh $DIR /tmp/posmix-site && export PYTHONPATH=/tmp/posmix-site:\$PWD"
+echo "  bash scripts/gpu/install.sh $DIR \$HOME/posmix-site && export PYTHONPATH=\$HOME/posmix-site:\$PWD"
