@@ -270,6 +270,14 @@ def replace_file(path: str, data: bytes) -> None:
         raise
 
 
+def write_json(path: str, value, option: Optional[str] = "--json", inputs: Sequence[str] = ()) -> None:
+    """``value`` as indented JSON in ``path`` (``-``: stdout), written whole (:func:`open_output`)."""
+    import json
+
+    with open_output(path, option, inputs=inputs) as f:
+        json.dump(value, f, indent=1)
+
+
 @contextlib.contextmanager
 def open_output(path: str, option: Optional[str] = None, newline: Optional[str] = None,
                 inputs: Sequence[str] = ()) -> Iterator[io.TextIOBase]:

@@ -25,7 +25,6 @@ tokenised when no model is given. The real set (Sennrich 2017, 97,000 contrastiv
     posmix-contrastive data-bin --path checkpoint_best.pt --set lingeval97.json \\
         --spm-model bpe/spm.model --per-token --json contrastive.json
 """
-import json
 from collections import defaultdict
 from typing import Dict, List, Optional
 
@@ -33,7 +32,7 @@ import torch
 
 from .fairseq_loading import encode_lines, load_for_inference
 from ...command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_input_file,
-                        check_output_file, console, open_output, read_json)
+                        check_output_file, console, open_output, read_json, write_json)
 
 #: evaluate.py's distance bins: each distance 0 ... 15, everything beyond in ">15"
 LAST_DISTANCE_BIN = 15
@@ -177,10 +176,9 @@ def main(argv: Optional[List[str]] = None):
         with open_output(a.scores_out, "--scores-out") as f:
             f.writelines(f"{s}\n" for s in scores)
     if a.json:
-        with open_output(a.json, "--json") as f:
-            json.dump({"by_category": {k: {"correct": c, "total": n} for k, (c, n) in by_cat.items()},
-                       "by_distance": {k: {d: {"correct": c, "total": n} for d, (c, n) in ds.items()}
-                                       for k, ds in by_dist.items()}}, f, indent=1)
+        write_json(a.json, {"by_category": {k: {"correct": c, "total": n} for k, (c, n) in by_cat.items()},
+                            "by_distance": {k: {d: {"correct": c, "total": n} for d, (c, n) in ds.items()}
+                                            for k, ds in by_dist.items()}})
     return scores, by_cat, by_dist
 
 

@@ -29,8 +29,8 @@ from typing import List, Optional, Sequence
 import torch
 
 from .fairseq_loading import batches, load_for_inference
-from ...command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_output_file, console,
-                        open_output)
+from ...command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_output_file,
+                        console, write_json)
 
 SETTINGS = {
     "gpa-4": dict(beam=12, runs=10, batch_size=1, device="cpu", threads=1, unit="tokens/s",
@@ -174,10 +174,7 @@ def main(argv: Optional[List[str]] = None):
     print(f"(setting {a.setting}: {setting['source']}; {r.threads} thread(s); per-run seconds: "
           f"{', '.join(f'{s:.2f}' for s in r.seconds)}; peak memory: {r.peak_memory_kind})")
     if a.json:
-        import json
-
-        with open_output(a.json, "--json") as f:
-            json.dump(asdict(r), f, indent=1)
+        write_json(a.json, asdict(r))
     return r
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from . import score as score_mod
 from .detok import has_bpe_markers, has_spm_pieces
 from .generate_output import read_generate_output
-from ...command import check_input_file, console, open_output, plain_text
+from ...command import check_input_file, console, plain_text, write_json
 
 
 def parse_bins(spec: str, values: Sequence[float]) -> List[float]:
@@ -165,10 +165,7 @@ def main(argv: Optional[List[str]] = None):
     for m, reason in skipped.items():
         print(f"- **{m} skipped**: {reason}")
     if a.json:
-        import json
-
-        with open_output(a.json, "--json") as f:
-            json.dump(result, f, indent=1)
+        write_json(a.json, result)
     return result
 
 

@@ -16,13 +16,12 @@ the references are ``--ref`` (raw text) or the T- lines.
     posmix-ngram-orders gen.posnet_embed.txt --baseline gen.sape.txt --names PosNet-Embed SAPE \\
         --spm-model spm.model --ref test.de --json ngram-orders.json
 """
-import json
 from typing import Dict, List, Optional, Sequence
 
 from .detok import Detokenizer
 from .generate_output import read_generate_output
-from ...command import (build_parser as command_parser, check_input_file, check_output_file, console, open_output,
-                        read_text_lines)
+from ...command import (build_parser as command_parser, check_input_file, check_output_file, console,
+                        read_text_lines, write_json)
 from .score import add_remove_bpe
 
 CHRF_WORD_ORDER = 2   # chrF++'s word order, kept while the character order varies (Fig. 4a)
@@ -148,8 +147,7 @@ def main(argv: Optional[List[str]] = None):
             print(f"| {n} | " + " | ".join(f"{v:.2f}" for v in vals + gaps) + " |")
         print()
     if a.json:
-        with open_output(a.json, "--json") as f:
-            json.dump(result, f, indent=1)
+        write_json(a.json, result)
     return result
 
 
