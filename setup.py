@@ -8,7 +8,7 @@ setup(
     # Tested on CPython 3.11 (CPU, torch 2.13) and 3.12 (CUDA, torch 2.11).
     python_requires=">=3.11,<3.13",
     # torch and fairseq are NOT requirements: pip would replace the environment's own (a CUDA torch,
-    # a lab's fairseq fork or git checkout). `python -m posmix_fairseq.environment` checks them and
+    # a lab's fairseq fork or git checkout). `python -m posmix_fairseq.harness.environment` checks them and
     # says what to install; scripts/install.sh installs only what is missing; scripts/setup.sh builds
     # the whole tested stack (torch 2.13.0, fairseq-fixed 0.12.3.1: constraints.txt) in .venv. Never
     # list plain `fairseq` anywhere: pip would fetch 0.12.2, which does not import on Python 3.11.
@@ -28,7 +28,7 @@ setup(
         "posmix-bench-search-attention=posmix_fairseq.harness.benchmarks.search_attention:cli",
         "posmix-bench-train-step=posmix_fairseq.harness.benchmarks.train_step:cli",
         "posmix-bench-gaussian-window=posmix_fairseq.harness.benchmarks.gaussian_window:cli",
-        "posmix-freeze=posmix_fairseq.freeze:cli",
+        "posmix-freeze=posmix_fairseq.harness.freeze:cli",
         "posmix-plot=posmix_fairseq.harness.figures.plot:cli",
         "posmix-forward-time=posmix_fairseq.harness.evaluation.forward_time:cli",
         "posmix-ngram-orders=posmix_fairseq.harness.evaluation.ngram_orders:cli",

@@ -6,7 +6,7 @@ mixers and position encodings, the ``validation_plateau`` learning-rate schedule
 is already imported (``--user-dir``, the hub API). Registration is idempotent: importing the package
 under a second module name (``--user-dir`` pointing at a copy, a test importing it by path) does not
 raise fairseq's "Cannot register duplicate" errors. Registering also lets torch's weights-only loader
-read fairseq checkpoints (see ``checkpoint_files``); the package never turns weights-only loading off.
+read fairseq checkpoints (see ``fairseq_checkpoints``); the package never turns weights-only loading off.
 """
 import os
 import sys
@@ -28,7 +28,7 @@ def register() -> None:
     from . import schedulers  # noqa: F401  (registers --lr-scheduler validation_plateau)
     from . import tasks  # noqa: F401  (registers --task posmix_translation and translation_window)
     from . import fairseq_bf16
-    from .checkpoint_files import allow_fairseq_checkpoints
+    from .fairseq_checkpoints import allow_fairseq_checkpoints
 
     # torch >= 2.6 loads checkpoints weights-only, which by itself rejects the argparse.Namespace that fairseq
     # stores in every checkpoint; registering the few types fairseq stores lets fairseq-generate and

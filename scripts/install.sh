@@ -21,7 +21,7 @@ done
 command -v "$PY" >/dev/null || { echo "install.sh: no '$PY' on PATH; set PYTHON=/path/to/python" >&2; exit 2; }
 # The check module uses the standard library only, so it runs before the package is installed.
 envcheck() { "$PY" -c "import runpy, sys; sys.argv = ['environment'] + sys.argv[1:]; \
-runpy.run_path('posmix_fairseq/environment.py', run_name='__main__')" "$@"; }
+runpy.run_path('posmix_fairseq/harness/environment.py', run_name='__main__')" "$@"; }
 status() { "$PY" -c "import importlib.util as u, sys; m = sys.argv[1]
 if u.find_spec(m) is None: print('missing')
 else:

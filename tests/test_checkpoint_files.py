@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from helpers import binarized_toy_corpus, run_train
-from posmix_fairseq import checkpoint_files
-from posmix_fairseq.checkpoint_files import CheckpointFileError, save_atomic, write_text_atomic
-from posmix_fairseq.freeze import freeze_checkpoint
-from posmix_fairseq.freeze import main as freeze_main
+from posmix_fairseq.harness import checkpoint_files
+from posmix_fairseq.harness.checkpoint_files import CheckpointFileError, save_atomic, write_text_atomic
+from posmix_fairseq.harness.freeze import freeze_checkpoint
+from posmix_fairseq.harness.freeze import main as freeze_main
 from posmix_fairseq.harness.evaluation import average
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -139,7 +139,7 @@ def test_a_failed_write_of_average_and_freeze_keeps_the_old_output(trained, tmp_
 
 KILLED_WRITER = """
 import os, signal, sys
-from posmix_fairseq.checkpoint_files import write_atomic
+from posmix_fairseq.harness.checkpoint_files import write_atomic
 
 def writer(f):
     f.write(b"partial" * 100000)

@@ -1,4 +1,4 @@
-"""Every console script behaves as one family of commands (posmix_fairseq.command): plain-text --help in which
+"""Every console script behaves as one family of commands (posmix_fairseq.harness.command): plain-text --help in which
 every option says what it does, --version, exit statuses 0 / 1 / 2, and a one-line error naming the file for
 each kind of bad file argument, without a traceback. The entry points are read from setup.py and run in this
 process with sys.argv set, as the installed wrapper runs them (``sys.exit(entry())``)."""
@@ -86,7 +86,7 @@ def test_help_is_plain_text_with_every_option_explained_and_version(name, monkey
     assert out.startswith(f"usage: {name}")
     for markup in ("``", ":class:", ":func:", "`_", "**"):
         assert markup not in out, f"{name} --help shows reST markup {markup!r}"
-    assert built, f"{name} does not build its parser with posmix_fairseq.command"
+    assert built, f"{name} does not build its parser with posmix_fairseq.harness.command"
     assert undocumented(built[0]) == [], f"{name}: options without help"
     for flag in ("--version", "--quiet", "--debug"):
         assert flag in out

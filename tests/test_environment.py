@@ -1,4 +1,4 @@
-"""The environment check (posmix_fairseq.environment) and scripts/install.sh: an environment that lacks
+"""The environment check (posmix_fairseq.harness.environment) and scripts/install.sh: an environment that lacks
 fairseq, or has one that does not import, is told what to install; the package's own requirements
 never name torch or fairseq, so installing it cannot replace the environment's own."""
 import ast

@@ -15,7 +15,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 import test_decoding_exactness as exactness
 from helpers import (binarized_toy_corpus, build_model_from_args, meta_model, num_parameters, parse_model_args,
                      random_batch, run_generate, run_train)
-from posmix_fairseq.freeze import choose_table_sizes, freeze_model, larger_model_warning
+from posmix_fairseq.harness.freeze import choose_table_sizes, freeze_model, larger_model_warning
 from posmix_fairseq.mixers.engine import FrozenAbsoluteEnergy, FrozenRelativeEnergy
 
 TOL = 1e-5
@@ -269,7 +269,7 @@ def trained_checkpoint(tmp_path_factory):
 
 
 def freeze_cli(*argv):
-    return subprocess.run([sys.executable, "-m", "posmix_fairseq.freeze", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "posmix_fairseq.harness.freeze", *argv], capture_output=True, text=True,
                           timeout=300)
 
 

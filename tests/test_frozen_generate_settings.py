@@ -12,7 +12,7 @@ from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from helpers import build_model_from_args, parse_model_args, random_batch, run_generate
-from posmix_fairseq.freeze import choose_table_sizes, freeze_model, round_up
+from posmix_fairseq.harness.freeze import choose_table_sizes, freeze_model, round_up
 from test_freeze import (assert_same_translations, freeze_cli, hypotheses, placement_flags, raw_longest,  # noqa: F401
                          trained_checkpoint)
 

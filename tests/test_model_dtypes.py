@@ -19,7 +19,7 @@ import torch
 
 from conftest import ALL_CONFIGS
 from helpers import build_model_from_args, parse_model_args, random_batch
-from posmix_fairseq.freeze import freeze_model, frozen_placements
+from posmix_fairseq.harness.freeze import freeze_model, frozen_placements
 from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask
 from test_reduced_precision import CONFIGS
 

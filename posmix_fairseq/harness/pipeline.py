@@ -144,7 +144,7 @@ def train_command(data, save_dir, flags: Iterable[str], launcher: Optional[List[
 
 def freeze_command(checkpoint, output, flags: Iterable[str] = ()) -> List[str]:
     """posmix-freeze: a trained aPosNet/rPosNet checkpoint -> its search-time model (GPA Sections 4.1-4.2)."""
-    return module_command("posmix_fairseq.freeze", _abs(checkpoint), _abs(output), *flags)
+    return module_command("posmix_fairseq.harness.freeze", _abs(checkpoint), _abs(output), *flags)
 
 
 def generate_command(data, checkpoint, flags: Iterable[str] = (), gen_subset: str = "test",

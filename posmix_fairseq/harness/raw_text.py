@@ -7,7 +7,7 @@ import glob
 import os
 from typing import Dict, List, Optional, Tuple
 
-from ..command import read_text_lines
+from .command import read_text_lines
 
 SPLIT_NAMES = {"train": ["train"], "valid": ["valid", "val", "dev"], "test": ["test"]}
 

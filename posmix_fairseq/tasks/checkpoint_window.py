@@ -26,10 +26,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from fairseq.checkpoint_utils import torch_persistent_save
 from fairseq.tasks import TASK_REGISTRY, register_task
 from omegaconf import II
 
-from ..checkpoint_files import load_mapped, save_atomic
+from ..fairseq_checkpoints import load_mapped
 from .translation import PosMixTranslationConfig, PosMixTranslationTask
 
 logger = logging.getLogger(__name__)
@@ -114,5 +115,7 @@ def strip_optimizer_state(path: str) -> bool:
     if "last_optimizer_state" not in state:
         return False
     del state["last_optimizer_state"]
-    save_atomic(state, path)  # the mapped tensors are read from the old file while the new one is written
+    # fairseq's own atomic save (a temporary file renamed over the old one), as for the checkpoints it
+    # writes; the mapped tensors are read from the old file while the new one is written
+    torch_persistent_save(state, path)
     return True

@@ -9,7 +9,7 @@ variances measured across ten runs").
 
 Models: Base size (``*_wmt_en_de``: D 512, 6+6 layers, 8 heads, K 16) with random weights and a
 shared vocabulary of --vocab words; the frozen models come from the random trained ones through
-``posmix_fairseq.freeze.freeze_model`` with N = the longest position the setting needs. Every
+``posmix_fairseq.harness.freeze.freeze_model`` with N = the longest position the setting needs. Every
 model decodes exactly the same number of steps: fairseq's SequenceGenerator with min_len = max_len
 = the output length (EOS forbidden before it, forced at it). One run decodes --batches batches of
 random source sentences; the models take turns within each run (round-robin), so a load change
@@ -26,9 +26,9 @@ import torch  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa: E402
 
-from posmix_fairseq.freeze import freeze_model  # noqa: E402
+from posmix_fairseq.harness.freeze import freeze_model  # noqa: E402
 from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args, random_batch  # noqa: E402
-from ...command import build_parser as command_parser, console  # noqa: E402
+from ..command import build_parser as command_parser, console  # noqa: E402
 
 MODELS = {  # name -> (arch, frozen)
     "Transformer": ("posmix_transformer", False),

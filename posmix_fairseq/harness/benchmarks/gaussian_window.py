@@ -13,7 +13,7 @@ import torch
 
 from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.harness.testing import mix, mixer_spec
-from ...command import build_parser as command_parser, console
+from ..command import build_parser as command_parser, console
 
 
 def main(argv=None):

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from posmix_fairseq import kernels
 from posmix_fairseq.kernels import dispatch
-from ...command import build_parser as command_parser, console
+from ..command import build_parser as command_parser, console
 
 
 def timed(fn, device, repeats, warmup):

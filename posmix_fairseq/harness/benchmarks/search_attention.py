@@ -32,7 +32,7 @@ from posmix_fairseq.mixers import build_mixer  # noqa: E402
 from posmix_fairseq.mixers.engine.relative_search import STATE_KEYS  # noqa: E402
 from posmix_fairseq.mixers.rposnet import rposnet_paths  # noqa: E402
 from posmix_fairseq.harness.testing import mixer_spec  # noqa: E402
-from ...command import build_parser as command_parser, console  # noqa: E402
+from ..command import build_parser as command_parser, console  # noqa: E402
 
 
 def rposnet(placement, args, impl="dense"):

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args
-from ...command import build_parser as command_parser, console
+from ..command import build_parser as command_parser, console
 
 
 def build(arch, extra, vocab):

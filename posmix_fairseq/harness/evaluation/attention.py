@@ -32,7 +32,7 @@ from ...core.placement import PLACEMENTS
 from ...models.sublayers import sublayers
 from .fairseq_loading import batches, first_sentences, load_for_inference
 from .sentence_attention import SentenceAttention
-from ...command import (UsageError, build_parser as command_parser, check_checkpoints, check_data_dir,
+from ..command import (UsageError, build_parser as command_parser, check_checkpoints, check_data_dir,
                         check_output_dir, console)
 
 KINDS = tuple(placement.name for placement in PLACEMENTS)

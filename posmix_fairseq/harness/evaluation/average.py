@@ -32,8 +32,8 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from ...checkpoint_files import CheckpointFileError, check_output, check_tensors, load_mapped, save_atomic
-from ...command import CommandError, build_parser as command_parser, check_checkpoint, check_output_file, console
+from ..checkpoint_files import CheckpointFileError, check_output, check_tensors, load_mapped, save_atomic
+from ..command import CommandError, build_parser as command_parser, check_checkpoint, check_output_file, console
 
 UPDATE_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
 EPOCH_RE = re.compile(r"^checkpoint(\d+)\.pt$")

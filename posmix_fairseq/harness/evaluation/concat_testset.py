@@ -17,7 +17,7 @@ from typing import List, Optional, Tuple
 
 from ..raw_text import read_lines
 from .length_bins import assign, parse_bins
-from ...command import build_parser as command_parser, check_input_file, check_output_dir, console
+from ..command import build_parser as command_parser, check_input_file, check_output_dir, console
 
 
 def concatenate_pairs(src: List[str], tgt: List[str]) -> Tuple[List[str], List[str]]:

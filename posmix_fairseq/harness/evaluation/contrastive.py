@@ -31,7 +31,7 @@ from typing import Dict, List, Optional
 import torch
 
 from .fairseq_loading import encode_lines, load_for_inference
-from ...command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_input_file,
+from ..command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_input_file,
                         check_output_file, console, open_output, read_json, write_json)
 
 #: evaluate.py's distance bins: each distance 0 ... 15, everything beyond in ">15"

@@ -29,7 +29,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from .fairseq_loading import batches, load_for_inference
-from ...command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_output_file,
+from ..command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_output_file,
                         console, write_json)
 
 SETTINGS = {

@@ -8,7 +8,7 @@ from typing import List, Sequence
 
 import torch
 
-from ...command import silence_library_noise
+from ..command import silence_library_noise
 
 
 @contextlib.contextmanager

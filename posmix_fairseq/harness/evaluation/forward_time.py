@@ -23,9 +23,9 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
-from ...command import build_parser as command_parser, console
+from ..command import build_parser as command_parser, console
 
-from ...checkpoint_files import load_fairseq, write_text_atomic
+from ..checkpoint_files import load_fairseq, write_text_atomic
 
 SIZE_SUFFIX = {"small": "iwslt_de_en", "base": "wmt_en_de", "big": "wmt_en_de_big"}
 

@@ -21,7 +21,7 @@ configuration: with hydra-core 1.3 that log goes to stderr, not into the file.
 from dataclasses import dataclass, field
 from typing import Collection, Dict, List
 
-from ...command import read_text
+from ..command import read_text
 
 
 @dataclass

@@ -21,7 +21,7 @@ import numpy as np
 from . import score as score_mod
 from .detok import has_bpe_markers, has_spm_pieces
 from .generate_output import read_generate_output
-from ...command import check_input_file, console, plain_text, write_json
+from ..command import check_input_file, console, plain_text, write_json
 
 
 def parse_bins(spec: str, values: Sequence[float]) -> List[float]:

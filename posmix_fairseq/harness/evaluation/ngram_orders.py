@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence
 
 from .detok import Detokenizer
 from .generate_output import read_generate_output
-from ...command import (build_parser as command_parser, check_input_file, check_output_file, console,
+from ..command import (build_parser as command_parser, check_input_file, check_output_file, console,
                         read_text_lines, write_json)
 from .score import add_remove_bpe
 

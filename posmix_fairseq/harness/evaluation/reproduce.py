@@ -31,7 +31,7 @@ from typing import Dict, List, Optional
 
 from ..pipeline import PACKAGE_ROOT
 from .paper_tables import PAPER_NUMBERS, TABLES, System, Table, paper_short_name
-from ...command import build_parser as command_parser, console
+from ..command import build_parser as command_parser, console
 
 ROOT = PACKAGE_ROOT  # the checkout: its examples/ hold the recipes
 DEFAULT_DATA = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))

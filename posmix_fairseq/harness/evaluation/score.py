@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ...command import (UsageError, build_parser as command_parser, check_input_file, check_output_file, console,
+from ..command import (UsageError, build_parser as command_parser, check_input_file, check_output_file, console,
                         open_output, read_text, read_text_lines, same_file)
 from .detok import REMOVE_BPE_CHOICES, Detokenizer, check_plain
 from .generate_output import GenerateOutput, read_generate_output

@@ -14,7 +14,7 @@ import io
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ... import command
+from .. import command
 
 
 class FigureInputError(ValueError):

@@ -277,7 +277,7 @@ def draw(data: Dict, out_dir: str, formats=style.FORMATS) -> Dict[str, object]:
 def load_model(checkpoint: str, data: Optional[str] = None):
     """The checkpoint's model as fairseq-generate builds it (frozen checkpoints too); ``data`` points at
     the dictionaries when the checkpoint's own data directory is not on this machine."""
-    from ...checkpoint_files import load_fairseq
+    from ..checkpoint_files import load_fairseq
     from ..evaluation.fairseq_loading import load_for_inference
 
     if not os.path.isfile(checkpoint):

@@ -24,7 +24,7 @@ import os
 from typing import List, Optional
 
 from . import style
-from ...command import (HelpFormatter, build_parser as command_parser, check_checkpoint, check_data_dir,
+from ..command import (HelpFormatter, build_parser as command_parser, check_checkpoint, check_data_dir,
                         console)
 from .data import (FigureInputError, argmax_rows, contrastive_by_distance, length_bins, metric_of, parse_pairs,
                    pick_system, read_json, system_scores, table_scores)

@@ -26,7 +26,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
-from ...checkpoint_files import load_fairseq, write_atomic, write_text_atomic
+from ..checkpoint_files import load_fairseq, write_atomic, write_text_atomic
 from ...tasks.translation import source_prefix_length
 from .. import pipeline
 from .position_limits import Limit, position_limits

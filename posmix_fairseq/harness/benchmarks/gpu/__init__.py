@@ -29,7 +29,7 @@ import platform
 import time
 
 import torch
-from ....command import (CommandError, build_parser as command_parser, check_input_file, check_output_file, console,
+from ...command import (CommandError, build_parser as command_parser, check_input_file, check_output_file, console,
                           read_json)
 
 SECTIONS = ("kernels", "sublayer", "train", "decode", "quality")

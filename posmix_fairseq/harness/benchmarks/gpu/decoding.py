@@ -22,7 +22,7 @@ MAX_POSITIONS = 1100  # t = 1024 decoder steps for the state comparison, 512-tok
 def build(name, flags, dictionary, num_positions, device, dtype):
     from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-    from posmix_fairseq.freeze import freeze_model
+    from posmix_fairseq.harness.freeze import freeze_model
     from posmix_fairseq.harness.testing import build_model_from_args, parse_model_args
     arch, frozen = MODELS[name]
     args = parse_model_args(["--arch", f"{arch}_{flags['size']}", "--share-all-embeddings", "--max-source-positions",

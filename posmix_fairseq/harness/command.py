@@ -81,7 +81,7 @@ class CommandParser(argparse.ArgumentParser):
 
 
 def version_string() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 

@@ -39,12 +39,13 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 import torch
 from fairseq import checkpoint_utils, tasks
 
-from . import checkpoint_files, register
-from .binarized_data import longest_sentences
-from .core.placement import PLACEMENTS, SIDES
-from .mixers import MIXER_REGISTRY, frozen_mixers
-from .mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
-from .models.sublayers import sublayers
+from .. import register
+from ..binarized_data import longest_sentences
+from ..core.placement import PLACEMENTS, SIDES
+from ..mixers import MIXER_REGISTRY, frozen_mixers
+from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
+from ..models.sublayers import sublayers
+from . import checkpoint_files
 from .command import build_parser as command_parser, check_checkpoint, check_data_dir, check_output_file, console
 from .checkpoint_files import check_output, check_tensors
 

@@ -3,8 +3,8 @@
 The package's own requirements (setup.py ``install_requires``) leave out torch and fairseq on purpose:
 pip would otherwise replace a lab's own fairseq (a fork, a git checkout) or its CUDA torch. So this
 module checks that both are there and working, and says what to install where they are not. It uses
-the standard library only, so ``python posmix_fairseq/environment.py`` runs before the package is
-installed (``scripts/install.sh`` does that); ``python -m posmix_fairseq.environment`` runs it after.
+the standard library only, so ``python posmix_fairseq/harness/environment.py`` runs before the package is
+installed (``scripts/install.sh`` does that); ``python -m posmix_fairseq.harness.environment`` runs it after.
 Exit status 0: everything needed is there; 1: something is missing or broken (listed, with the
 command that installs it).
 """
@@ -115,7 +115,7 @@ def missing(findings: List[Finding]) -> List[str]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m posmix_fairseq.environment", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m posmix_fairseq.harness.environment", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
                    help="only check that each module is installed, without importing it (fast, misses broken installs)")
     p.add_argument("--require", default="",

@@ -1,16 +1,14 @@
-"""Reading and writing checkpoint files: the one place the library and the harness open them.
+"""Reading and writing checkpoint files: the one place the harness's commands open them.
 
 Reading is weights-only (``torch.load(weights_only=True)``): a pickle may build tensors, containers and
-the few types fairseq checkpoints store (``argparse.Namespace``; numpy scalars in some metric states), and
-nothing else, so a crafted checkpoint cannot run code. :func:`allow_fairseq_checkpoints` registers those
-types with torch once, at plugin import, so fairseq's own loader (``checkpoint_utils.load_checkpoint_to_cpu``,
-which calls ``torch.load`` without ``weights_only``) reads fairseq checkpoints under torch's default too.
+the few types fairseq checkpoints store (:mod:`posmix_fairseq.fairseq_checkpoints`), and nothing else, so
+a crafted checkpoint cannot run code; a file that cannot be read is a :class:`CheckpointFileError`
+naming it.
 
 Writing is atomic: the object goes to a temporary file in the target's directory, is flushed to disk, and
 is renamed over the target (``os.replace``), so a crash or a kill mid-write leaves the old file whole. A
 target that is (through links) one of the command's inputs is refused before anything is read.
 """
-import argparse
 import io
 import os
 import tempfile
@@ -19,35 +17,13 @@ from typing import Callable, Iterable, Mapping
 
 import torch
 
+from ..fairseq_checkpoints import allow_fairseq_checkpoints
 from .command import same_file
 
 
 class CheckpointFileError(ValueError):
     """A checkpoint (or output) file that cannot be read or written safely; the message names the file and
     the fix."""
-
-
-def fairseq_checkpoint_types() -> list:
-    """The non-tensor, non-container types a fairseq checkpoint may hold (found by listing the globals of
-    fairseq-train's checkpoints and the legacy test checkpoints with
-    ``torch.serialization.get_unsafe_globals_in_checkpoint``): the ``args`` Namespace, and the numpy
-    scalars, dtypes and arrays that metric states may carry (``--eval-bleu`` keeps its n-gram counts
-    as arrays: ``numpy.core.multiarray._reconstruct`` only allocates an empty array)."""
-    types = [argparse.Namespace]
-    try:
-        import numpy as np
-        from numpy.core.multiarray import _reconstruct, scalar  # numpy 2 keeps these names as aliases
-        types += [scalar, np.dtype, np.ndarray, _reconstruct]
-        types += [type(np.dtype(t)) for t in ("float64", "float32", "int64", "int32", "bool")]
-    except ImportError:  # pragma: no cover  (numpy comes with torch's users here)
-        pass
-    return types
-
-
-def allow_fairseq_checkpoints() -> None:
-    """Lets ``torch.load``'s weights-only unpickler build the types of :func:`fairseq_checkpoint_types`
-    (idempotent)."""
-    torch.serialization.add_safe_globals(fairseq_checkpoint_types())
 
 
 def _refusal(path: str, error: Exception) -> CheckpointFileError:

@@ -1,0 +1,42 @@
+"""What torch's weights-only loader needs to read fairseq checkpoints.
+
+torch >= 2.6 loads weights-only by default: a pickle may build tensors and containers, and nothing
+else, so a crafted checkpoint cannot run code. A fairseq checkpoint also stores its ``args``
+(``argparse.Namespace``) and, in some metric states, numpy scalars and arrays. :func:`register`
+(the plugin's import) calls :func:`allow_fairseq_checkpoints` once, so fairseq's own loader
+(``checkpoint_utils.load_checkpoint_to_cpu``, which calls ``torch.load`` without ``weights_only``)
+reads fairseq checkpoints under torch's default, while a pickle that needs anything else is still
+refused. Weights-only loading is never turned off.
+"""
+import argparse
+
+import torch
+
+
+def fairseq_checkpoint_types() -> list:
+    """The non-tensor, non-container types a fairseq checkpoint may hold (found by listing the globals of
+    fairseq-train's checkpoints and the legacy test checkpoints with
+    ``torch.serialization.get_unsafe_globals_in_checkpoint``): the ``args`` Namespace, and the numpy
+    scalars, dtypes and arrays that metric states may carry (``--eval-bleu`` keeps its n-gram counts
+    as arrays: ``numpy.core.multiarray._reconstruct`` only allocates an empty array)."""
+    types = [argparse.Namespace]
+    try:
+        import numpy as np
+        from numpy.core.multiarray import _reconstruct, scalar  # numpy 2 keeps these names as aliases
+        types += [scalar, np.dtype, np.ndarray, _reconstruct]
+        types += [type(np.dtype(t)) for t in ("float64", "float32", "int64", "int32", "bool")]
+    except ImportError:  # pragma: no cover  (numpy comes with torch's users here)
+        pass
+    return types
+
+
+def allow_fairseq_checkpoints() -> None:
+    """Lets ``torch.load``'s weights-only unpickler build the types of :func:`fairseq_checkpoint_types`
+    (idempotent)."""
+    torch.serialization.add_safe_globals(fairseq_checkpoint_types())
+
+
+def load_mapped(path: str) -> dict:
+    """A fairseq checkpoint read weights-only, its tensors memory-mapped (only what is used is read)."""
+    allow_fairseq_checkpoints()
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
