@@ -1,7 +1,8 @@
-"""Every console script behaves as one family of commands (posmix_fairseq.harness.command): plain-text --help in which
-every option says what it does, --version, exit statuses 0 / 1 / 2, and a one-line error naming the file for
-each kind of bad file argument, without a traceback. The entry points are read from setup.py and run in this
-process with sys.argv set, as the installed wrapper runs them (``sys.exit(entry())``)."""
+"""Every console script behaves as one family of commands (posmix_fairseq.harness.command): plain-text
+--help in which every option says what it does, --version, exit statuses 0 / 1 / 2, and a one-line error
+naming the file for each kind of bad file argument, without a traceback. The entry points are read from
+setup.py and run in this process with sys.argv set, as the installed wrapper runs them
+(``sys.exit(entry())``)."""
 import ast
 import importlib
 import os
@@ -10,7 +11,8 @@ import sys
 
 import pytest
 
-from posmix_fairseq import __version__, command
+from posmix_fairseq import __version__
+from posmix_fairseq.harness import command
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
