@@ -1,12 +1,9 @@
 """posmix_fairseq: position-based token mixing for fairseq NMT (a ``--user-dir`` plugin).
 
-:func:`register` registers the ``posmix_transformer`` model, its named architectures, the token
-mixers and position encodings, the ``validation_plateau`` learning-rate scheduler and the
-``posmix_translation`` and ``translation_window`` tasks; importing the package calls it when fairseq
-is already imported (``--user-dir``, the hub API). Registration is idempotent: importing the package
-under a second module name (``--user-dir`` pointing at a copy, a test importing it by path) does not
-raise fairseq's "Cannot register duplicate" errors. Registering also lets torch's weights-only loader
-read fairseq checkpoints (see ``checkpoint_files``); the package never turns weights-only loading off.
+Importing the package calls :func:`register` when fairseq is already imported (``--user-dir``, the hub
+API). Registration is idempotent: importing the package under a second module name (``--user-dir``
+pointing at a copy, a test importing it by path) does not raise fairseq's "Cannot register duplicate"
+errors. The package never turns torch's weights-only loading off (see ``checkpoint_files``).
 """
 import os
 import sys
@@ -16,17 +13,11 @@ USER_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def register() -> None:
-    """Register the model, the named architectures, the token mixers, the position encodings, the
-    scheduler and the tasks with fairseq (importing the modules that register them; idempotent).
-
-    Importing the package does this by itself when fairseq is already imported, which is the case under
-    ``--user-dir`` (fairseq imports the user directory after itself) and in the hub API. Code that
-    imports the package first and builds or loads a model with fairseq afterwards calls it."""
-    from . import mixers  # noqa: F401  (registers the token mixers)
-    from . import position_encodings  # noqa: F401  (registers the embedding-level position modules)
-    from . import models  # noqa: F401  (registers the model and the named architectures)
-    from . import schedulers  # noqa: F401  (registers --lr-scheduler validation_plateau)
-    from . import tasks  # noqa: F401  (registers --task posmix_translation and translation_window)
+    """Register with fairseq the ``posmix_transformer`` model and its named architectures, the token
+    mixers, the position encodings, the ``validation_plateau`` scheduler and the ``posmix_translation``
+    and ``translation_window`` tasks (idempotent). Code that imports the package before fairseq and
+    builds or loads a model afterwards calls it."""
+    from . import mixers, position_encodings, models, schedulers, tasks  # noqa: F401  (they register)
     from . import fairseq_bf16
     from .checkpoint_files import allow_fairseq_checkpoints
 

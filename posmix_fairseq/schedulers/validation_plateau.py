@@ -1,26 +1,17 @@
 """``--lr-scheduler validation_plateau``: multiply the learning rate by ``--lr-shrink`` when
-``--lr-patience`` consecutive validations brought no improvement of the best validation score.
+``--lr-patience`` consecutive validations brought no improvement of the best validation score
+(docs/recipes.md, APE's learning-rate schedule).
 
-PEA Section 4.1: "We use a batch size of 4700 tokens and save a model checkpoint 8 times per epoch.
-The learning rate is scaled by a factor of 0.9 if no improvement in perplexity on the development set
-has been observed for 6 consecutive evaluation checkpoints." fairseq's ``reduce_lr_on_plateau`` steps
-once per epoch, with the end-of-epoch validation only: validations in the middle of an epoch
-(``--validate-interval-updates`` / ``--save-interval-updates``) do not count, so with 8 evaluations
-per epoch the rate would decay 8 times too rarely. This scheduler counts every validation:
-
-- at the end of an epoch fairseq hands it the validation score (``step``);
-- a validation in the middle of an epoch runs after update u and is followed by a checkpoint save,
-  which records fairseq's best validation score so far (``checkpoint_utils.save_checkpoint.best``);
-  the next update's ``step_update(u + 1)`` compares that best with the best it saw before. A
-  validation improved on the best exactly when fairseq's best moved. (fairseq has no hook between a
-  validation and the next update, so a reduction there applies from update u + 2.)
-
-Counting follows the paper's words: the rate shrinks at the ``patience``-th consecutive validation
-without improvement (torch's ReduceLROnPlateau waits for patience + 1), and the count restarts after
-each reduction and after each improvement. An improvement is any decrease of the metric (or increase
-with ``--maximize-best-checkpoint-metric``), more than ``--lr-threshold`` relative. Every validation
-must be a save, so that fairseq's best moves with it: ``--validate-interval-updates`` must be 0 or a
-multiple of ``--save-interval-updates``.
+PEA Section 4.1 scales the rate by 0.9 after 6 consecutive evaluation checkpoints without improvement,
+with 8 checkpoints per epoch; fairseq's ``reduce_lr_on_plateau`` sees the end-of-epoch validation
+only. This scheduler counts every validation: at an epoch's end fairseq hands it the score
+(``step``); a validation in the middle of an epoch, after update u, is followed by a checkpoint save
+that records fairseq's best score so far (``checkpoint_utils.save_checkpoint.best``), and
+``step_update(u + 1)`` compares that best with the one it saw before (fairseq has no hook between a
+validation and the next update, so a reduction there applies from update u + 2). Every validation
+must therefore be a save. The rate shrinks at the ``patience``-th consecutive validation without an
+improvement of more than ``--lr-threshold`` relative (torch's ReduceLROnPlateau waits for patience + 1),
+and the count restarts after each reduction and each improvement.
 """
 from dataclasses import dataclass, field
 from typing import List
