@@ -1,12 +1,6 @@
-"""Where a part sits: the three attention sublayers (placements) and the two sides, and how their
-options are named and read.
-
-Small immutable objects instead of strings compared in many files: a placement knows which side
-its queries and keys come from, whether it is causal or cross-attention, the attribute of the
-fairseq layer that holds it, and its flag prefix. Every option of a side or a sublayer is addressed
-through :class:`OptionScope`: ``flag(option)`` is its command-line flag, ``attr(option)`` the
-argparse attribute, and ``read`` / ``write`` / ``stored`` / ``read_declared`` the one way the plan,
-the validation and the upgrades of stored arguments read and write it.
+"""Where a part sits: the three attention sublayers (placements) and the two sides, as small immutable
+objects instead of strings compared in many files, and the one way their options are named and read
+(:class:`OptionScope`; docs/contributing.md, Options are read one way).
 """
 from dataclasses import dataclass
 from typing import Dict

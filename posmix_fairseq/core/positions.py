@@ -1,17 +1,9 @@
 """Padding-aware positions, relative distances, and the route that hands a forward call's positions
-to the parts that need them.
+to the parts that need them (docs/contributing.md, Positions take one route).
 
 Positions always come from the padding mask, never from tensor indices: fairseq left-pads sources
 by default, and a sentence must get the same positions alone or in a padded batch. Positions are
 0-based; padding slots get position 0 (their attention weights are masked).
-
-The encoder and the decoder each compute their positions ONCE per forward call
-(:meth:`PositionFrame.of_tokens`) and carry them through that call on their
-:class:`PositionRoute`: the embedding-level position module and every mixer of the side read the
-same frame, and the decoder's cross-attention reads the encoder's positions from ``encoder_out``.
-A frame lives exactly as long as the call (a ``with`` block): nothing survives between forward
-calls. Under activation checkpointing the layer receives its frame as an explicit argument, so the
-recomputation in the backward pass runs with the frame of the forward it repeats.
 """
 import contextlib
 import functools
@@ -34,10 +26,7 @@ def positions_from_padding(padding_mask: Optional[Tensor], batch: int, length: i
 
 def relative_distance(query_positions: Tensor, key_positions: Tensor, length_ratio: float) -> Tensor:
     """(B, T, S) distances floor(gamma * n) - m; gamma = 1 in self-attention."""
-    if length_ratio == 1.0:
-        scaled = query_positions
-    else:
-        scaled = torch.floor(query_positions.double() * length_ratio).long()
+    scaled = query_positions if length_ratio == 1.0 else torch.floor(query_positions.double() * length_ratio).long()
     return scaled.unsqueeze(2) - key_positions.unsqueeze(1)
 
 

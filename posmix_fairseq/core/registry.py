@@ -6,7 +6,7 @@ declared option into one flag per place the part can go (``--encoder-self-<optio
 does not read it.
 """
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Generic, Iterator, List, TypeVar
+from typing import Callable, Dict, Generic, List, TypeVar
 
 
 @dataclass
@@ -32,7 +32,8 @@ class Registry(Generic[E]):
 
     def register(self, name: str, entry: E) -> E:
         old = self._entries.get(name)
-        if old is not None and getattr(old.builder, "__qualname__", None) != getattr(entry.builder, "__qualname__", None):
+        qualname = getattr(entry.builder, "__qualname__", None)
+        if old is not None and getattr(old.builder, "__qualname__", None) != qualname:
             raise ValueError(f"{self.kind} {name!r} is already registered")
         self._entries[name] = entry
         return entry
@@ -48,9 +49,6 @@ class Registry(Generic[E]):
 
     def __contains__(self, name) -> bool:
         return name in self._entries
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
 
     def items(self):
         return sorted(self._entries.items())

@@ -1,20 +1,14 @@
-"""Parameters shared by the layers of an encoder or a decoder, used once per forward call when the
-layers are activation-checkpointed.
+"""Parameters shared by the layers of an encoder or a decoder (GPA Section 4.1's n~, m~ and their
+LayerNorms, PosNet-Attn's kernels, T5/AT5 bucket tables), used once per forward call when the layers
+are activation-checkpointed (docs/multi-gpu.md, Activation checkpointing and tables shared across layers).
 
-The side's shared tables (GPA Section 4.1's n~, m~ and their LayerNorms, PosNet-Attn's kernels,
-T5/AT5 bucket tables) are read by every layer. fairseq's ``--checkpoint-activations`` is
-reentrant: the backward pass recomputes each layer and runs a backward of its own through it, so
-a parameter that the layers read directly would receive its gradient once per layer, and
-PyTorch's DistributedDataParallel (``find_unused_parameters=False``, fairseq's ``pytorch_ddp``)
-refuses a parameter marked ready twice.
-
-Under checkpointing the side therefore uses each shared parameter once per forward call, outside
-the layers: :meth:`SharedParameters.carrying` takes an identity view of every shared parameter,
-and the layers receive these views as explicit tensor arguments of their checkpoint (like their
-positions). Inside a layer the tables read the layer's copy of the view in place of their
-parameter (:meth:`SharedParameters.substituted`), so the checkpoint returns the gradient of the
-view as an input gradient; autograd sums the layers' gradients at the view and accumulates the
-parameter's gradient once. Without checkpointing nothing is substituted.
+fairseq's checkpointing is reentrant: a parameter the layers read directly would receive its gradient
+once per layer, which DistributedDataParallel (``find_unused_parameters=False``) refuses. So the side
+takes one identity view of each shared parameter per call (:meth:`SharedParameters.carrying`), hands
+the views to the checkpointed layers as tensor arguments, and inside a layer the tables read the
+layer's copy of the view in place of their parameter (:meth:`SharedParameters.substituted`): the
+checkpoint returns each view's gradient as an input gradient, and the parameter receives the sum
+once. Without checkpointing nothing is substituted.
 """
 import contextlib
 from typing import Dict, List, Tuple
