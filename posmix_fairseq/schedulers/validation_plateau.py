@@ -21,6 +21,9 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.optim.lr_scheduler import LR_SCHEDULER_REGISTRY, FairseqLRScheduler, register_lr_scheduler
 from omegaconf import II
 
+#: what a checkpoint keeps of the schedule, besides the updates at which the rate shrank
+STATE = ("lr", "plateau_best", "bad_validations", "observed_update")
+
 
 @dataclass
 class ValidationPlateauConfig(FairseqDataclass):
@@ -41,8 +44,7 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
     def __init__(self, cfg: ValidationPlateauConfig, optimizer):
         super().__init__(cfg, optimizer)
         if len(cfg.lr) != 1:
-            raise ValueError("--lr-scheduler validation_plateau takes one --lr (got "
-                             f"{', '.join(map(str, cfg.lr))})")
+            raise ValueError(f"--lr-scheduler validation_plateau takes one --lr (got {', '.join(map(str, cfg.lr))})")
         if not 0.0 < cfg.lr_shrink < 1.0:
             raise ValueError(f"--lr-shrink must be in (0, 1) (got {cfg.lr_shrink})")
         if cfg.lr_patience < 1:
@@ -56,13 +58,9 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
                              f"--save-interval-updates ({si})")
         self.lr = cfg.lr[0]
         self.optimizer.set_lr(self.lr)
-        self.plateau_best = None
-        self.bad_validations = 0
-        self.observed_update = -1
-        self.num_updates = 0
+        self.plateau_best, self.bad_validations, self.observed_update, self.num_updates = None, 0, -1, 0
         self.reductions: List[int] = []  # updates at which the rate shrank
 
-    # --- the plateau rule -------------------------------------------------------------------------
     def _improves(self, value: float) -> bool:
         if self.plateau_best is None:
             return True
@@ -97,7 +95,6 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
         vi, si = cfg.validate_interval_updates, cfg.save_interval_updates
         return (vi > 0 and update % vi == 0) or (si > 0 and update % si == 0)
 
-    # --- fairseq's hooks --------------------------------------------------------------------------
     def step(self, epoch, val_loss=None):
         """End of an epoch: fairseq passes that validation's score."""
         if val_loss is not None:
@@ -114,16 +111,13 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
         return self.optimizer.get_lr()
 
     def state_dict(self):
-        return {"lr": self.lr, "plateau_best": self.plateau_best, "bad_validations": self.bad_validations,
-                "observed_update": self.observed_update, "reductions": list(self.reductions)}
+        return {key: getattr(self, key) for key in STATE} | {"reductions": list(self.reductions)}
 
     def load_state_dict(self, state_dict):
         if "plateau_best" not in state_dict:
             return  # a checkpoint of another scheduler: start counting afresh
-        self.lr = state_dict["lr"]
-        self.plateau_best = state_dict["plateau_best"]
-        self.bad_validations = state_dict["bad_validations"]
-        self.observed_update = state_dict["observed_update"]
+        for key in STATE:
+            setattr(self, key, state_dict[key])
         self.reductions = list(state_dict.get("reductions", []))
         self.optimizer.set_lr(self.lr)
 
