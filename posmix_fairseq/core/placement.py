@@ -13,6 +13,9 @@ class OptionScope:
 
     name: str
 
+    def __str__(self):
+        return self.name
+
     @property
     def flag_prefix(self) -> str:
         return "--" + self.name.replace("_", "-")
@@ -57,9 +60,6 @@ class Side(OptionScope):
     def max_positions_attr(self) -> str:
         return f"max_{self.role}_positions"
 
-    def __str__(self):
-        return self.name
-
 
 ENCODER = Side("encoder", "source", causal=False)
 DECODER = Side("decoder", "target", causal=True)
@@ -84,9 +84,6 @@ class Placement(OptionScope):
     def sides(self):
         """The sides whose positions this sublayer reads (queries, keys), each once."""
         return (self.query_side,) if self.query_side == self.key_side else (self.query_side, self.key_side)
-
-    def __str__(self):
-        return self.name
 
 
 ENCODER_SELF = Placement("encoder_self", ENCODER, ENCODER, ENCODER, causal=False, cross=False, module_attr="self_attn")

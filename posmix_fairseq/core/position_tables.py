@@ -76,13 +76,9 @@ class LearnedPositionTable(nn.Module):
 
 
 class SharedPositionTables:
-    """Absolute position tables shared by all layers of an encoder or a decoder.
-
-    GPA Section 4.1: the position representations n~, m~ are shared
-    across layers; only W^Q, W^K are per layer. The holder is a plain object (not a Module) so
-    that mixers can reference it without registering the tables once per layer; the owner
-    registers ``self.tables`` as its submodule.
-    """
+    """Position tables shared by all layers of an encoder or a decoder (GPA Section 4.1: n~, m~ are
+    shared across layers; only W^Q, W^K are per layer). A plain object, not a Module, so that mixers can
+    reference it without registering the tables once per layer; the owner registers ``self.tables``."""
 
     def __init__(self):
         self.tables = nn.ModuleDict()
@@ -112,8 +108,7 @@ class SharedPositionTables:
         raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
 
     def layer_norm(self, table_key: str, dim: int) -> nn.Module:
-        """The LayerNorm applied to the rows of the table ``table_key`` before the mixers read them
-        (one per table, shared by the layers, like the table)."""
+        """The LayerNorm of the rows of the table ``table_key``, shared by the layers like the table."""
         return self.shared(f"{table_key}_layernorm", lambda: nn.LayerNorm(dim))
 
 
@@ -187,14 +182,10 @@ def position_kernels(positions: int, groups: int, dim: int) -> nn.Parameter:
 
 def apply_position_kernels(x: Tensor, positions: Tensor, padding_mask: Optional[Tensor], kernels: Tensor,
                            option: str) -> Tensor:
-    """out[b, s, g] = x[b, s, g] @ kernels[positions[b, s], g]: a (d x d) kernel per true position
-    and group (PosNet, Eqs. 23-24).
-
-    x: (B, S, G, d); positions: (B, S) from the padding mask; kernels: (P, G, d, d). A position
-    >= P raises a ValueError naming ``option``. A whole sentence (S > 1) is aligned so that
-    column p holds position p, which lets one batched product use kernels[:S] (no per-token
-    copy of the kernels); a single decoding step gathers its kernels.
-    """
+    """out[b, s, g] = x[b, s, g] @ kernels[positions[b, s], g]: a (d x d) kernel per true position and
+    group (PosNet, Eqs. 23-24); x (B, S, G, d), kernels (P, G, d, d), a position >= P an error naming
+    ``option``. A whole sentence (S > 1) is aligned so that column p holds position p, which lets one
+    batched product use kernels[:S] (no per-token copy of the kernels); a decoding step gathers its own."""
     table_size = kernels.size(0)
     longest = int(positions.max()) if positions.numel() else 0
     if longest >= table_size:

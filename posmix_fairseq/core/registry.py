@@ -1,10 +1,7 @@
-"""One generic registry for named, interchangeable parts (token mixers, position encodings).
-
-Each entry has a builder and may declare its own command-line options; the model turns every
-declared option into one flag per place the part can go (``--encoder-self-<option>`` for mixers,
-``--encoder-<option>`` for position encodings), and refuses a flag given for a place whose part
-does not read it.
-"""
+"""One generic registry for named, interchangeable parts (token mixers, position encodings). Each
+entry has a builder and may declare its own options, which the model turns into one flag per place
+the part can go (``--encoder-self-<option>``, ``--encoder-<option>``), refused where the part does not
+read it."""
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Generic, List, TypeVar
 

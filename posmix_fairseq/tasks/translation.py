@@ -38,17 +38,17 @@ def check_source_prefix(task, args):
     ``--source-prefix`` is unset and refuses a different one; another task can only feed sources
     without a prefix."""
     prefix = source_prefix_value(getattr(args, "source_prefix", None)) or "none"
-    if not isinstance(task, PosMixTranslationTask):
-        if prefix != "none":
-            raise ValueError(f"the model reads sources that start with EOS ({OPTION} {prefix}, e.g. set by the "
-                             f"*_released archs), which --task {getattr(task.cfg, '_name', None) or type(task).__name__}"
-                             f" does not make: use --task posmix_translation (at generation it takes the model's "
-                             f"{OPTION})")
-    elif task.source_prefix is None:
-        task.source_prefix = prefix
-    elif task.source_prefix != prefix:
-        raise ValueError(f"{OPTION} {task.source_prefix}, but the model was trained with {OPTION} {prefix}: "
-                         f"drop {OPTION} (the task then takes the model's) or give {prefix}")
+    if isinstance(task, PosMixTranslationTask):
+        if task.source_prefix is None:
+            task.source_prefix = prefix
+        elif task.source_prefix != prefix:
+            raise ValueError(f"{OPTION} {task.source_prefix}, but the model was trained with {OPTION} {prefix}: "
+                             f"drop {OPTION} (the task then takes the model's) or give {prefix}")
+    elif prefix != "none":
+        name = getattr(task.cfg, "_name", None) or type(task).__name__
+        raise ValueError(f"the model reads sources that start with EOS ({OPTION} {prefix}, e.g. set by the *_released "
+                         f"archs), which --task {name} does not make: use --task posmix_translation (at generation it "
+                         f"takes the model's {OPTION})")
 
 
 @dataclass
