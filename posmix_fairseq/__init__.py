@@ -1,9 +1,7 @@
 """posmix_fairseq: position-based token mixing for fairseq NMT (a ``--user-dir`` plugin).
 
 Importing the package calls :func:`register` when fairseq is already imported (``--user-dir``, the hub
-API). Registration is idempotent: importing the package under a second module name (``--user-dir``
-pointing at a copy, a test importing it by path) does not raise fairseq's "Cannot register duplicate"
-errors. The package never turns torch's weights-only loading off (see ``checkpoint_files``).
+API); registering is idempotent, also under a second module name (``--user-dir`` pointing at a copy).
 """
 import os
 import sys

@@ -1,12 +1,9 @@
 """``--bf16`` on a GPU (or CPU) host without torch_xla: train and decode in bfloat16 (docs/multi-gpu.md, bf16).
 
-* Training: fairseq 0.12's ``options.parse_args_and_arch`` sets ``args.tpu = True`` for ``--bf16``, and
-  every reader of ``tpu`` then takes the XLA route, which dies without torch_xla. :func:`install` wraps
-  that function (the CLIs call it by module attribute, after the ``--user-dir`` import) so that, where
-  torch_xla is not installed and ``--tpu`` was not given, the parsed arguments say ``tpu=False`` before
-  they become the config that ``call_main``, its spawned workers and the trainer read.
-* Decoding: ``fairseq-generate`` converts the models for ``--fp16`` only; :class:`Bf16Inference`, mixed
-  into the plugin's model, converts it to bfloat16 in ``prepare_for_inference_``.
+fairseq 0.12 turns ``--bf16`` into ``tpu=True`` (its XLA route, which dies without torch_xla):
+:func:`install` wraps ``options.parse_args_and_arch``, which the CLIs call by module attribute after the
+``--user-dir`` import, to undo that before the arguments become the config. ``fairseq-generate``
+converts models for ``--fp16`` only: :class:`Bf16Inference` converts the plugin's model for ``--bf16``.
 """
 import argparse
 import functools

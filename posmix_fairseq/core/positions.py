@@ -31,14 +31,9 @@ def relative_distance(query_positions: Tensor, key_positions: Tensor, length_rat
 
 
 def clipped_relative_index(query_positions: Tensor, key_positions: Tensor, length_ratio: float, k: int) -> Tensor:
-    """Index in [0, 2K] of the clipped distance clip(floor(gamma * n) - m, K) + K.
-
-    GPA Eq. 10 (rPosNet):
-    d_nm = Emb_rel(clip(floor(gamma n) - m, K)); gamma = 1 for self-attention. The same convention
-    (query minus key) is used for Shaw et al. (2018) relative positions.
-
-    query_positions: (B, T); key_positions: (B, S) -> (B, T, S) long.
-    """
+    """(B, T, S) index in [0, 2K] of the clipped distance clip(floor(gamma n) - m, K) + K (GPA Eq. 10,
+    rPosNet: d_nm = Emb_rel(clip(floor(gamma n) - m, K)), gamma = 1 in self-attention; the same convention,
+    query minus key, for Shaw et al. (2018)) of (B, T) query and (B, S) key positions."""
     return relative_distance(query_positions, key_positions, length_ratio).clamp(-k, k) + k
 
 
@@ -67,13 +62,10 @@ def reversed_within_length(lengths: Tensor, length: int) -> Tensor:
 
 @dataclass(frozen=True)
 class PositionFrame:
-    """The positions of one forward call of an encoder or a decoder.
-
-    ``positions`` (B, T) and ``padding_mask`` (B, T) of the tokens this call processes (in
-    incremental decoding: the last step only, computed from the whole prefix); ``source_positions``
-    (B, S) of the encoder output the decoder attends to (None in the encoder); ``incremental_state``
-    fairseq's state dict while decoding step by step.
-    """
+    """The positions of one forward call of an encoder or a decoder: ``positions`` and ``padding_mask``
+    (B, T) of the tokens this call processes (in incremental decoding the last step only, counted over
+    the whole prefix), ``source_positions`` (B, S) of the encoder output the decoder attends to (None in
+    the encoder), and fairseq's ``incremental_state`` while decoding step by step."""
 
     positions: Tensor
     padding_mask: Tensor
@@ -85,10 +77,8 @@ class PositionFrame:
 
     @functools.cached_property
     def has_padding(self) -> bool:
-        """Whether any token of this call is padding, asked once per call (the layers of a decoder
-        share its frame, so a decoding step asks once, not once per layer; the answer lives and dies
-        with the frame). True off the CPU, where asking would cost a device synchronisation: a
-        caller that takes the masked route then is exact either way."""
+        """Whether any token of this call is padding, asked once per call, not once per layer. True off
+        the CPU, where asking would cost a device synchronisation: the masked route is exact either way."""
         return not kernel_common.host_checks(self.padding_mask.device) or bool(self.padding_mask.any())
 
     @classmethod
@@ -111,11 +101,9 @@ class PositionFrame:
 
 
 class PositionRoute:
-    """Carries the :class:`PositionFrame` of the running forward call of one encoder or decoder.
-
-    The owner opens it with ``with route.carrying(frame):`` around its forward; the parts inside
-    read ``route.frame``. Outside a call the route is empty and reading it is an error.
-    """
+    """Carries the :class:`PositionFrame` of the running forward call of one encoder or decoder: the
+    owner opens ``with route.carrying(frame):`` around its forward, the parts inside read ``route.frame``,
+    and outside a call reading it is an error."""
 
     def __init__(self, side: str):
         self.side = side

@@ -1,14 +1,8 @@
 """Parameters shared by the layers of an encoder or a decoder (GPA Section 4.1's n~, m~ and their
-LayerNorms, PosNet-Attn's kernels, T5/AT5 bucket tables), used once per forward call when the layers
-are activation-checkpointed (docs/multi-gpu.md, Activation checkpointing and tables shared across layers).
-
-fairseq's checkpointing is reentrant: a parameter the layers read directly would receive its gradient
-once per layer, which DistributedDataParallel (``find_unused_parameters=False``) refuses. So the side
-takes one identity view of each shared parameter per call (:meth:`SharedParameters.carrying`), hands
-the views to the checkpointed layers as tensor arguments, and inside a layer the tables read the
-layer's copy of the view in place of their parameter (:meth:`SharedParameters.substituted`): the
-checkpoint returns each view's gradient as an input gradient, and the parameter receives the sum
-once. Without checkpointing nothing is substituted.
+LayerNorms, PosNet-Attn's kernels, T5/AT5 bucket tables), used once per forward call when the layers are
+activation-checkpointed: fairseq's reentrant checkpointing would otherwise give them a gradient once per
+layer, which DistributedDataParallel refuses (docs/multi-gpu.md, Activation checkpointing and tables
+shared across layers). Without checkpointing nothing is substituted.
 """
 import contextlib
 from typing import Dict, List, Tuple

@@ -1,17 +1,10 @@
-"""``--lr-scheduler validation_plateau``: multiply the learning rate by ``--lr-shrink`` when
-``--lr-patience`` consecutive validations brought no improvement of the best validation score
-(docs/recipes.md, APE's learning-rate schedule).
+"""``--lr-scheduler validation_plateau``: multiply the learning rate by ``--lr-shrink`` at the
+``--lr-patience``-th consecutive validation without improvement of the best validation score (PEA
+Section 4.1: 0.9 after 6, with 8 validations per epoch), counting every validation where fairseq's
+``reduce_lr_on_plateau`` sees the end-of-epoch one only (docs/recipes.md, APE's learning-rate schedule).
 
-PEA Section 4.1 scales the rate by 0.9 after 6 consecutive evaluation checkpoints without improvement,
-with 8 checkpoints per epoch; fairseq's ``reduce_lr_on_plateau`` sees the end-of-epoch validation
-only. This scheduler counts every validation: at an epoch's end fairseq hands it the score
-(``step``); a validation in the middle of an epoch, after update u, is followed by a checkpoint save
-that records fairseq's best score so far (``checkpoint_utils.save_checkpoint.best``), and
-``step_update(u + 1)`` compares that best with the one it saw before (fairseq has no hook between a
-validation and the next update, so a reduction there applies from update u + 2). Every validation
-must therefore be a save. The rate shrinks at the ``patience``-th consecutive validation without an
-improvement of more than ``--lr-threshold`` relative (torch's ReduceLROnPlateau waits for patience + 1),
-and the count restarts after each reduction and each improvement.
+A validation in the middle of an epoch is seen through the checkpoint save that follows it, which moves
+fairseq's best score (``checkpoint_utils.save_checkpoint.best``): so every validation must be a save.
 """
 from dataclasses import dataclass, field
 from typing import List
@@ -102,6 +95,8 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
         return self.optimizer.get_lr()
 
     def step_update(self, num_updates):
+        """fairseq has no hook between a validation and the next update: a validation after update u is
+        seen here at u + 1, and a reduction it brings applies from u + 2."""
         previous = num_updates - 1
         if previous > self.observed_update and self.validated_mid_epoch(previous):
             best = getattr(checkpoint_utils.save_checkpoint, "best", None)

@@ -1,14 +1,8 @@
-"""``--task translation_window``: ``posmix_translation`` that keeps, of the interval checkpoints
-(``checkpoint_<epoch>_<updates>.pt``), only those a final average can use, without their optimizer
-state (docs/recipes.md, Disk: the checkpoints the average needs).
-
-The averages (``posmix-average``) take the last ``--average-window N`` (``--average-from last``) or the
-best checkpoint (lowest ``extra_state["val_loss"]``, the earliest of ties) and the N - 1 saved after
-it, or the last N when fewer follow it (``--average-from best``, GPA 5.3). A later best can only be a
-later checkpoint, so after each save (fairseq's ``post_save`` hook) the task deletes every interval
-checkpoint outside the N from the current best on and the last N, and rewrites the others without
-``last_optimizer_state``. ``checkpoint_last.pt`` and ``checkpoint_best.pt`` keep everything.
-``--average-window 0`` deletes every interval checkpoint once saved.
+"""``--task translation_window``: ``posmix_translation`` that keeps, of the interval checkpoints, only
+those a final average (``posmix-average``, GPA 5.3) can use, without their optimizer state (docs/recipes.md,
+Disk: the checkpoints the average needs). After each save (fairseq's ``post_save`` hook) it deletes the
+interval checkpoints outside the ``--average-window`` N from the current best on and the last N (all
+for N = 0; a later best can only be a later checkpoint), and strips the others of ``last_optimizer_state``.
 """
 import logging
 import os
@@ -44,7 +38,8 @@ def read_extra_state(path: str) -> dict:
 
 def window_to_keep(paths: List[str], scores: Dict[str, Optional[float]], n: int, from_best: bool,
                    maximize: bool = False) -> List[str]:
-    """The checkpoints an average of ``n`` can still need (see the module docstring)."""
+    """The checkpoints an average of ``n`` can still need: the last ``n`` and, ``from_best``, the ``n`` from
+    the best on (lowest score, highest with ``maximize``; the earliest of ties)."""
     if n <= 0:
         return []
     keep = set(paths[-n:])
