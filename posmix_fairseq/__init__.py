@@ -11,17 +11,14 @@ USER_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def register() -> None:
-    """Register with fairseq the ``posmix_transformer`` model and its named architectures, the token
-    mixers, the position encodings, the ``validation_plateau`` scheduler and the ``posmix_translation``
-    and ``translation_window`` tasks (idempotent). Code that imports the package before fairseq and
-    builds or loads a model afterwards calls it."""
+    """Register the model and its named architectures, the token mixers, the position encodings, the
+    scheduler and the tasks with fairseq; code that imports the package before fairseq calls it."""
     from . import mixers, position_encodings, models, schedulers, tasks  # noqa: F401  (they register)
     from . import fairseq_bf16
     from .checkpoint_files import allow_fairseq_checkpoints
 
-    # torch >= 2.6 loads checkpoints weights-only, which by itself rejects the argparse.Namespace that fairseq
-    # stores in every checkpoint; registering the few types fairseq stores lets fairseq-generate and
-    # --restore-file load them while a pickle that needs anything else is still refused.
+    # torch >= 2.6 loads checkpoints weights-only, which rejects the argparse.Namespace fairseq stores; allowing
+    # the few types fairseq stores loads them while a pickle that needs anything else is still refused.
     allow_fairseq_checkpoints()
     fairseq_bf16.install()  # --bf16 without torch_xla trains in bf16 instead of asking for a TPU
 

@@ -26,8 +26,7 @@ def xla_available() -> bool:
 
 
 def correct_tpu(args: argparse.Namespace, input_args=None) -> None:
-    """Undo fairseq's ``--bf16`` => ``tpu=True`` where torch_xla is absent and ``--tpu`` itself is not on
-    the command line (``input_args``, or sys.argv as argparse reads it)."""
+    """Undo fairseq's ``--bf16`` => ``tpu=True`` where torch_xla is absent and ``--tpu`` is not on the command line."""
     if not (getattr(args, "bf16", False) and getattr(args, "tpu", False)) or xla_available():
         return
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)

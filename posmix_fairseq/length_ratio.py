@@ -8,10 +8,9 @@ import numpy as np
 from .binarized_data import language_pair, sentence_sizes, split_prefixes
 
 LENGTH_RATIO_RANGE = (0.01, 100.0)
-"""The gamma accepted. Mean length ratios of real language pairs (and subword vocabularies) lie within about
-0.3-3; a gamma outside this range maps every target position past the first few to one clipped source
-distance (inf and 1e300 overflow floor(gamma n) to INT64_MIN), so attention silently stops depending on
-position."""
+"""The gamma accepted. Real language pairs lie within about 0.3-3; a gamma outside this range maps every
+target position past the first few to one clipped source distance (inf and 1e300 overflow floor(gamma n)
+to INT64_MIN), so attention silently stops depending on position."""
 
 
 def check_length_ratio(gamma, where: str = "--length-ratio") -> float:
@@ -34,10 +33,8 @@ def training_length_ratio(data: str, src: str, tgt: str, split: str = "train") -
     src, tgt = language_pair(data_dir, src, tgt)
     prefixes = split_prefixes(data_dir, split, src, tgt) if src and tgt else []
     if not prefixes:
-        raise FileNotFoundError(
-            f"--length-ratio was not given and cannot be computed: no binarized '{split}' split for "
-            f"{src}-{tgt} in {data_dir!r}; pass --length-ratio explicitly"
-        )
+        raise FileNotFoundError(f"--length-ratio was not given and cannot be computed: no binarized '{split}' "
+                                f"split for {src}-{tgt} in {data_dir!r}; pass --length-ratio explicitly")
     src_sizes, tgt_sizes = (np.concatenate([sentence_sizes(p + lang) for p in prefixes]) for lang in (src, tgt))
     n_src, n_tgt = len(src_sizes), len(tgt_sizes)
     tok_src, tok_tgt = int(src_sizes.sum()) - n_src, int(tgt_sizes.sum()) - n_tgt  # the EOS of each sentence excluded

@@ -9,9 +9,8 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 
 @with_incremental_state
 class BatchFirstIncrementalState(nn.Module):
-    """A module that keeps a dict of tensors in fairseq's incremental state, each with the batch
-    as its first dimension; beam search's reordering index-selects every entry. Beside it, a dict
-    of the decode's constants (:meth:`_get_decode_constants`), which reordering leaves alone."""
+    """A module that keeps a dict of batch-first tensors in fairseq's incremental state, which beam search's
+    reordering index-selects, and a dict of the decode's constants (:meth:`_get_decode_constants`)."""
 
     def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
         result = self.get_incremental_state(incremental_state, "mix_state")

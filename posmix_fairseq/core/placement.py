@@ -7,9 +7,8 @@ from typing import Dict
 
 
 class OptionScope:
-    """Options named after a scope: ``--<scope>-<option>`` on the command line, ``<scope>_<option>``
-    (dashes as underscores) in fairseq's argument namespace. Subclasses have a ``name`` such as
-    ``encoder`` or ``decoder_cross``."""
+    """Options named after a scope (its ``name``, e.g. ``decoder_cross``): ``--<scope>-<option>`` on the
+    command line, ``<scope>_<option>`` (dashes as underscores) in fairseq's argument namespace."""
 
     name: str
 
@@ -68,9 +67,8 @@ SIDES = (ENCODER, DECODER)
 
 @dataclass(frozen=True)
 class Placement(OptionScope):
-    """One attention sublayer: queries from ``query_side``, keys from ``key_side``; the module that
-    owns it is ``owner`` (the decoder owns cross-attention); fairseq's layers hold it as
-    ``layer.<module_attr>``."""
+    """One attention sublayer: queries from ``query_side``, keys from ``key_side``, owned by ``owner`` (the
+    decoder owns cross-attention), held by fairseq's layers as ``layer.<module_attr>``."""
 
     name: str  # "encoder_self" | "decoder_self" | "decoder_cross"
     owner: Side

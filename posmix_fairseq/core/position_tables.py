@@ -126,20 +126,18 @@ def interleaved_sinusoids(positions: Tensor, dim: int, d_model: int) -> Tensor:
 
 
 class RelativePositionTable(nn.Module):
-    """Embeddings of the clipped relative distances -K..K for the H heads of a layer;
-    ``forward()`` gives the (H, 2K+1, D_h) vectors, head h's in row h.
+    """Embeddings of the clipped relative distances -K..K for the H heads of a layer; ``forward()`` gives
+    the (H, 2K+1, D_h) vectors, head h's in row h. ``heads``:
 
-    ``heads``:
       - ``sliced``: one D-dim vector per distance, head h uses slice h (D_h dims) of it: (2K+1) D
         parameters per table (GPA Table 8: (2K+1) D + 4D^2 for Shaw and rPosNet; Tables 2, 3, 6 need it);
       - ``shared``: one D_h-dim vector per distance shared by all heads, (2K+1) D_h parameters
         (Shaw et al. 2018, Section 3.2; PEA Section 3.2: "the distance terms are shared across attention heads").
 
-    ``kind`` ``learned``, or ``sinusoidal`` (no parameters; Analysis of positional encodings,
-    Eqs. 8-9: the vector of distance d is the first D_h dimensions of the D-dim sinusoidal
-    encoding PE_d, Eqs. 1-2; sliced, head h takes dimensions h D_h .. (h+1) D_h - 1 of PE_d).
-    ``sinusoids="head"`` is the encoding of checkpoints stored without a defaults version (shared heads, a
-    D_h-dim [sin | cos] encoding over all D_h / 2 frequencies); it is kept for them only.
+    ``kind`` ``learned``, or ``sinusoidal`` (Analysis of positional encodings, Eqs. 8-9: distance d's vector
+    is the first D_h dimensions of the D-dim encoding PE_d, Eqs. 1-2; sliced, head h's are h D_h ..
+    (h+1) D_h - 1). ``sinusoids="head"``, kept for checkpoints stored without a defaults version only: shared
+    heads, a D_h-dim [sin | cos] encoding over all D_h / 2 frequencies.
     """
 
     def __init__(self, k: int, embed_dim: int, num_heads: int, kind: str, heads: str = "shared",

@@ -42,8 +42,7 @@ def left_aligned(padding_mask: Optional[Tensor], batch: int, length: int, device
     after them), ``lengths`` the real tokens per row; gather with ``order`` to move every sentence
     to the start of its row, and back with the true positions."""
     if padding_mask is None:
-        order = torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
-        return order, torch.full((batch,), length, dtype=torch.long, device=device)
+        return positions_from_padding(None, batch, length, device), torch.full((batch,), length, device=device)
     order = torch.argsort(padding_mask.to(torch.int8), dim=1, stable=True)
     return order, (~padding_mask).sum(dim=1)
 
@@ -55,8 +54,7 @@ def gather_rows(x: Tensor, index: Tensor) -> Tensor:
 
 def reversed_within_length(lengths: Tensor, length: int) -> Tensor:
     """(B, T) index reversing each left-aligned row within its length (padding kept in place)."""
-    p = torch.arange(length, device=lengths.device).unsqueeze(0)
-    lengths = lengths.unsqueeze(1)
+    p, lengths = torch.arange(length, device=lengths.device).unsqueeze(0), lengths.unsqueeze(1)
     return torch.where(p < lengths, lengths - 1 - p, p)
 
 
@@ -71,8 +69,7 @@ class PositionFrame:
     padding_mask: Tensor
     source_positions: Optional[Tensor] = None
     incremental_state: Any = None
-    #: every position of ``positions`` is below this host-known bound (the width of the tokens they were
-    #: counted over: positions count real tokens), or None: sizes tables without reading the positions
+    #: a host-known bound on every position (the width of the tokens counted): sizes tables without a device read
     position_bound: Optional[int] = None
 
     @functools.cached_property

@@ -28,8 +28,7 @@ class SharedParameters:
 
     @contextlib.contextmanager
     def carrying(self):
-        """Around the side's forward call: one identity view of each shared parameter, its one use
-        in this call's graph."""
+        """Around the side's forward call: one identity view of each shared parameter, its one use."""
         views = {name: getattr(module, attr).view_as(getattr(module, attr)) for name, module, attr in self._slots()}
         self._views.append(views)
         try:
@@ -38,8 +37,7 @@ class SharedParameters:
             self._views.pop()
 
     def as_arguments(self) -> Dict[str, Tensor]:
-        """The running call's views as keyword arguments of a checkpointed layer (tensor arguments,
-        which the checkpoint detaches and returns gradients for)."""
+        """The running call's views as (tensor) keyword arguments of a checkpointed layer."""
         if not self._views:
             raise RuntimeError(f"a checkpointed layer of the {self.side} was called outside its {self.side}'s "
                                "forward; call the encoder/decoder")

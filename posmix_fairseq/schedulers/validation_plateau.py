@@ -80,8 +80,7 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
         return self.lr
 
     def validated_mid_epoch(self, update: int) -> bool:
-        """Whether fairseq validates (and saves) after ``update`` inside an epoch (train.py's
-        validate_and_save)."""
+        """Whether fairseq validates (and saves) after ``update`` inside an epoch (train.py's validate_and_save)."""
         cfg = self.cfg
         if cfg.disable_validation or update <= 0 or update < cfg.validate_after_updates:
             return False
