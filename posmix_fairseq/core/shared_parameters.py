@@ -51,16 +51,15 @@ class SharedParameters:
     @contextlib.contextmanager
     def substituted(self, tensors: Dict[str, Tensor]):
         """Inside a layer: each table reads ``tensors[name]`` in place of its parameter ``name``."""
-        slots = self._slots()
+        slots = self._slots() if tensors else []  # no views: the layer is not checkpointed
         missing = sorted({name for name, _, _ in slots} - set(tensors))
-        if tensors and missing:
+        if missing:
             raise RuntimeError(f"the {self.side}'s checkpointed layer got no view of its shared parameters {missing}")
         swapped = []
         try:
             for name, module, attr in slots:
-                if name in tensors:
-                    swapped.append((module, attr, module._parameters[attr]))
-                    module._parameters[attr] = tensors[name]
+                swapped.append((module, attr, module._parameters[attr]))
+                module._parameters[attr] = tensors[name]
             yield
         finally:
             for module, attr, parameter in reversed(swapped):
