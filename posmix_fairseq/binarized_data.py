@@ -12,8 +12,8 @@ def split_prefixes(data_dir: str, split: str, src: str, tgt: str) -> List[str]:
     prefixes = []
     for k in range(1000):
         name = split + (str(k) if k > 0 else "")
-        found = [prefix for prefix in (os.path.join(data_dir, f"{name}.{a}-{b}.") for a, b in ((src, tgt), (tgt, src)))
-                 if os.path.exists(prefix + src + ".idx") and os.path.exists(prefix + tgt + ".idx")]
+        candidates = [os.path.join(data_dir, f"{name}.{a}-{b}.") for a, b in ((src, tgt), (tgt, src))]
+        found = [p for p in candidates if os.path.exists(p + src + ".idx") and os.path.exists(p + tgt + ".idx")]
         if not found:
             break
         prefixes.append(found[0])
