@@ -1,12 +1,8 @@
 """posmix_fairseq: position-based token mixing for fairseq NMT (a ``--user-dir`` plugin).
 
-:func:`register` registers the ``posmix_transformer`` model, its named architectures, the token
-mixers and position encodings, the ``validation_plateau`` learning-rate scheduler and the
-``posmix_translation`` and ``translation_window`` tasks; importing the package calls it when fairseq
-is already imported (``--user-dir``, the hub API). Registration is idempotent: importing the package
-under a second module name (``--user-dir`` pointing at a copy, a test importing it by path) does not
-raise fairseq's "Cannot register duplicate" errors. Registering also lets torch's weights-only loader
-read fairseq checkpoints (see ``fairseq_checkpoints``); the package never turns weights-only loading off.
+Importing the package calls :func:`register` when fairseq is already imported (``--user-dir``, the hub
+API); registering is idempotent, also under a second module name (``--user-dir`` pointing at a copy). It also
+lets torch's weights-only loader read fairseq checkpoints (:mod:`.fairseq_checkpoints`).
 """
 import os
 import sys
@@ -16,23 +12,14 @@ USER_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def register() -> None:
-    """Register the model, the named architectures, the token mixers, the position encodings, the
-    scheduler and the tasks with fairseq (importing the modules that register them; idempotent).
-
-    Importing the package does this by itself when fairseq is already imported, which is the case under
-    ``--user-dir`` (fairseq imports the user directory after itself) and in the hub API. Code that
-    imports the package first and builds or loads a model with fairseq afterwards calls it."""
-    from . import mixers  # noqa: F401  (registers the token mixers)
-    from . import position_encodings  # noqa: F401  (registers the embedding-level position modules)
-    from . import models  # noqa: F401  (registers the model and the named architectures)
-    from . import schedulers  # noqa: F401  (registers --lr-scheduler validation_plateau)
-    from . import tasks  # noqa: F401  (registers --task posmix_translation and translation_window)
+    """Register the model and its named architectures, the token mixers, the position encodings, the
+    scheduler and the tasks with fairseq; code that imports the package before fairseq calls it."""
+    from . import mixers, position_encodings, models, schedulers, tasks  # noqa: F401  (they register)
     from . import fairseq_bf16
     from .fairseq_checkpoints import allow_fairseq_checkpoints
 
-    # torch >= 2.6 loads checkpoints weights-only, which by itself rejects the argparse.Namespace that fairseq
-    # stores in every checkpoint; registering the few types fairseq stores lets fairseq-generate and
-    # --restore-file load them while a pickle that needs anything else is still refused.
+    # torch >= 2.6 loads checkpoints weights-only, which rejects the argparse.Namespace fairseq stores; allowing
+    # the few types fairseq stores loads them while a pickle that needs anything else is still refused.
     allow_fairseq_checkpoints()
     fairseq_bf16.install()  # --bf16 without torch_xla trains in bf16 instead of asking for a TPU
 

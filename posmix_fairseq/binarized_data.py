@@ -12,15 +12,11 @@ def split_prefixes(data_dir: str, split: str, src: str, tgt: str) -> List[str]:
     prefixes = []
     for k in range(1000):
         name = split + (str(k) if k > 0 else "")
-        found = None
-        for a, b in ((src, tgt), (tgt, src)):
-            prefix = os.path.join(data_dir, f"{name}.{a}-{b}.")
-            if os.path.exists(prefix + src + ".idx") and os.path.exists(prefix + tgt + ".idx"):
-                found = prefix
-                break
-        if found is None:
+        candidates = [os.path.join(data_dir, f"{name}.{a}-{b}.") for a, b in ((src, tgt), (tgt, src))]
+        found = [p for p in candidates if os.path.exists(p + src + ".idx") and os.path.exists(p + tgt + ".idx")]
+        if not found:
             break
-        prefixes.append(found)
+        prefixes.append(found[0])
     return prefixes
 
 

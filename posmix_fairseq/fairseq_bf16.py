@@ -1,28 +1,9 @@
-"""``--bf16`` on a GPU (or CPU) host without torch_xla: train and decode in bfloat16.
+"""``--bf16`` on a GPU (or CPU) host without torch_xla: train and decode in bfloat16 (docs/multi-gpu.md, bf16).
 
-Two behaviours of fairseq 0.12 are corrected here, nothing else:
-
-* Training. ``options.parse_args_and_arch`` sets ``args.tpu = True`` whenever ``--bf16`` (or
-  ``--memory-efficient-bf16``) is given, because fairseq's bf16 path was written for TPUs. Every
-  reader of ``tpu`` then takes the XLA branch: ``distributed_utils.infer_init_method`` skips the
-  multi-GPU set-up and ``call_main`` goes to ``torch_xla``'s ``xmp.spawn``, the ``Trainer`` asks
-  ``utils.get_tpu_device()`` for its device, ``fairseq_cli/train.py`` wraps its iterators for XLA.
-  Without torch_xla that dies (``'NoneType' object has no attribute 'xla_device'``). Yet the
-  trainer itself trains in bf16 on CUDA or the CPU (``model.to(bfloat16)``, bf16 samples,
-  ``FP16Optimizer`` with fp32 master weights and no loss scaling). :func:`install` wraps
-  ``fairseq.options.parse_args_and_arch`` (the CLIs call it by module attribute, after the
-  ``--user-dir`` import that calls :func:`install`) so that, where torch_xla is not installed and
-  ``--tpu`` was not asked for, the parsed arguments say ``tpu=False``. The correction happens before
-  the arguments become the config, so ``cfg.common.tpu``, ``call_main`` (one process, or
-  ``torch.multiprocessing.spawn`` over the GPUs, whose children receive the corrected config), the
-  trainer, the optimizers and the data iterators all see the same value. Where torch_xla is
-  installed, fairseq's behaviour is kept unchanged.
-
-* Decoding. ``fairseq-generate`` converts the models only for ``--fp16`` (``model.half()``), so
-  ``--bf16`` silently decodes in fp32. :class:`Bf16Inference` is mixed into the plugin's model and
-  converts it to bfloat16 in ``prepare_for_inference_``, the hook fairseq-generate (and
-  fairseq-interactive, the hub interface and this package's analyses) call with the full config
-  after loading the checkpoint and moving the model to its device.
+fairseq 0.12 turns ``--bf16`` into ``tpu=True`` (its XLA route, which dies without torch_xla):
+:func:`install` wraps ``options.parse_args_and_arch``, which the CLIs call by module attribute after the
+``--user-dir`` import, to undo that before the arguments become the config. ``fairseq-generate``
+converts models for ``--fp16`` only: :class:`Bf16Inference` converts the plugin's model for ``--bf16``.
 """
 import argparse
 import functools
@@ -44,22 +25,16 @@ def xla_available() -> bool:
         return False
 
 
-def _asked_for_tpu(input_args) -> bool:
-    """Whether ``--tpu`` itself is on the command line (``input_args``, or sys.argv as argparse reads it)."""
+def correct_tpu(args: argparse.Namespace, input_args=None) -> None:
+    """Undo fairseq's ``--bf16`` => ``tpu=True`` where torch_xla is absent and ``--tpu`` is not on the command line."""
+    if not (getattr(args, "bf16", False) and getattr(args, "tpu", False)) or xla_available():
+        return
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--tpu", action="store_true")
-    known, _ = parser.parse_known_args(input_args)
-    return known.tpu
-
-
-def correct_tpu(args: argparse.Namespace, input_args=None) -> argparse.Namespace:
-    """Undo fairseq's ``--bf16`` => ``tpu=True`` where torch_xla is absent and ``--tpu`` was not given."""
-    if getattr(args, "bf16", False) and getattr(args, "tpu", False) and not xla_available() \
-            and not _asked_for_tpu(input_args):
+    if not parser.parse_known_args(input_args)[0].tpu:
         args.tpu = False
         logger.info("--bf16 without torch_xla: training in bfloat16 on %s (fairseq's --bf16 => --tpu is not applied)",
                     "the CPU" if getattr(args, "cpu", False) else "CUDA where available")
-    return args
 
 
 def install():
@@ -73,8 +48,7 @@ def install():
     @functools.wraps(original)
     def parse_args_and_arch(parser, input_args=None, *rest, **kwargs):
         parsed = original(parser, input_args, *rest, **kwargs)
-        args = parsed[0] if isinstance(parsed, tuple) else parsed
-        correct_tpu(args, input_args)
+        correct_tpu(parsed[0] if isinstance(parsed, tuple) else parsed, input_args)
         return parsed
 
     setattr(parse_args_and_arch, _MARK, True)

@@ -10,7 +10,8 @@ from fairseq.optim.adam import FairseqAdam
 from omegaconf import OmegaConf
 
 from posmix_fairseq.schedulers.validation_plateau import ValidationPlateauConfig, ValidationPlateauSchedule
-from posmix_fairseq.tasks.checkpoint_window import read_extra_state, strip_optimizer_state, window_to_keep
+from posmix_fairseq.tasks.checkpoint_window import (TranslationWindowTask, read_extra_state, strip_optimizer_state,
+                                                    window_to_keep)
 
 
 def adam(lr):
@@ -151,3 +152,25 @@ def test_strip_optimizer_state_keeps_the_weights_and_the_validation_score(tmp_pa
     assert "last_optimizer_state" not in state and torch.equal(state["model"]["w"], weights["w"])
     assert read_extra_state(path)["val_loss"] == 2.5 and os.path.getsize(path) < before
     assert not strip_optimizer_state(path)
+
+
+def test_post_save_prunes_the_directory_by_update_count_and_strips_what_it_keeps(tmp_path):
+    """The task's post_save hook on a real directory: interval checkpoints ordered by their update count
+    (900 before 1000, which a sort by name would put first), the best and the one after it kept without
+    optimizer state, the rest removed, fairseq's own copies and other files untouched."""
+    losses = {"checkpoint_1_300.pt": 3.0, "checkpoint_1_600.pt": 2.0, "checkpoint_1_900.pt": 2.5,
+              "checkpoint_1_1000.pt": 2.6, "checkpoint_1_1300.pt": 2.7}
+    for name, loss in [*losses.items(), ("checkpoint_last.pt", 9.0), ("checkpoint_best.pt", 2.0)]:
+        torch.save({"model": {"w": torch.zeros(2)}, "last_optimizer_state": {"step": 1},
+                    "extra_state": {"val_loss": loss}}, str(tmp_path / name))
+    (tmp_path / "checkpoint_1_1.txt").write_text("not a checkpoint")
+    cfg = OmegaConf.create(dict(average_window=2, average_from="best", maximize_best_checkpoint_metric=False,
+                                source_prefix=None))
+    TranslationWindowTask(cfg, None, None).post_save(str(tmp_path / "checkpoint_1_1300.pt"), 1300)
+    kept = ["checkpoint_1_600.pt", "checkpoint_1_900.pt", "checkpoint_1_1000.pt", "checkpoint_1_1300.pt"]
+    assert sorted(os.listdir(tmp_path)) == sorted(kept + ["checkpoint_best.pt", "checkpoint_last.pt",
+                                                          "checkpoint_1_1.txt"])
+    for name in kept:
+        assert "last_optimizer_state" not in torch.load(str(tmp_path / name), weights_only=False)
+    for name in ("checkpoint_best.pt", "checkpoint_last.pt"):
+        assert "last_optimizer_state" in torch.load(str(tmp_path / name), weights_only=False)

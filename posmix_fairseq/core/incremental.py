@@ -1,9 +1,5 @@
-"""Incremental-decoding buffers kept in fairseq's incremental state.
-
-fairseq's search makes a new incremental state for every decode, so what a module keeps there
-lives exactly as long as that decode: the place for anything computed once per decode and reused
-by its steps.
-"""
+"""Incremental-decoding buffers kept in fairseq's incremental state, which fairseq's search makes anew
+for every decode: the place for anything computed once per decode and reused by its steps."""
 from typing import Dict, Optional
 
 import torch
@@ -13,9 +9,8 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 
 @with_incremental_state
 class BatchFirstIncrementalState(nn.Module):
-    """A module that keeps a dict of tensors in fairseq's incremental state, each with the batch
-    as its first dimension; beam search's reordering index-selects every entry. Beside it, a dict
-    of the decode's constants (:meth:`_get_decode_constants`), which reordering leaves alone."""
+    """A module that keeps a dict of batch-first tensors in fairseq's incremental state, which beam search's
+    reordering index-selects, and a dict of the decode's constants (:meth:`_get_decode_constants`)."""
 
     def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
         result = self.get_incremental_state(incremental_state, "mix_state")
@@ -25,9 +20,8 @@ class BatchFirstIncrementalState(nn.Module):
         return self.set_incremental_state(incremental_state, "mix_state", buffer)
 
     def _get_decode_constants(self, incremental_state) -> Dict[str, Tensor]:
-        """The running decode's constants: tensors built on its first step and the same for every
-        hypothesis (not batch-first, so beam search does not reorder them). The dict is created
-        empty in ``incremental_state`` on first use and filled in place by the caller."""
+        """The running decode's constants: tensors built on its first step, the same for every hypothesis
+        (not reordered); created empty on first use and filled in place by the caller."""
         constants = self.get_incremental_state(incremental_state, "decode_constants")
         if constants is None:
             constants = {}

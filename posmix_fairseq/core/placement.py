@@ -1,23 +1,19 @@
-"""Where a part sits: the three attention sublayers (placements) and the two sides, and how their
-options are named and read.
-
-Small immutable objects instead of strings compared in many files: a placement knows which side
-its queries and keys come from, whether it is causal or cross-attention, the attribute of the
-fairseq layer that holds it, and its flag prefix. Every option of a side or a sublayer is addressed
-through :class:`OptionScope`: ``flag(option)`` is its command-line flag, ``attr(option)`` the
-argparse attribute, and ``read`` / ``write`` / ``stored`` / ``read_declared`` the one way the plan,
-the validation and the upgrades of stored arguments read and write it.
+"""Where a part sits: the three attention sublayers (placements) and the two sides, as small immutable
+objects instead of strings compared in many files, and the one way their options are named and read
+(:class:`OptionScope`; docs/contributing.md, Options are read one way).
 """
 from dataclasses import dataclass
 from typing import Dict
 
 
 class OptionScope:
-    """Options named after a scope: ``--<scope>-<option>`` on the command line, ``<scope>_<option>``
-    (dashes as underscores) in fairseq's argument namespace. Subclasses have a ``name`` such as
-    ``encoder`` or ``decoder_cross``."""
+    """Options named after a scope (its ``name``, e.g. ``decoder_cross``): ``--<scope>-<option>`` on the
+    command line, ``<scope>_<option>`` (dashes as underscores) in fairseq's argument namespace."""
 
     name: str
+
+    def __str__(self):
+        return self.name
 
     @property
     def flag_prefix(self) -> str:
@@ -63,9 +59,6 @@ class Side(OptionScope):
     def max_positions_attr(self) -> str:
         return f"max_{self.role}_positions"
 
-    def __str__(self):
-        return self.name
-
 
 ENCODER = Side("encoder", "source", causal=False)
 DECODER = Side("decoder", "target", causal=True)
@@ -74,9 +67,8 @@ SIDES = (ENCODER, DECODER)
 
 @dataclass(frozen=True)
 class Placement(OptionScope):
-    """One attention sublayer: queries from ``query_side``, keys from ``key_side``; the module that
-    owns it is ``owner`` (the decoder owns cross-attention); fairseq's layers hold it as
-    ``layer.<module_attr>``."""
+    """One attention sublayer: queries from ``query_side``, keys from ``key_side``, owned by ``owner`` (the
+    decoder owns cross-attention), held by fairseq's layers as ``layer.<module_attr>``."""
 
     name: str  # "encoder_self" | "decoder_self" | "decoder_cross"
     owner: Side
@@ -90,9 +82,6 @@ class Placement(OptionScope):
     def sides(self):
         """The sides whose positions this sublayer reads (queries, keys), each once."""
         return (self.query_side,) if self.query_side == self.key_side else (self.query_side, self.key_side)
-
-    def __str__(self):
-        return self.name
 
 
 ENCODER_SELF = Placement("encoder_self", ENCODER, ENCODER, ENCODER, causal=False, cross=False, module_attr="self_attn")

@@ -35,13 +35,9 @@ ABSOLUTE_SINUSOIDS = ("concatenated", "interleaved")
 
 
 class SinusoidalPositionTable(nn.Module):
-    """Fixed sinusoidal absolute position embeddings: no parameters, defined for any length.
-
-    ``layout`` ``concatenated``: fairseq's [sin | cos] (:func:`sinusoidal_encoding`);
-    ``interleaved``: PE_{p,2i} = sin(p / 10000^(2i/D)), PE_{p,2i+1} = cos(p / 10000^(2i/D)), the
-    layout of Vaswani et al. (2017) and of the released code of GPA
-    (:func:`interleaved_sinusoids`).
-    """
+    """Fixed sinusoidal absolute position embeddings, defined for any length, in ``layout``
+    ``concatenated`` (fairseq's [sin | cos], :func:`sinusoidal_encoding`) or ``interleaved`` (the layout
+    of Vaswani et al. (2017) and of the released code of GPA, :func:`interleaved_sinusoids`)."""
 
     def __init__(self, dim: int, layout: str = "concatenated"):
         super().__init__()
@@ -56,10 +52,8 @@ class SinusoidalPositionTable(nn.Module):
 
 
 class LearnedPositionTable(nn.Module):
-    """Learned absolute position embeddings, one row per position below ``max_positions``.
-
-    A position beyond the table raises a ValueError naming the option that sizes it.
-    """
+    """Learned absolute position embeddings, one row per position below ``max_positions``; a position
+    beyond the table is an error naming the option that sizes it."""
 
     def __init__(self, max_positions: int, dim: int, option: str, role: str):
         super().__init__()
@@ -72,27 +66,19 @@ class LearnedPositionTable(nn.Module):
         return [(self.role, self.max_positions, self.option)]
 
     def forward(self, positions: Tensor) -> Tensor:
+        beyond = (f"beyond the learned position table of {self.max_positions} positions; raise {self.option} "
+                  "(it sizes the table) or use sinusoidal position embeddings")
         if positions.numel() and not kernel_common.host_checks(positions.device):  # on the device: no synchronisation
-            torch._assert_async(positions.max() < self.max_positions,
-                                f"a position is beyond the learned position table of {self.max_positions} positions; "
-                                f"raise {self.option} (it sizes the table) or use sinusoidal position embeddings")
+            torch._assert_async(positions.max() < self.max_positions, f"a position is {beyond}")
         elif positions.numel() and int(positions.max()) >= self.max_positions:
-            raise ValueError(
-                f"position {int(positions.max())} is beyond the learned position table of "
-                f"{self.max_positions} positions; raise {self.option} (it sizes the table) or use "
-                f"sinusoidal position embeddings"
-            )
+            raise ValueError(f"position {int(positions.max())} is {beyond}")
         return nn.functional.embedding(positions, self.weight)
 
 
 class SharedPositionTables:
-    """Absolute position tables shared by all layers of an encoder or a decoder.
-
-    GPA Section 4.1: the position representations n~, m~ are shared
-    across layers; only W^Q, W^K are per layer. The holder is a plain object (not a Module) so
-    that mixers can reference it without registering the tables once per layer; the owner
-    registers ``self.tables`` as its submodule.
-    """
+    """Position tables shared by all layers of an encoder or a decoder (GPA Section 4.1: n~, m~ are
+    shared across layers; only W^Q, W^K are per layer). A plain object, not a Module, so that mixers can
+    reference it without registering the tables once per layer; the owner registers ``self.tables``."""
 
     def __init__(self):
         self.tables = nn.ModuleDict()
@@ -105,13 +91,16 @@ class SharedPositionTables:
 
     @staticmethod
     def key(role: str, kind: str, dim: int, layout: str = "concatenated") -> str:
-        """The name of the absolute table of ``role`` in ``tables`` (and in the state dict)."""
-        return f"{role}_{kind}_{dim}" if layout == "concatenated" else f"{role}_{kind}_{layout}_{dim}"
+        """The name of the absolute table of ``role`` in ``tables`` (and in the state dict); only a
+        sinusoidal table has a layout."""
+        if kind == "sinusoidal" and layout != "concatenated":
+            return f"{role}_{kind}_{layout}_{dim}"
+        return f"{role}_{kind}_{dim}"
 
     def get(self, role: str, kind: str, dim: int, max_positions: int, option: str,
             layout: str = "concatenated") -> nn.Module:
         """The absolute position table of ``role`` (source/target): sinusoidal (in ``layout``) or learned."""
-        key = self.key(role, kind, dim, layout if kind == "sinusoidal" else "concatenated")
+        key = self.key(role, kind, dim, layout)
         if kind == "sinusoidal":
             return self.shared(key, lambda: SinusoidalPositionTable(dim, layout))
         if kind == "learned":
@@ -119,8 +108,7 @@ class SharedPositionTables:
         raise ValueError(f"unknown position embedding kind {kind!r}; valid: sinusoidal, learned")
 
     def layer_norm(self, table_key: str, dim: int) -> nn.Module:
-        """The LayerNorm applied to the rows of the table ``table_key`` before the mixers read them
-        (one per table, shared by the layers, like the table)."""
+        """The LayerNorm of the rows of the table ``table_key``, shared by the layers like the table."""
         return self.shared(f"{table_key}_layernorm", lambda: nn.LayerNorm(dim))
 
 
@@ -129,32 +117,27 @@ RELATIVE_SINUSOIDS = ("d-model", "head")
 
 
 def interleaved_sinusoids(positions: Tensor, dim: int, d_model: int) -> Tensor:
-    """The first ``dim`` dimensions of the d_model-dimensional sinusoidal encoding in the papers'
-    layout (PEA Eqs. 1-2; Vaswani et al.
-    2017): PE_{p,2i} = sin(p / 10000^(2i/d_model)), PE_{p,2i+1} = cos(p / 10000^(2i/d_model)),
-    so every pair of dimensions is the sine and cosine of one frequency."""
+    """The first ``dim`` dimensions of the d_model-dimensional sinusoidal encoding in the papers' layout
+    (PEA Eqs. 1-2; Vaswani et al. 2017): PE_{p,2i} = sin(p / 10000^(2i/d_model)), PE_{p,2i+1} =
+    cos(p / 10000^(2i/d_model)), every pair of dimensions the sine and cosine of one frequency."""
     i = torch.arange((dim + 1) // 2, dtype=torch.float32, device=positions.device)
     angles = positions.float().unsqueeze(-1) / torch.pow(10000.0, 2 * i / d_model)
     return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).flatten(-2)[..., :dim]
 
 
 class RelativePositionTable(nn.Module):
-    """Embeddings of the clipped relative distances -K..K for the H heads of a layer;
-    ``forward()`` gives the (H, 2K+1, D_h) vectors, head h's in row h.
+    """Embeddings of the clipped relative distances -K..K for the H heads of a layer; ``forward()`` gives
+    the (H, 2K+1, D_h) vectors, head h's in row h. ``heads``:
 
-    ``heads``:
       - ``sliced``: one D-dim vector per distance, head h uses slice h (D_h dims) of it: (2K+1) D
-        parameters per table (GPA Table 8:
-        (2K+1) D + 4D^2 for Shaw and rPosNet; Tables 2, 3, 6 need it);
+        parameters per table (GPA Table 8: (2K+1) D + 4D^2 for Shaw and rPosNet; Tables 2, 3, 6 need it);
       - ``shared``: one D_h-dim vector per distance shared by all heads, (2K+1) D_h parameters
-        (Shaw et al. 2018, Section 3.2; PEA Section 3.2: "the
-        distance terms are shared across attention heads").
+        (Shaw et al. 2018, Section 3.2; PEA Section 3.2: "the distance terms are shared across attention heads").
 
-    ``kind`` ``learned``, or ``sinusoidal`` (no parameters; Analysis of positional encodings,
-    Eqs. 8-9: the vector of distance d is the first D_h dimensions of the D-dim sinusoidal
-    encoding PE_d, Eqs. 1-2; sliced, head h takes dimensions h D_h .. (h+1) D_h - 1 of PE_d).
-    ``sinusoids="head"`` is the encoding of checkpoints stored without a defaults version (shared heads, a
-    D_h-dim [sin | cos] encoding over all D_h / 2 frequencies); it is kept for them only.
+    ``kind`` ``learned``, or ``sinusoidal`` (Analysis of positional encodings, Eqs. 8-9: distance d's vector
+    is the first D_h dimensions of the D-dim encoding PE_d, Eqs. 1-2; sliced, head h's are h D_h ..
+    (h+1) D_h - 1). ``sinusoids="head"``, kept for checkpoints stored without a defaults version only: shared
+    heads, a D_h-dim [sin | cos] encoding over all D_h / 2 frequencies.
     """
 
     def __init__(self, k: int, embed_dim: int, num_heads: int, kind: str, heads: str = "shared",
@@ -165,7 +148,7 @@ class RelativePositionTable(nn.Module):
                              f"valid: {', '.join(RELATIVE_EMBEDDING_HEADS)}")
         if sinusoids not in RELATIVE_SINUSOIDS:
             raise ValueError(f"unknown relative sinusoids {sinusoids!r}; valid: {', '.join(RELATIVE_SINUSOIDS)}")
-        self.k, self.num_heads, self.head_dim, self.kind, self.heads = k, num_heads, embed_dim // num_heads, kind, heads
+        self.k, self.num_heads, self.head_dim, self.heads = k, num_heads, embed_dim // num_heads, heads
         width = embed_dim if heads == "sliced" else self.head_dim
         if kind == "learned":
             self.weight = nn.Parameter(torch.empty(2 * k + 1, width))
@@ -174,8 +157,8 @@ class RelativePositionTable(nn.Module):
             distances = torch.arange(-k, k + 1)
             if sinusoids == "head":
                 if heads != "shared":
-                    raise ValueError("the per-head relative sinusoids (of checkpoints stored without a defaults version) "
-                                     "exist only with shared relative embeddings")
+                    raise ValueError("the per-head relative sinusoids (of checkpoints stored without a defaults "
+                                     "version) exist only with shared relative embeddings")
                 table = sinusoidal_encoding(distances, self.head_dim)
             else:
                 table = interleaved_sinusoids(distances, width, embed_dim)
@@ -197,14 +180,10 @@ def position_kernels(positions: int, groups: int, dim: int) -> nn.Parameter:
 
 def apply_position_kernels(x: Tensor, positions: Tensor, padding_mask: Optional[Tensor], kernels: Tensor,
                            option: str) -> Tensor:
-    """out[b, s, g] = x[b, s, g] @ kernels[positions[b, s], g]: a (d x d) kernel per true position
-    and group (PosNet, Eqs. 23-24).
-
-    x: (B, S, G, d); positions: (B, S) from the padding mask; kernels: (P, G, d, d). A position
-    >= P raises a ValueError naming ``option``. A whole sentence (S > 1) is aligned so that
-    column p holds position p, which lets one batched product use kernels[:S] (no per-token
-    copy of the kernels); a single decoding step gathers its kernels.
-    """
+    """out[b, s, g] = x[b, s, g] @ kernels[positions[b, s], g]: a (d x d) kernel per true position and
+    group (PosNet, Eqs. 23-24); x (B, S, G, d), kernels (P, G, d, d), a position >= P an error naming
+    ``option``. A whole sentence (S > 1) is aligned so that column p holds position p, which lets one
+    batched product use kernels[:S] (no per-token copy of the kernels); a decoding step gathers its own."""
     table_size = kernels.size(0)
     longest = int(positions.max()) if positions.numel() else 0
     if longest >= table_size:

@@ -1,17 +1,9 @@
 """Padding-aware positions, relative distances, and the route that hands a forward call's positions
-to the parts that need them.
+to the parts that need them (docs/contributing.md, Positions take one route).
 
 Positions always come from the padding mask, never from tensor indices: fairseq left-pads sources
 by default, and a sentence must get the same positions alone or in a padded batch. Positions are
 0-based; padding slots get position 0 (their attention weights are masked).
-
-The encoder and the decoder each compute their positions ONCE per forward call
-(:meth:`PositionFrame.of_tokens`) and carry them through that call on their
-:class:`PositionRoute`: the embedding-level position module and every mixer of the side read the
-same frame, and the decoder's cross-attention reads the encoder's positions from ``encoder_out``.
-A frame lives exactly as long as the call (a ``with`` block): nothing survives between forward
-calls. Under activation checkpointing the layer receives its frame as an explicit argument, so the
-recomputation in the backward pass runs with the frame of the forward it repeats.
 """
 import contextlib
 import functools
@@ -34,22 +26,14 @@ def positions_from_padding(padding_mask: Optional[Tensor], batch: int, length: i
 
 def relative_distance(query_positions: Tensor, key_positions: Tensor, length_ratio: float) -> Tensor:
     """(B, T, S) distances floor(gamma * n) - m; gamma = 1 in self-attention."""
-    if length_ratio == 1.0:
-        scaled = query_positions
-    else:
-        scaled = torch.floor(query_positions.double() * length_ratio).long()
+    scaled = query_positions if length_ratio == 1.0 else torch.floor(query_positions.double() * length_ratio).long()
     return scaled.unsqueeze(2) - key_positions.unsqueeze(1)
 
 
 def clipped_relative_index(query_positions: Tensor, key_positions: Tensor, length_ratio: float, k: int) -> Tensor:
-    """Index in [0, 2K] of the clipped distance clip(floor(gamma * n) - m, K) + K.
-
-    GPA Eq. 10 (rPosNet):
-    d_nm = Emb_rel(clip(floor(gamma n) - m, K)); gamma = 1 for self-attention. The same convention
-    (query minus key) is used for Shaw et al. (2018) relative positions.
-
-    query_positions: (B, T); key_positions: (B, S) -> (B, T, S) long.
-    """
+    """(B, T, S) index in [0, 2K] of the clipped distance clip(floor(gamma n) - m, K) + K (GPA Eq. 10,
+    rPosNet: d_nm = Emb_rel(clip(floor(gamma n) - m, K)), gamma = 1 in self-attention; the same convention,
+    query minus key, for Shaw et al. (2018)) of (B, T) query and (B, S) key positions."""
     return relative_distance(query_positions, key_positions, length_ratio).clamp(-k, k) + k
 
 
@@ -58,8 +42,7 @@ def left_aligned(padding_mask: Optional[Tensor], batch: int, length: int, device
     after them), ``lengths`` the real tokens per row; gather with ``order`` to move every sentence
     to the start of its row, and back with the true positions."""
     if padding_mask is None:
-        order = torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
-        return order, torch.full((batch,), length, dtype=torch.long, device=device)
+        return positions_from_padding(None, batch, length, device), torch.full((batch,), length, device=device)
     order = torch.argsort(padding_mask.to(torch.int8), dim=1, stable=True)
     return order, (~padding_mask).sum(dim=1)
 
@@ -71,35 +54,28 @@ def gather_rows(x: Tensor, index: Tensor) -> Tensor:
 
 def reversed_within_length(lengths: Tensor, length: int) -> Tensor:
     """(B, T) index reversing each left-aligned row within its length (padding kept in place)."""
-    p = torch.arange(length, device=lengths.device).unsqueeze(0)
-    lengths = lengths.unsqueeze(1)
+    p, lengths = torch.arange(length, device=lengths.device).unsqueeze(0), lengths.unsqueeze(1)
     return torch.where(p < lengths, lengths - 1 - p, p)
 
 
 @dataclass(frozen=True)
 class PositionFrame:
-    """The positions of one forward call of an encoder or a decoder.
-
-    ``positions`` (B, T) and ``padding_mask`` (B, T) of the tokens this call processes (in
-    incremental decoding: the last step only, computed from the whole prefix); ``source_positions``
-    (B, S) of the encoder output the decoder attends to (None in the encoder); ``incremental_state``
-    fairseq's state dict while decoding step by step.
-    """
+    """The positions of one forward call of an encoder or a decoder: ``positions`` and ``padding_mask``
+    (B, T) of the tokens this call processes (in incremental decoding the last step only, counted over
+    the whole prefix), ``source_positions`` (B, S) of the encoder output the decoder attends to (None in
+    the encoder), and fairseq's ``incremental_state`` while decoding step by step."""
 
     positions: Tensor
     padding_mask: Tensor
     source_positions: Optional[Tensor] = None
     incremental_state: Any = None
-    #: every position of ``positions`` is below this host-known bound (the width of the tokens they were
-    #: counted over: positions count real tokens), or None: sizes tables without reading the positions
+    #: a host-known bound on every position (the width of the tokens counted): sizes tables without a device read
     position_bound: Optional[int] = None
 
     @functools.cached_property
     def has_padding(self) -> bool:
-        """Whether any token of this call is padding, asked once per call (the layers of a decoder
-        share its frame, so a decoding step asks once, not once per layer; the answer lives and dies
-        with the frame). True off the CPU, where asking would cost a device synchronisation: a
-        caller that takes the masked route then is exact either way."""
+        """Whether any token of this call is padding, asked once per call, not once per layer. True off
+        the CPU, where asking would cost a device synchronisation: the masked route is exact either way."""
         return not kernel_common.host_checks(self.padding_mask.device) or bool(self.padding_mask.any())
 
     @classmethod
@@ -122,11 +98,9 @@ class PositionFrame:
 
 
 class PositionRoute:
-    """Carries the :class:`PositionFrame` of the running forward call of one encoder or decoder.
-
-    The owner opens it with ``with route.carrying(frame):`` around its forward; the parts inside
-    read ``route.frame``. Outside a call the route is empty and reading it is an error.
-    """
+    """Carries the :class:`PositionFrame` of the running forward call of one encoder or decoder: the
+    owner opens ``with route.carrying(frame):`` around its forward, the parts inside read ``route.frame``,
+    and outside a call reading it is an error."""
 
     def __init__(self, side: str):
         self.side = side

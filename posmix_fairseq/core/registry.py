@@ -1,12 +1,9 @@
-"""One generic registry for named, interchangeable parts (token mixers, position encodings).
-
-Each entry has a builder and may declare its own command-line options; the model turns every
-declared option into one flag per place the part can go (``--encoder-self-<option>`` for mixers,
-``--encoder-<option>`` for position encodings), and refuses a flag given for a place whose part
-does not read it.
-"""
+"""One generic registry for named, interchangeable parts (token mixers, position encodings). Each
+entry has a builder and may declare its own options, which the model turns into one flag per place
+the part can go (``--encoder-self-<option>``, ``--encoder-<option>``), refused where the part does not
+read it."""
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Generic, Iterator, List, TypeVar
+from typing import Callable, Dict, Generic, List, TypeVar
 
 
 @dataclass
@@ -32,7 +29,8 @@ class Registry(Generic[E]):
 
     def register(self, name: str, entry: E) -> E:
         old = self._entries.get(name)
-        if old is not None and getattr(old.builder, "__qualname__", None) != getattr(entry.builder, "__qualname__", None):
+        qualname = getattr(entry.builder, "__qualname__", None)
+        if old is not None and getattr(old.builder, "__qualname__", None) != qualname:
             raise ValueError(f"{self.kind} {name!r} is already registered")
         self._entries[name] = entry
         return entry
@@ -48,9 +46,6 @@ class Registry(Generic[E]):
 
     def __contains__(self, name) -> bool:
         return name in self._entries
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
 
     def items(self):
         return sorted(self._entries.items())

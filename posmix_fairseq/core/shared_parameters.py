@@ -1,20 +1,8 @@
-"""Parameters shared by the layers of an encoder or a decoder, used once per forward call when the
-layers are activation-checkpointed.
-
-The side's shared tables (GPA Section 4.1's n~, m~ and their LayerNorms, PosNet-Attn's kernels,
-T5/AT5 bucket tables) are read by every layer. fairseq's ``--checkpoint-activations`` is
-reentrant: the backward pass recomputes each layer and runs a backward of its own through it, so
-a parameter that the layers read directly would receive its gradient once per layer, and
-PyTorch's DistributedDataParallel (``find_unused_parameters=False``, fairseq's ``pytorch_ddp``)
-refuses a parameter marked ready twice.
-
-Under checkpointing the side therefore uses each shared parameter once per forward call, outside
-the layers: :meth:`SharedParameters.carrying` takes an identity view of every shared parameter,
-and the layers receive these views as explicit tensor arguments of their checkpoint (like their
-positions). Inside a layer the tables read the layer's copy of the view in place of their
-parameter (:meth:`SharedParameters.substituted`), so the checkpoint returns the gradient of the
-view as an input gradient; autograd sums the layers' gradients at the view and accumulates the
-parameter's gradient once. Without checkpointing nothing is substituted.
+"""Parameters shared by the layers of an encoder or a decoder (GPA Section 4.1's n~, m~ and their
+LayerNorms, PosNet-Attn's kernels, T5/AT5 bucket tables), used once per forward call when the layers are
+activation-checkpointed: fairseq's reentrant checkpointing would otherwise give them a gradient once per
+layer, which DistributedDataParallel refuses (docs/multi-gpu.md, Activation checkpointing and tables
+shared across layers). Without checkpointing nothing is substituted.
 """
 import contextlib
 from typing import Dict, List, Tuple
@@ -40,8 +28,7 @@ class SharedParameters:
 
     @contextlib.contextmanager
     def carrying(self):
-        """Around the side's forward call: one identity view of each shared parameter, its one use
-        in this call's graph."""
+        """Around the side's forward call: one identity view of each shared parameter, its one use."""
         views = {name: getattr(module, attr).view_as(getattr(module, attr)) for name, module, attr in self._slots()}
         self._views.append(views)
         try:
@@ -50,8 +37,7 @@ class SharedParameters:
             self._views.pop()
 
     def as_arguments(self) -> Dict[str, Tensor]:
-        """The running call's views as keyword arguments of a checkpointed layer (tensor arguments,
-        which the checkpoint detaches and returns gradients for)."""
+        """The running call's views as (tensor) keyword arguments of a checkpointed layer."""
         if not self._views:
             raise RuntimeError(f"a checkpointed layer of the {self.side} was called outside its {self.side}'s "
                                "forward; call the encoder/decoder")
@@ -65,16 +51,15 @@ class SharedParameters:
     @contextlib.contextmanager
     def substituted(self, tensors: Dict[str, Tensor]):
         """Inside a layer: each table reads ``tensors[name]`` in place of its parameter ``name``."""
-        slots = self._slots()
+        slots = self._slots() if tensors else []  # no views: the layer is not checkpointed
         missing = sorted({name for name, _, _ in slots} - set(tensors))
-        if tensors and missing:
+        if missing:
             raise RuntimeError(f"the {self.side}'s checkpointed layer got no view of its shared parameters {missing}")
         swapped = []
         try:
             for name, module, attr in slots:
-                if name in tensors:
-                    swapped.append((module, attr, module._parameters[attr]))
-                    module._parameters[attr] = tensors[name]
+                swapped.append((module, attr, module._parameters[attr]))
+                module._parameters[attr] = tensors[name]
             yield
         finally:
             for module, attr, parameter in reversed(swapped):

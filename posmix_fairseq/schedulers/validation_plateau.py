@@ -1,26 +1,10 @@
-"""``--lr-scheduler validation_plateau``: multiply the learning rate by ``--lr-shrink`` when
-``--lr-patience`` consecutive validations brought no improvement of the best validation score.
+"""``--lr-scheduler validation_plateau``: multiply the learning rate by ``--lr-shrink`` at the
+``--lr-patience``-th consecutive validation without improvement of the best validation score (PEA
+Section 4.1: 0.9 after 6, with 8 validations per epoch), counting every validation where fairseq's
+``reduce_lr_on_plateau`` sees the end-of-epoch one only (docs/recipes.md, APE's learning-rate schedule).
 
-PEA Section 4.1: "We use a batch size of 4700 tokens and save a model checkpoint 8 times per epoch.
-The learning rate is scaled by a factor of 0.9 if no improvement in perplexity on the development set
-has been observed for 6 consecutive evaluation checkpoints." fairseq's ``reduce_lr_on_plateau`` steps
-once per epoch, with the end-of-epoch validation only: validations in the middle of an epoch
-(``--validate-interval-updates`` / ``--save-interval-updates``) do not count, so with 8 evaluations
-per epoch the rate would decay 8 times too rarely. This scheduler counts every validation:
-
-- at the end of an epoch fairseq hands it the validation score (``step``);
-- a validation in the middle of an epoch runs after update u and is followed by a checkpoint save,
-  which records fairseq's best validation score so far (``checkpoint_utils.save_checkpoint.best``);
-  the next update's ``step_update(u + 1)`` compares that best with the best it saw before. A
-  validation improved on the best exactly when fairseq's best moved. (fairseq has no hook between a
-  validation and the next update, so a reduction there applies from update u + 2.)
-
-Counting follows the paper's words: the rate shrinks at the ``patience``-th consecutive validation
-without improvement (torch's ReduceLROnPlateau waits for patience + 1), and the count restarts after
-each reduction and after each improvement. An improvement is any decrease of the metric (or increase
-with ``--maximize-best-checkpoint-metric``), more than ``--lr-threshold`` relative. Every validation
-must be a save, so that fairseq's best moves with it: ``--validate-interval-updates`` must be 0 or a
-multiple of ``--save-interval-updates``.
+A validation in the middle of an epoch is seen through the checkpoint save that follows it, which moves
+fairseq's best score (``checkpoint_utils.save_checkpoint.best``): so every validation must be a save.
 """
 from dataclasses import dataclass, field
 from typing import List
@@ -29,6 +13,9 @@ from fairseq import checkpoint_utils
 from fairseq.dataclass import FairseqDataclass
 from fairseq.optim.lr_scheduler import LR_SCHEDULER_REGISTRY, FairseqLRScheduler, register_lr_scheduler
 from omegaconf import II
+
+#: what a checkpoint keeps of the schedule, besides the updates at which the rate shrank
+STATE = ("lr", "plateau_best", "bad_validations", "observed_update")
 
 
 @dataclass
@@ -50,8 +37,7 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
     def __init__(self, cfg: ValidationPlateauConfig, optimizer):
         super().__init__(cfg, optimizer)
         if len(cfg.lr) != 1:
-            raise ValueError("--lr-scheduler validation_plateau takes one --lr (got "
-                             f"{', '.join(map(str, cfg.lr))})")
+            raise ValueError(f"--lr-scheduler validation_plateau takes one --lr (got {', '.join(map(str, cfg.lr))})")
         if not 0.0 < cfg.lr_shrink < 1.0:
             raise ValueError(f"--lr-shrink must be in (0, 1) (got {cfg.lr_shrink})")
         if cfg.lr_patience < 1:
@@ -65,13 +51,9 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
                              f"--save-interval-updates ({si})")
         self.lr = cfg.lr[0]
         self.optimizer.set_lr(self.lr)
-        self.plateau_best = None
-        self.bad_validations = 0
-        self.observed_update = -1
-        self.num_updates = 0
+        self.plateau_best, self.bad_validations, self.observed_update, self.num_updates = None, 0, -1, 0
         self.reductions: List[int] = []  # updates at which the rate shrank
 
-    # --- the plateau rule -------------------------------------------------------------------------
     def _improves(self, value: float) -> bool:
         if self.plateau_best is None:
             return True
@@ -98,15 +80,13 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
         return self.lr
 
     def validated_mid_epoch(self, update: int) -> bool:
-        """Whether fairseq validates (and saves) after ``update`` inside an epoch (train.py's
-        validate_and_save)."""
+        """Whether fairseq validates (and saves) after ``update`` inside an epoch (train.py's validate_and_save)."""
         cfg = self.cfg
         if cfg.disable_validation or update <= 0 or update < cfg.validate_after_updates:
             return False
         vi, si = cfg.validate_interval_updates, cfg.save_interval_updates
         return (vi > 0 and update % vi == 0) or (si > 0 and update % si == 0)
 
-    # --- fairseq's hooks --------------------------------------------------------------------------
     def step(self, epoch, val_loss=None):
         """End of an epoch: fairseq passes that validation's score."""
         if val_loss is not None:
@@ -114,6 +94,8 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
         return self.optimizer.get_lr()
 
     def step_update(self, num_updates):
+        """fairseq has no hook between a validation and the next update: a validation after update u is
+        seen here at u + 1, and a reduction it brings applies from u + 2."""
         previous = num_updates - 1
         if previous > self.observed_update and self.validated_mid_epoch(previous):
             best = getattr(checkpoint_utils.save_checkpoint, "best", None)
@@ -123,16 +105,13 @@ class ValidationPlateauSchedule(FairseqLRScheduler):
         return self.optimizer.get_lr()
 
     def state_dict(self):
-        return {"lr": self.lr, "plateau_best": self.plateau_best, "bad_validations": self.bad_validations,
-                "observed_update": self.observed_update, "reductions": list(self.reductions)}
+        return {key: getattr(self, key) for key in STATE} | {"reductions": list(self.reductions)}
 
     def load_state_dict(self, state_dict):
         if "plateau_best" not in state_dict:
             return  # a checkpoint of another scheduler: start counting afresh
-        self.lr = state_dict["lr"]
-        self.plateau_best = state_dict["plateau_best"]
-        self.bad_validations = state_dict["bad_validations"]
-        self.observed_update = state_dict["observed_update"]
+        for key in STATE:
+            setattr(self, key, state_dict[key])
         self.reductions = list(state_dict.get("reductions", []))
         self.optimizer.set_lr(self.lr)
 

@@ -1,24 +1,8 @@
-"""``--task translation_window``: the translation task (``posmix_translation``, ``--source-prefix`` included)
-that keeps, of the interval checkpoints (``checkpoint_<epoch>_<updates>.pt``), only those a final
-checkpoint average can use, without their optimizer state.
-
-With ``--keep-interval-updates -1`` fairseq keeps every interval checkpoint with Adam's state (three
-copies of the weights): GPA's Small setting (100 checkpoints) takes about 45 GB, Base (150) over 120 GB,
-Big (500) over 1 TB. The averages the recipes make need far less (``posmix-average``):
-
-- ``--average-from best``: the best checkpoint (lowest validation score in ``extra_state["val_loss"]``,
-  the earliest of ties) and the ``--average-window N`` - 1 saved after it, or the last N when fewer
-  follow it (GPA 5.3);
-- ``--average-from last``: the last N.
-
-After each save (fairseq's ``post_save`` hook) this task deletes the interval checkpoints no such
-average can still use and rewrites the others without ``last_optimizer_state``: at most the N from
-the current best on and the last N, each the size of the weights. ``checkpoint_last.pt`` (to resume)
-and ``checkpoint_best.pt`` are fairseq's copies and keep everything. Why it is safe for "best": a
-later best can only be a later checkpoint, so a checkpoint before the current best is never needed
-again unless it is among the last N, and one more than N - 1 after the current best only as one of
-the last N. ``--average-window 0`` deletes every interval checkpoint once saved (the best and the last
-remain).
+"""``--task translation_window``: ``posmix_translation`` that keeps, of the interval checkpoints, only
+those a final average (``posmix-average``, GPA 5.3) can use, without their optimizer state (docs/recipes.md,
+Disk: the checkpoints the average needs). After each save (fairseq's ``post_save`` hook) it deletes the
+interval checkpoints outside the ``--average-window`` N from the current best on and the last N (all
+for N = 0; a later best can only be a later checkpoint), and strips the others of ``last_optimizer_state``.
 """
 import logging
 import os
@@ -48,12 +32,6 @@ class TranslationWindowConfig(PosMixTranslationConfig):
     maximize_best_checkpoint_metric: bool = II("checkpoint.maximize_best_checkpoint_metric")
 
 
-def interval_checkpoints(directory: str) -> List[str]:
-    """The interval checkpoints of ``directory``, oldest (fewest updates) first."""
-    found = [(int(m.group(2)), n) for n in os.listdir(directory) for m in [INTERVAL_RE.match(n)] if m]
-    return [os.path.join(directory, n) for _, n in sorted(found)]
-
-
 def read_extra_state(path: str) -> dict:
     """A checkpoint's extra_state, its tensors memory-mapped instead of read."""
     return load_mapped(path).get("extra_state") or {}
@@ -61,7 +39,8 @@ def read_extra_state(path: str) -> dict:
 
 def window_to_keep(paths: List[str], scores: Dict[str, Optional[float]], n: int, from_best: bool,
                    maximize: bool = False) -> List[str]:
-    """The checkpoints an average of ``n`` can still need (see the module docstring)."""
+    """The checkpoints an average of ``n`` can still need: the last ``n`` and, ``from_best``, the ``n`` from
+    the best on (lowest score, highest with ``maximize``; the earliest of ties)."""
     if n <= 0:
         return []
     keep = set(paths[-n:])
@@ -88,7 +67,8 @@ class TranslationWindowTask(PosMixTranslationTask):
         if n < 0 or not cp_path:
             return
         directory = os.path.dirname(cp_path)
-        paths = interval_checkpoints(directory)
+        found = sorted((int(m.group(2)), m.string) for m in map(INTERVAL_RE.match, os.listdir(directory)) if m)
+        paths = [os.path.join(directory, name) for _, name in found]  # the interval checkpoints, oldest first
         for p in paths:
             if p not in self._scores:
                 self._scores[p] = read_extra_state(p).get("val_loss")

@@ -1,18 +1,9 @@
 """``posmix_translation``: fairseq's ``translation`` task with ``--source-prefix eos``, which starts
-every source sentence with EOS (it still ends with EOS).
-
-The released code of GPA (github.com/apptek/posnet-position_based_attention,
-``pytorchmt/pytorchmt/util/data.py``, ``TranslationDataset.ptrs_to_tensor``) feeds every source as
-[EOS] x [EOS]; targets are as in fairseq ([EOS] y in, y [EOS] out). What a source sentence holds is a
-property of the data, so the prefix is added where fairseq builds the data: training and validation
-sets, ``fairseq-generate`` (``--score-reference`` too) and ``fairseq-interactive``. Each sentence's
-length counts the prefix, so ``--max-source-positions`` filters as the released code does
-(``len(src) + 2 <= max_sentence_length``).
-
-The model keeps the prefix it was trained with in its stored arguments. Building it with another task,
-or with this task and another ``--source-prefix``, is an error (:meth:`PosMixTranslationTask.
-require_source_prefix`, called by the model), so generation cannot silently drop the prefix; with the
-option unset, the task takes the model's. Without a prefix the task is ``translation`` exactly.
+every source sentence with EOS (it still ends with EOS), as the released code of GPA feeds its sources
+(docs/choices.md, Sources that start with EOS). The prefix is data: it is added where fairseq builds
+the data (``prepend_bos_src``; ``fairseq-interactive``'s encoded lines) and counted in each sentence's
+length, so ``--max-source-positions`` filters as the released code does. The model checks that the task
+makes its sources (:func:`check_source_prefix`). Without a prefix the task is ``translation`` exactly.
 """
 from dataclasses import dataclass, field
 from typing import Optional
@@ -39,16 +30,22 @@ def source_prefix_length(args) -> int:
 
 
 def check_source_prefix(task, args):
-    """Called by the model's ``build_model``: the task must make the sources the model reads (its
-    stored ``source_prefix``; none when absent). This task takes the model's prefix or refuses a
-    different one; another task can only feed sources without a prefix."""
+    """Called by the model's ``build_model``: the task must make the sources the model reads (its stored
+    ``source_prefix``, none when absent), so generation cannot silently drop the prefix. This task takes
+    the model's prefix when ``--source-prefix`` is unset and refuses a different one; another task can
+    only feed sources without a prefix."""
     prefix = source_prefix_value(getattr(args, "source_prefix", None)) or "none"
     if isinstance(task, PosMixTranslationTask):
-        task.require_source_prefix(prefix)
+        if task.source_prefix is None:
+            task.source_prefix = prefix
+        elif task.source_prefix != prefix:
+            raise ValueError(f"{OPTION} {task.source_prefix}, but the model was trained with {OPTION} {prefix}: "
+                             f"drop {OPTION} (the task then takes the model's) or give {prefix}")
     elif prefix != "none":
+        name = getattr(task.cfg, "_name", None) or type(task).__name__
         raise ValueError(f"the model reads sources that start with EOS ({OPTION} {prefix}, e.g. set by the *_released "
-                         f"archs), which --task {getattr(task.cfg, '_name', None) or type(task).__name__} does not "
-                         f"make: use --task posmix_translation (at generation it takes the model's {OPTION})")
+                         f"archs), which --task {name} does not make: use --task posmix_translation (at generation it "
+                         f"takes the model's {OPTION})")
 
 
 @dataclass
@@ -70,16 +67,6 @@ class PosMixTranslationTask(TranslationTask):
     @property
     def prefix_token(self) -> Optional[int]:
         return self.src_dict.eos() if self.source_prefix == "eos" else None
-
-    def require_source_prefix(self, prefix: str):
-        """The model's stored prefix (``none`` when it has none): taken when ``--source-prefix`` is
-        unset, an error when it differs."""
-        prefix = source_prefix_value(prefix) or "none"
-        if self.source_prefix is None:
-            self.source_prefix = prefix
-        elif self.source_prefix != prefix:
-            raise ValueError(f"{OPTION} {self.source_prefix}, but the model was trained with {OPTION} {prefix}: "
-                             f"drop {OPTION} (the task then takes the model's) or give {prefix}")
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         if self.prefix_token is None:
