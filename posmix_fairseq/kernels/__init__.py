@@ -1,10 +1,8 @@
-"""Kernels of gated position-based attention: PyTorch references and Triton kernels.
+"""Kernels of gated position-based attention: PyTorch references and Triton kernels (docs/gpu.md).
 
 Imports without fairseq (only torch; Triton when installed). Every primitive takes
-``backend=None|"auto"|"torch"|"triton"`` (see :mod:`.dispatch`; also :func:`set_backend` and
-the ``POSMIX_KERNELS`` environment variable). The equations are those of GPA (docs/papers.md):
-Eqs. 9-10 (rPosNet), Eq. 4 (gating). (aPosNet's table kernel and the FlexAttention formulations,
-which no model path runs, live with the GPU benchmark: posmix_fairseq.harness.benchmarks.kernel_candidates.)
+``backend=None|"auto"|"torch"|"triton"`` (:mod:`.dispatch`). The equations are those of GPA:
+Eqs. 9-10 (rPosNet), Eq. 4 (gating).
 
 Conventions of the mixing primitives: ``values`` (B, H, S, Dh) are LEFT-ALIGNED (key slot m is
 key position m), ``key_lengths`` (B,) the real keys of each row (slots >= length are padding);
@@ -16,13 +14,13 @@ import importlib
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from . import dispatch
 from .common import centres, check_mixing_inputs
-from .decode_step import RelativeDecodeState, check_decode_inputs, relative_decode_reference
+from .decode_step import RelativeDecodeState, check_decode_state, relative_decode_reference
 from .dispatch import BACKENDS, KernelBackendError, get_backend, set_backend, triton_available
-from .gating import gelu_gate_reference, gelu_layernorm_reference
 from .relative_mixing import relative_mixing_dense, relative_mixing_window
 
 __all__ = [
@@ -37,21 +35,35 @@ RELATIVE_IMPLS = ("dense", "window")
 TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _backend(backend: Optional[str], *tensors: Tensor) -> str:
-    """Resolve the backend; float64 inputs have no Triton kernel (``auto`` uses torch for them)."""
+def _backend(backend: Optional[str], *tensors: Tensor, forward_only: bool = False) -> str:
+    """Resolve the backend. Triton has no kernel for float64 inputs, nor a backward for a
+    ``forward_only`` kernel: ``auto`` runs torch for them, a forced ``triton`` is an error."""
     name = dispatch.resolve(backend, tensors[0].device)
-    if name == "triton" and any(t.dtype not in TRITON_DTYPES for t in tensors if t.is_floating_point()):
-        requested, setting = dispatch.requested(backend)
-        if requested == "triton":
-            bad = sorted({str(t.dtype) for t in tensors if t.is_floating_point() and t.dtype not in TRITON_DTYPES})
-            raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, which supports "
-                                     f"float32, float16 and bfloat16, not {', '.join(bad)}; use 'torch' or 'auto'")
-        return "torch"
-    return name
+    floats = [t for t in tensors if t.is_floating_point()]
+    bad = sorted({str(t.dtype) for t in floats if t.dtype not in TRITON_DTYPES})
+    needs_grad = forward_only and torch.is_grad_enabled() and any(t.requires_grad for t in floats)
+    if name != "triton" or not (bad or needs_grad):
+        return name
+    requested, setting = dispatch.requested(backend)
+    if requested == "triton" and bad:
+        raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, which supports "
+                                 f"float32, float16 and bfloat16, not {', '.join(bad)}; use 'torch' or 'auto'")
+    if requested == "triton":
+        raise KernelBackendError(f"{setting} asks for the 'triton' decoding step, which is forward-only; run it "
+                                 "under torch.no_grad() or use 'torch' or 'auto' to differentiate it")
+    return "torch"
 
 
 def _triton_module(name: str):
     return importlib.import_module(f"{__name__}.triton_{name}")
+
+
+def _run(kernel: str, backend: Optional[str], tensors: tuple, triton_call, torch_call, forward_only: bool = False):
+    """``triton_call()`` where :func:`_backend` picks Triton for ``tensors`` (through
+    :func:`.dispatch.run_triton`, which falls back to ``torch_call()`` where allowed), else ``torch_call()``."""
+    if _backend(backend, *tensors, forward_only=forward_only) == "triton":
+        return dispatch.run_triton(kernel, backend, triton_call, torch_call)
+    return torch_call()
 
 
 def _no_keys(table: Tensor, values: Tensor, steps: int) -> Tensor:
@@ -86,13 +98,10 @@ def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
     if keys == 0:
         return _no_keys(table, values, steps)
     fn = relative_mixing_window if impl == "window" else relative_mixing_dense
-    if _backend(backend, table, values) == "triton":
-        return dispatch.run_triton(
-            "relative window mixing", backend,
-            lambda: _triton_module("relative").relative_mixing_triton(table, query_positions, values, key_lengths,
-                                                                      centre, causal),
-            lambda: fn(table, query_positions, values, key_lengths, length_ratio, causal))
-    return fn(table, query_positions, values, key_lengths, length_ratio, causal)
+    return _run("relative window mixing", backend, (table, values),
+                lambda: _triton_module("relative").relative_mixing_triton(table, query_positions, values, key_lengths,
+                                                                          centre, causal),
+                lambda: fn(table, query_positions, values, key_lengths, length_ratio, causal))
 
 
 def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_valid: Tensor, far_sum: Tensor,
@@ -106,27 +115,21 @@ def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_vali
     keeps these tensors across steps. The Triton kernel is forward-only (search needs no grad):
     ``auto`` runs PyTorch when a gradient is needed.
     """
-    check_decode_inputs(energy_rows, window_values, window_valid, far_sum, far_count)
-    name = _backend(backend, energy_rows, window_values, far_sum)
-    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (energy_rows, window_values, far_sum))
-    if name == "triton" and needs_grad:  # forward-only kernel: auto differentiates with torch, forcing it fails
-        requested, setting = dispatch.requested(backend)
-        if requested == "triton":
-            raise KernelBackendError(f"{setting} asks for the 'triton' decoding step, which is forward-only; run it "
-                                     "under torch.no_grad() or use 'torch' or 'auto' to differentiate it")
-        name = "torch"
-    if name == "triton":
-        return dispatch.run_triton(
-            "decoding step", backend,
-            lambda: _triton_module("decode").relative_decode_triton(energy_rows, window_values, window_valid, far_sum,
-                                                                    far_count),
-            lambda: relative_decode_reference(energy_rows, window_values, window_valid, far_sum, far_count))
-    return relative_decode_reference(energy_rows, window_values, window_valid, far_sum, far_count)
+    check_decode_state(window_values, window_valid, far_sum, far_count, energy_rows)
+    state = (window_values, window_valid, far_sum, far_count)
+    return _run("decoding step", backend, (energy_rows, window_values, far_sum),
+                lambda: _triton_module("decode").relative_decode_triton(energy_rows, *state),
+                lambda: relative_decode_reference(energy_rows, *state), forward_only=True)
 
 
-def _check_same_shape(name: str, a: Tensor, b: Tensor, what: str) -> None:
-    if a.shape != b.shape:
-        raise ValueError(f"{name}: {what} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+def gelu_layernorm_reference(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """v_m = LayerNorm(GeLU(W^V x_m)) of GPA Eq. 4, x = W^V x_m; GeLU is the exact (erf) form (GPA Section 2.3)."""
+    return F.layer_norm(F.gelu(x), (x.size(-1),), weight, bias, eps)
+
+
+def gelu_gate_reference(context: Tensor, gate_preact: Tensor) -> Tensor:
+    """c_n * GeLU(W^G y_n) of GPA Eq. 4, gate_preact = W^G y_n; exact GeLU."""
+    return context * F.gelu(gate_preact)
 
 
 def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5,
@@ -135,18 +138,16 @@ def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5,
     if weight.shape != (x.size(-1),) or bias.shape != (x.size(-1),):
         raise ValueError(f"gelu_layernorm: weight and bias must be ({x.size(-1)},), got {tuple(weight.shape)} and "
                          f"{tuple(bias.shape)}")
-    if _backend(backend, x, weight, bias) == "triton":
-        return dispatch.run_triton("gelu_layernorm", backend,
-                                   lambda: _triton_module("gating").gelu_layernorm_triton(x, weight, bias, eps),
-                                   lambda: gelu_layernorm_reference(x, weight, bias, eps))
-    return gelu_layernorm_reference(x, weight, bias, eps)
+    return _run("gelu_layernorm", backend, (x, weight, bias),
+                lambda: _triton_module("gating").gelu_layernorm_triton(x, weight, bias, eps),
+                lambda: gelu_layernorm_reference(x, weight, bias, eps))
 
 
 def gelu_gate(context: Tensor, gate_preact: Tensor, backend: Optional[str] = None) -> Tensor:
     """context * GeLU(gate_preact) (the gate of Eq. 4; gate_preact = W^G y)."""
-    _check_same_shape("gelu_gate", context, gate_preact, "context and gate_preact")
-    if _backend(backend, context, gate_preact) == "triton":
-        return dispatch.run_triton("gelu_gate", backend,
-                                   lambda: _triton_module("gating").gelu_gate_triton(context, gate_preact),
-                                   lambda: gelu_gate_reference(context, gate_preact))
-    return gelu_gate_reference(context, gate_preact)
+    if context.shape != gate_preact.shape:
+        raise ValueError(f"gelu_gate: context and gate_preact must have the same shape, got {tuple(context.shape)} "
+                         f"and {tuple(gate_preact.shape)}")
+    return _run("gelu_gate", backend, (context, gate_preact),
+                lambda: _triton_module("gating").gelu_gate_triton(context, gate_preact),
+                lambda: gelu_gate_reference(context, gate_preact))

@@ -1,8 +1,13 @@
-"""Input checks and small helpers shared by the position-attention kernels (no fairseq import)."""
+"""Device checks, input checks and small helpers shared by the position-attention kernels (no fairseq import)."""
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+
+
+def on_gpu(device: torch.device) -> bool:
+    """Whether tensors on ``device`` take a sublayer's GPU choice (:mod:`.choice`): the one device check."""
+    return device.type == "cuda"
 
 
 def host_checks(device: torch.device) -> bool:

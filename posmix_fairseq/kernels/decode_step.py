@@ -1,22 +1,17 @@
-"""One decoding step of rPosNet decoder self-attention with a constant-size state.
+"""One decoding step of rPosNet decoder self-attention with a constant-size state (docs/search-time.md).
 
-GPA Eq. 10 with
-gamma = 1 and causal keys: the query at position t sees key t - i at distance i. Distances
-0..K-1 have their own energies (index K + i of the table row of position t); every key at
+GPA Eq. 10 with gamma = 1 and causal keys: the query at position t sees key t - i at distance i.
+Distances 0..K-1 have their own energies (index K + i of the table row of position t); every key at
 distance >= K shares index 2K. So a step needs only the last K values, the sum of the older ones
-and their count (design note "A fact worth building on later"): O(K Dh) time and memory per step,
-whatever t.
+and their count (design note "A fact worth building on later"): O(K Dh) time and memory per step, whatever t.
 
     out = [ sum_{i<K, valid} exp(E[K+i]) v_i + exp(E[2K]) far_sum ] / Z,
     Z   = sum_{i<K, valid} exp(E[K+i]) + far_count exp(E[2K])
 
 When the state holds every real token before the current one (what decoding builds: padding
-steps leave it unchanged), which slots are valid and how many keys the far sum holds follow from
-the current position t alone: slot i is valid iff i <= t, far_count = max(0, t + 1 - K). The
-step's weights over (window slots, far sum) are then a function of t and the table row E[t] only
-(:func:`position_decode_weights`), shared by every hypothesis at position t, and precomputable
-once per frozen table; and the state needs no flags or count: search keeps it as one tensor
-(:func:`packed_state`: the K window values and the far sum) and a step is
+steps leave it unchanged), slot i is valid iff i <= t and far_count = max(0, t + 1 - K): the step's
+weights are a function of t and E[t] only (:func:`position_decode_weights`), precomputable once per
+frozen table, and search keeps the state as one tensor (:func:`packed_state`), a step being
 :func:`weighted_decode_step`, a concatenation and one batched matrix product.
 """
 from typing import Optional
@@ -27,19 +22,9 @@ from torch import Tensor
 from .common import compute_dtype
 
 
-def check_decode_inputs(energy_rows: Tensor, window_values: Tensor, window_valid: Tensor, far_sum: Tensor,
-                        far_count: Tensor) -> int:
-    """Validate shapes; returns K."""
-    k = check_decode_state(window_values, window_valid, far_sum, far_count)
-    batch, heads = window_values.shape[:2]
-    if energy_rows.shape != (batch, heads, 2 * k + 1):
-        raise ValueError(f"relative_decode_step: energy_rows must be (B, H, 2K+1) = {(batch, heads, 2 * k + 1)} "
-                         f"for a window of K={k}, got {tuple(energy_rows.shape)}")
-    return k
-
-
-def check_decode_state(window_values: Tensor, window_valid: Tensor, far_sum: Tensor, far_count: Tensor) -> int:
-    """Validate the shapes of a decoding state; returns K."""
+def check_decode_state(window_values: Tensor, window_valid: Tensor, far_sum: Tensor, far_count: Tensor,
+                       energy_rows: Optional[Tensor] = None) -> None:
+    """Validate the shapes of a decoding state (and of the step's ``energy_rows`` when given)."""
     if window_values.dim() != 4:
         raise ValueError(f"relative_decode_step: window_values must be (B, H, K, Dh), got {tuple(window_values.shape)}")
     batch, heads, k, dim = window_values.shape
@@ -52,7 +37,9 @@ def check_decode_state(window_values: Tensor, window_valid: Tensor, far_sum: Ten
     if far_count.shape != (batch,) or far_count.is_floating_point():
         raise ValueError(f"relative_decode_step: far_count must be an integer tensor (B,) = ({batch},), "
                          f"got {tuple(far_count.shape)} {far_count.dtype}")
-    return k
+    if energy_rows is not None and energy_rows.shape != (batch, heads, 2 * k + 1):
+        raise ValueError(f"relative_decode_step: energy_rows must be (B, H, 2K+1) = {(batch, heads, 2 * k + 1)} "
+                         f"for a window of K={k}, got {tuple(energy_rows.shape)}")
 
 
 def relative_decode_reference(energy_rows: Tensor, window_values: Tensor, window_valid: Tensor, far_sum: Tensor,
@@ -171,15 +158,11 @@ class RelativeDecodeState:
     def empty(cls, batch: int, heads: int, k: int, head_dim: int, dtype=torch.float32, device=None):
         if k < 1:
             raise ValueError(f"RelativeDecodeState: K (max relative position) must be >= 1, got {k}")
+        acc = torch.float64 if dtype == torch.float64 else torch.float32
         return cls(torch.zeros(batch, heads, k, head_dim, dtype=dtype, device=device),
                    torch.zeros(batch, k, dtype=torch.bool, device=device),
-                   torch.zeros(batch, heads, head_dim, dtype=torch.float64 if dtype == torch.float64 else torch.float32,
-                               device=device),
+                   torch.zeros(batch, heads, head_dim, dtype=acc, device=device),
                    torch.zeros(batch, dtype=torch.long, device=device))
-
-    @property
-    def k(self) -> int:
-        return self.window_values.size(2)
 
     def tensors(self):
         """(window_values, window_valid, far_sum, far_count), the arguments of relative_decode_step."""
@@ -208,10 +191,8 @@ class RelativeDecodeState:
 
     def reorder(self, new_order: Tensor) -> "RelativeDecodeState":
         """Select the hypotheses of beam search (``new_order`` (B',) indices into the batch)."""
-        self.window_values = self.window_values.index_select(0, new_order)
-        self.window_valid = self.window_valid.index_select(0, new_order)
-        self.far_sum = self.far_sum.index_select(0, new_order)
-        self.far_count = self.far_count.index_select(0, new_order)
+        self.window_values, self.window_valid, self.far_sum, self.far_count = (
+            t.index_select(0, new_order) for t in self.tensors())
         return self
 
     def nbytes(self) -> int:

@@ -1,27 +1,25 @@
-"""Guards and device helpers shared by the Triton kernel modules (imported only when Triton is
-available).
+"""Guards and device helpers shared by the Triton kernel modules (imported only when Triton is available).
 
 Triton decides once, when it is first imported, whether its kernels (its own library functions
 included) are compiled or interpreted: the TRITON_INTERPRET variable must be set before that.
 """
-import os
-
 import torch
 import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
+
+from .dispatch import interpreter_enabled
 
 #: True when Triton was imported in interpreter mode (every kernel then runs on CPU tensors).
 INTERPRETED = not isinstance(tl.standard.sum, JITFunction)
 
 
 def check_runnable(tensor: torch.Tensor) -> None:
-    wanted = os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
     if tensor.device.type == "cpu" and not INTERPRETED:
         raise RuntimeError(
             "posmix_fairseq.kernels: Triton was imported without TRITON_INTERPRET=1, so its kernels cannot run on "
             "CPU tensors" + (" (TRITON_INTERPRET was set after Triton's first import: set it before the process "
-                             "imports Triton)" if wanted else "") + "; use backend='torch' or 'auto' here")
+                             "imports Triton)" if interpreter_enabled() else "") + "; use backend='torch' or 'auto' here")
 
 
 @triton.jit
