@@ -17,7 +17,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from posmix_fairseq.harness.benchmarks.kernel_candidates import triton_absolute  # noqa: E402
-from posmix_fairseq.kernels import triton_decode, triton_gating, triton_relative  # noqa: E402
+from posmix_fairseq.kernels import triton_gating, triton_relative  # noqa: E402
 from posmix_fairseq.kernels.common import next_power_of_2  # noqa: E402
 
 
@@ -40,8 +40,8 @@ def jobs(dtype, head_dim=64, k=16):
         (triton_absolute._abs_fwd, absolute, dict(CAUSAL=True, **dense)),
         (triton_absolute._abs_bwd_dv, absolute, dict(CAUSAL=True, **dense)),
         (triton_absolute._abs_bwd_de, absolute, dict(CAUSAL=False, **dense)),
-        (triton_decode._decode, dict(rows=vt, wvals=vt, wvalid="*i8", far_sum=f32p, far_count="*i64", out=vt,
-                                     H=i32, K=i32, DH=i32), dict(BLOCK_K=16, BLOCK_D=head_dim)),
+        (triton_relative._decode, dict(rows=vt, wvals=vt, wvalid="*i8", far_sum=f32p, far_count="*i64", out=vt,
+                                       H=i32, K=i32, DH=i32), dict(BLOCK_K=16, BLOCK_D=head_dim)),
         (triton_gating._gelu_ln_fwd, rows, dict(BLOCK_R=8, BLOCK_D=512)),
         (triton_gating._gelu_ln_bwd, rows, dict(BLOCK_R=8, BLOCK_D=512)),
         (triton_gating._gelu_gate_fwd, gate, dict(BLOCK=1024)),
@@ -59,7 +59,7 @@ def runtime_jobs(dtype, head_dim=64):
             if fn in (triton_relative._rel_fwd, triton_relative._rel_bwd):
                 for causal in (False, True):
                     out.append((fn, types, dict(consts, CAUSAL=causal)))
-            elif fn is triton_decode._decode:
+            elif fn is triton_relative._decode:
                 out.append((fn, types, dict(consts, BLOCK_K=max(2, next_power_of_2(k)))))
             elif k == 16:
                 out.append((fn, types, consts))

@@ -118,7 +118,7 @@ def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_vali
     check_decode_state(window_values, window_valid, far_sum, far_count, energy_rows)
     state = (window_values, window_valid, far_sum, far_count)
     return _run("decoding step", backend, (energy_rows, window_values, far_sum),
-                lambda: _triton_module("decode").relative_decode_triton(energy_rows, *state),
+                lambda: _triton_module("relative").relative_decode_triton(energy_rows, *state),
                 lambda: relative_decode_reference(energy_rows, *state), forward_only=True)
 
 

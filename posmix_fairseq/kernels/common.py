@@ -11,21 +11,17 @@ def on_gpu(device: torch.device) -> bool:
 
 
 def host_checks(device: torch.device) -> bool:
-    """Whether checks that read tensor values on the host run for tensors on ``device``: on the CPU
-    (free there); elsewhere reading a value is a device synchronisation, so the forward and decoding
-    paths check on the device instead (``torch._assert_async``) or bound by host-known sizes."""
+    """Whether checks that read tensor values on the host run for tensors on ``device``: on the CPU only;
+    elsewhere a read is a device synchronisation, so the paths check on the device (``torch._assert_async``)
+    or bound by host-known sizes."""
     return device.type == "cpu"
 
 
 def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, values: Tensor,
                         key_lengths: Tensor, table_keys: Optional[int] = None) -> Tuple[int, int, int, int, int]:
-    """Validate the shared conventions of the mixing primitives; returns (B, H, T, S, Dh).
-
-    ``table``: (H, Pq, X) float; ``query_positions``: (B, T) integer in [0, Pq);
-    ``values``: (B, H, S, Dh) float, left-aligned (key slot m = key position m);
-    ``key_lengths``: (B,) integer in [0, S] (and <= ``table_keys`` when given: the key axis of
-    an absolute table).
-    """
+    """Validate the conventions of the mixing primitives; returns (B, H, T, S, Dh). ``table`` (H, Pq, X)
+    float; ``query_positions`` (B, T) integer in [0, Pq); ``values`` (B, H, S, Dh) float; ``key_lengths``
+    (B,) integer in [0, S] (and <= ``table_keys`` when given: the key axis of an absolute table)."""
     if table.dim() != 3 or not table.is_floating_point():
         raise ValueError(f"{name}: table must be a float tensor (H, Pq, X), got {tuple(table.shape)} {table.dtype}")
     if values.dim() != 4 or not values.is_floating_point():
@@ -106,12 +102,9 @@ GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
 
 
 def row_grid(rows: int, blocks: int) -> Tuple[int, int]:
-    """The launch grid of a kernel with one program per (row, block): ``(rows, blocks)``.
-
-    The rows (batch x heads: 4,096 sentences of 16 heads are 65,536 rows) go on axis 0, whose
-    limit is 2^31 - 1; the blocks of one row (query or key tiles: a 2,048-token sentence in
-    32-query tiles is 64) on axis 1, limited to 65,535. A grid over the limits is a clear error
-    before the launch, not CUDA's ``invalid argument``."""
+    """The launch grid ``(rows, blocks)`` of a kernel with one program per (row, block): the rows (batch x
+    heads: 4,096 sentences of 16 heads are 65,536) on axis 0, the query or key tiles of a row on axis 1
+    (limited to 65,535). A grid over the limits is a clear error, not CUDA's ``invalid argument``."""
     grid = (rows, blocks)
     for axis, (size, limit) in enumerate(zip(grid, GRID_LIMITS)):
         if size > limit:

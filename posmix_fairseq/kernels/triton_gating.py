@@ -1,10 +1,7 @@
-"""Triton kernels of the gating epilogue (GPA Eq. 4), forward and
-backward, fp32 arithmetic whatever the storage dtype:
-
-    gelu_layernorm: y = LayerNorm(GeLU(x))       one program per BLOCK_R rows of D features
-    gelu_gate:      y = c * GeLU(g)              elementwise
-
-GeLU is exact (erf), GeLU'(x) = Phi(x) + x phi(x). Imported only when Triton is available.
+"""Triton kernels of the gating epilogue (GPA Eq. 4), forward and backward, fp32 arithmetic whatever
+the storage dtype: y = LayerNorm(GeLU(x)) (one program per BLOCK_R rows of D features) and
+y = c * GeLU(g) (elementwise). GeLU is exact (erf), GeLU'(x) = Phi(x) + x phi(x). Imported only when
+Triton is available.
 """
 import torch
 import triton
@@ -12,7 +9,6 @@ import triton.language as tl
 
 from .common import next_power_of_2
 from .triton_support import check_runnable
-
 
 
 @triton.jit

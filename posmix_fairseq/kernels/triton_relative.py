@@ -1,22 +1,18 @@
-"""Triton kernels of rPosNet mixing in the window + far-sum form, forward and backward.
+"""Triton kernels of rPosNet mixing in the window + far-sum form (GPA Eqs. 9-10), forward and backward.
 
-Same math as :func:`posmix_fairseq.kernels.relative_mixing.relative_mixing_window` (see its
-module docstring; GPA Eqs. 9-10). One program handles BLOCK_T queries
-of one (batch row, head):
+The math of :func:`.relative_mixing.relative_mixing_window`. One program handles BLOCK_T queries of one
+(batch row, head): their maximum comes from one (BLOCK_T, 2K+1) tile of their table rows; their band
+keys, [min c - K, max c + K], are walked in BLOCK_N-key tiles (tiles without a band key skipped), a
+banded weight tile times the value tile by ``tl.dot``; the far groups add exp(E[2K]) * prefix and
+exp(E[0]) * suffix sums (fp32). The backward recomputes the weights from the saved log-sum-exp and adds
+dE into the table rows (fp32 atomics: queries of several rows share a position), dV into the values
+(neighbouring query blocks share 2K keys) and the far-sum gradients into the prefix/suffix sums, turned
+into value gradients by (reverse) cumulative sums.
 
-- the maximum over each query's band and far energies comes from one (BLOCK_T, 2K+1) tile of its
-  table row;
-- the band keys of the whole block lie in [min c - K, max c + K] (BLOCK_T + 2K keys for
-  consecutive centres), walked in BLOCK_N-key tiles (tiles without any band key skipped): the
-  banded weight tile P (zero outside |c - m| <= K, energies gathered from the table rows) times
-  the value tile by ``tl.dot``, fp32 accumulation;
-- the far-left / far-right groups add exp(E[2K]) * prefix and exp(E[0]) * suffix sums (fp32).
-
-The backward recomputes P from the saved log-sum-exp: dE = P (dO V^T - delta) is added into the
-table rows (fp32 atomics: queries of several rows share a position), dV = P^T dO into the values
-(one fp32 atomic tile per key tile: neighbouring query blocks share 2K keys), and the far-sum
-gradients into the prefix/suffix sums, turned into value gradients by (reverse) cumulative sums.
-Imported only when Triton is available.
+The constant-state decoding step (forward only) is the math of
+:func:`.decode_step.relative_decode_reference`: one program per (hypothesis, head) reads the K window
+energies E[K+i], the far energy E[2K], the K window values and the far sum. Imported only when
+Triton is available.
 """
 import torch
 import triton
@@ -230,3 +226,43 @@ class RelativeWindowMixing(torch.autograd.Function):
 def relative_mixing_triton(table, query_positions, values, key_lengths, centre, causal):
     check_runnable(values)
     return RelativeWindowMixing.apply(table, values, query_positions, centre, key_lengths, causal)
+
+
+@triton.jit
+def _decode(rows, wvals, wvalid, far_sum, far_count, out, H, K, DH,
+            BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr):
+    bh, b, _ = program_row(H)
+    i = tl.arange(0, BLOCK_K)
+    im = i < K
+    d = tl.arange(0, BLOCK_D)
+    dm = d < DH
+    W = 2 * K + 1
+    valid = (tl.load(wvalid + b * K + i, mask=im, other=0) != 0) & im
+    e = tl.load(rows + bh * W + K + i, mask=valid, other=0.0).to(tl.float32)
+    count = tl.load(far_count + b).to(tl.float32)
+    e_far = tl.load(rows + bh * W + 2 * K).to(tl.float32)
+    neg_inf = float("-inf")
+    mx = tl.max(tl.where(valid, e, neg_inf), axis=0)
+    mx = tl.maximum(mx, tl.where(count > 0, e_far, neg_inf))
+    mx = tl.where(mx == neg_inf, 0.0, mx)
+    w = tl.where(valid, tl.exp(e - mx), 0.0)
+    w_far = tl.where(count > 0, tl.exp(e_far - mx), 0.0)
+    z = tl.sum(w, axis=0) + w_far * count
+    v = tl.load(wvals + bh * K * DH + i[:, None] * DH + d[None, :], mask=valid[:, None] & dm[None, :],
+                other=0.0).to(tl.float32)
+    acc = tl.sum(w[:, None] * v, axis=0)
+    acc += w_far * tl.load(far_sum + bh * DH + d, mask=dm, other=0.0).to(tl.float32)
+    res = acc / tl.where(z > 0, z, 1.0)
+    tl.store(out + bh * DH + d, res.to(out.dtype.element_ty), mask=dm)
+
+
+def relative_decode_triton(energy_rows, window_values, window_valid, far_sum, far_count):
+    check_runnable(window_values)
+    batch, heads, k, dim = window_values.shape
+    out = torch.empty(batch, heads, dim, dtype=window_values.dtype, device=window_values.device)
+    if batch * heads:
+        _decode[(batch * heads,)](energy_rows.contiguous(), window_values.contiguous(),
+                                  window_valid.to(torch.int8).contiguous(), far_sum.contiguous(),
+                                  far_count.contiguous(), out, heads, k, dim,
+                                  BLOCK_K=max(2, next_power_of_2(k)), BLOCK_D=max(16, next_power_of_2(dim)))
+    return out
