@@ -40,7 +40,7 @@ def triton_without_compiler(monkeypatch):
                 raise RuntimeError(NO_COMPILER)
             return launch
 
-    monkeypatch.setattr(kernels, "_triton_module", lambda name: NoCompiler())
+    monkeypatch.setattr(kernels, "_triton_module", lambda: NoCompiler())
     return calls
 
 

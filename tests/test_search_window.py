@@ -204,7 +204,7 @@ def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
             launched.append("gelu_gate")
             return kernels.gelu_gate_reference(*args)
 
-    monkeypatch.setattr(kernels, "_triton_module", lambda name: FakeTriton())
+    monkeypatch.setattr(kernels, "_triton_module", lambda: FakeTriton())
     monkeypatch.setattr("posmix_fairseq.kernels.common.on_gpu", lambda device: True)
     actual, _ = mix(gated, x, need_weights=False)
     assert launched == ["gelu_layernorm", "gelu_gate"]

@@ -1,14 +1,8 @@
-"""Kernels of gated position-based attention: PyTorch references and Triton kernels (docs/gpu.md).
+"""Kernels of gated position-based attention: PyTorch references and Triton kernels.
 
-Imports without fairseq (only torch; Triton when installed). Every primitive takes
-``backend=None|"auto"|"torch"|"triton"`` (:mod:`.dispatch`). The equations are those of GPA:
-Eqs. 9-10 (rPosNet), Eq. 4 (gating).
-
-Conventions of the mixing primitives: ``values`` (B, H, S, Dh) are LEFT-ALIGNED (key slot m is
-key position m), ``key_lengths`` (B,) the real keys of each row (slots >= length are padding);
-``query_positions`` (B, T) the true query positions (padding queries may have any position in the
-table: their output is finite); ``causal`` allows key m only if m <= p. The softmax is fp32; a
-query with no allowed key gets 0, never NaN. Outputs have the dtype of ``values``.
+The primitives (rPosNet mixing, GPA Eqs. 9-10; its constant-state decoding step; the gating of Eq. 4),
+their conventions (left-aligned values, fp32 softmax, 0 for a query without keys) and backends are
+described in docs/gpu.md. Imports without fairseq (only torch; Triton when installed).
 """
 import importlib
 from typing import Optional
@@ -54,8 +48,9 @@ def _backend(backend: Optional[str], *tensors: Tensor, forward_only: bool = Fals
     return "torch"
 
 
-def _triton_module(name: str):
-    return importlib.import_module(f"{__name__}.triton_{name}")
+def _triton_module():
+    """The Triton kernels, imported at their first use (Triton is optional)."""
+    return importlib.import_module(f"{__name__}.triton_kernels")
 
 
 def _run(kernel: str, backend: Optional[str], tensors: tuple, triton_call, torch_call, forward_only: bool = False):
@@ -99,7 +94,7 @@ def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
         return _no_keys(table, values, steps)
     fn = relative_mixing_window if impl == "window" else relative_mixing_dense
     return _run("relative window mixing", backend, (table, values),
-                lambda: _triton_module("relative").relative_mixing_triton(table, query_positions, values, key_lengths,
+                lambda: _triton_module().relative_mixing_triton(table, query_positions, values, key_lengths,
                                                                           centre, causal),
                 lambda: fn(table, query_positions, values, key_lengths, length_ratio, causal))
 
@@ -118,7 +113,7 @@ def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_vali
     check_decode_state(window_values, window_valid, far_sum, far_count, energy_rows)
     state = (window_values, window_valid, far_sum, far_count)
     return _run("decoding step", backend, (energy_rows, window_values, far_sum),
-                lambda: _triton_module("relative").relative_decode_triton(energy_rows, *state),
+                lambda: _triton_module().relative_decode_triton(energy_rows, *state),
                 lambda: relative_decode_reference(energy_rows, *state), forward_only=True)
 
 
@@ -139,7 +134,7 @@ def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5,
         raise ValueError(f"gelu_layernorm: weight and bias must be ({x.size(-1)},), got {tuple(weight.shape)} and "
                          f"{tuple(bias.shape)}")
     return _run("gelu_layernorm", backend, (x, weight, bias),
-                lambda: _triton_module("gating").gelu_layernorm_triton(x, weight, bias, eps),
+                lambda: _triton_module().gelu_layernorm_triton(x, weight, bias, eps),
                 lambda: gelu_layernorm_reference(x, weight, bias, eps))
 
 
@@ -149,5 +144,5 @@ def gelu_gate(context: Tensor, gate_preact: Tensor, backend: Optional[str] = Non
         raise ValueError(f"gelu_gate: context and gate_preact must have the same shape, got {tuple(context.shape)} "
                          f"and {tuple(gate_preact.shape)}")
     return _run("gelu_gate", backend, (context, gate_preact),
-                lambda: _triton_module("gating").gelu_gate_triton(context, gate_preact),
+                lambda: _triton_module().gelu_gate_triton(context, gate_preact),
                 lambda: gelu_gate_reference(context, gate_preact))

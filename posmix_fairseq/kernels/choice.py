@@ -1,23 +1,12 @@
 """How each attention sublayer runs, decided once, when the model is built (docs/gpu.md, "What runs on a GPU").
 
-A sublayer's builder calls :func:`choose` with its options; the :class:`SublayerKernels` it gets
-holds one :class:`KernelChoice` for CPU tensors and one for CUDA tensors (fairseq builds a model
-on the CPU and moves it to the GPU afterwards, so both are settled at build time), and the calls
-look theirs up by the tensors' device (:func:`.common.on_gpu`). A choice holds:
-
-- ``mixing``: ``dense`` (the (T, S) weights of the energy) or ``window`` (rPosNet's band and
-  far sums, GPA Eq. 10, O(T (2K+3) D_h)); ``kernels``: ``torch`` or ``triton``, what computes the window form;
-- ``decode``: rPosNet decoder self-attention while decoding step by step: ``table`` (the decode-weight
-  table, one batched product per step) or ``triton`` (the Triton step, recomputing the step's
-  softmax from the energy row); empty where the sublayer does not decode so;
-- ``gating``: GPA Eq. 4's LayerNorm(GeLU(W^V x)) and c * GeLU(W^G y), ``torch`` or ``triton``; empty
-  for an ungated sublayer.
-
-On the CPU every choice is PyTorch, except ``--S-rposnet-impl triton``, which forces the Triton kernels
-everywhere (on CPU tensors they need ``TRITON_INTERPRET=1``). On a GPU, ``--S-rposnet-impl auto`` and
-every mixer without that option take :data:`GPU_DEFAULTS`, which ``POSMIX_GPU_DEFAULTS`` (JSON)
-overrides for one run. A Triton kernel the defaults chose that fails at its first call falls back to
-PyTorch with one warning (:func:`.dispatch.run_triton`); one the user forced is an error.
+:func:`choose` gives a sublayer one :class:`KernelChoice` for CPU tensors and one for CUDA tensors
+(fairseq builds a model on the CPU and moves it to the GPU afterwards, so both are settled at build
+time); the calls look theirs up by the tensors' device (:func:`.common.on_gpu`). A choice holds
+``mixing`` (``dense`` or rPosNet's ``window`` form, GPA Eq. 10) and ``kernels`` (``torch`` or ``triton``:
+what computes the window form), ``decode`` (rPosNet decoder self-attention step by step: the
+decode-weight ``table`` or the ``triton`` step; empty where the sublayer does not decode so) and
+``gating`` (Eq. 4's LayerNorm(GeLU) and GeLU gate: ``torch`` or ``triton``; empty when ungated).
 """
 import json
 import os

@@ -1,11 +1,9 @@
 """Backend selection for the position-attention kernels: ``auto``, ``torch`` or ``triton`` (docs/gpu.md, "Dispatch").
 
-Precedence: the ``backend=`` argument of a call, else :func:`set_backend`, else the environment
-variable ``POSMIX_KERNELS``, else ``auto``, which runs the Triton kernels on CUDA tensors when Triton
-imports. Forcing ``triton`` where it cannot run raises a :class:`KernelBackendError` naming the
-setting and its valid values: never a silent fallback. The model passes ``backend=`` on every call,
-from the choices made when it was built (:mod:`.choice`). A Triton kernel that fails at its first
-call (Triton imports but cannot build it) is handled by :func:`run_triton`.
+Precedence: the ``backend=`` argument of a call, else :func:`set_backend`, else ``POSMIX_KERNELS``, else
+``auto`` (Triton for CUDA tensors when it imports). Forcing ``triton`` where it cannot run is a
+:class:`KernelBackendError`, never a silent fallback; :func:`run_triton` handles a kernel that fails
+at its first call.
 """
 import functools
 import importlib
