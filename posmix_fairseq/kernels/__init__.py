@@ -72,15 +72,10 @@ def _no_keys(table: Tensor, values: Tensor, steps: int) -> Tensor:
 def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Tensor, key_lengths: Tensor,
                              length_ratio: float = 1.0, causal: bool = False, backend: Optional[str] = None,
                              impl: str = "window") -> Tensor:
-    """rPosNet mixing (Eqs. 9-10) from a table of energies; (B, H, T, Dh).
-
-    ``table`` (H, Pq, 2K+1): energy of a query at position p for the clipped distance index
-    j = clip(floor(gamma p) - m, -K, K) + K (``length_ratio`` = gamma; 1 in self-attention, and
-    ``causal`` only with decoder self-attention). Differentiable w.r.t. ``table`` and ``values``.
-    ``impl`` picks the PyTorch implementation: ``"window"`` (O(T (2K+3) Dh), the band plus far
-    sums) or ``"dense"`` (materialises (B, H, T, S) energies, the reference); the Triton backend
-    always runs the window form.
-    """
+    """rPosNet mixing (Eqs. 9-10) from a table of energies; (B, H, T, Dh), differentiable w.r.t. ``table`` and
+    ``values``. ``table`` (H, Pq, 2K+1): the energy of a query at position p for the clipped distance index
+    j = clip(floor(gamma p) - m, -K, K) + K (``length_ratio`` = gamma). ``impl``: the PyTorch ``"window"``
+    form (the band plus far sums) or the ``"dense"`` reference; the Triton backend runs the window form."""
     if impl not in RELATIVE_IMPLS:
         raise ValueError(f"impl={impl!r} is not an rPosNet mixing implementation; valid values: "
                          f"{', '.join(RELATIVE_IMPLS)}")
@@ -94,22 +89,17 @@ def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
         return _no_keys(table, values, steps)
     fn = relative_mixing_window if impl == "window" else relative_mixing_dense
     return _run("relative window mixing", backend, (table, values),
-                lambda: _triton_module().relative_mixing_triton(table, query_positions, values, key_lengths,
-                                                                          centre, causal),
+                lambda: _triton_module().relative_mixing_triton(table, query_positions, values, key_lengths, centre,
+                                                                causal),
                 lambda: fn(table, query_positions, values, key_lengths, length_ratio, causal))
 
 
 def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_valid: Tensor, far_sum: Tensor,
                          far_count: Tensor, backend: Optional[str] = None) -> Tensor:
     """One query per hypothesis of constant-state rPosNet decoder self-attention; (B, H, Dh).
-
-    ``energy_rows`` (B, H, 2K+1): the table row of the current position; ``window_values``
-    (B, H, K, Dh): slot i is the key at distance i (0 = the current token), energy index K+i;
-    ``window_valid`` (B, K) bool; the keys at distance >= K all use energy index 2K: ``far_sum``
-    (B, H, Dh) is their value sum, ``far_count`` (B,) their number. :class:`RelativeDecodeState`
-    keeps these tensors across steps. The Triton kernel is forward-only (search needs no grad):
-    ``auto`` runs PyTorch when a gradient is needed.
-    """
+    ``energy_rows`` (B, H, 2K+1): the table row of the current position; the state (:class:`RelativeDecodeState`)
+    holds the last K values and the sum and count of the older ones. The Triton kernel is forward-only
+    (search needs no gradient): ``auto`` runs PyTorch when a gradient is needed."""
     check_decode_state(window_values, window_valid, far_sum, far_count, energy_rows)
     state = (window_values, window_valid, far_sum, far_count)
     return _run("decoding step", backend, (energy_rows, window_values, far_sum),
@@ -117,32 +107,23 @@ def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_vali
                 lambda: relative_decode_reference(energy_rows, *state), forward_only=True)
 
 
-def gelu_layernorm_reference(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
-    """v_m = LayerNorm(GeLU(W^V x_m)) of GPA Eq. 4, x = W^V x_m; GeLU is the exact (erf) form (GPA Section 2.3)."""
-    return F.layer_norm(F.gelu(x), (x.size(-1),), weight, bias, eps)
-
-
-def gelu_gate_reference(context: Tensor, gate_preact: Tensor) -> Tensor:
-    """c_n * GeLU(W^G y_n) of GPA Eq. 4, gate_preact = W^G y_n; exact GeLU."""
-    return context * F.gelu(gate_preact)
-
-
 def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5,
                    backend: Optional[str] = None) -> Tensor:
-    """LayerNorm(GeLU(x)) over the last axis (the value path of Eq. 4)."""
+    """LayerNorm(GeLU(x)) over the last axis: v_m of GPA Eq. 4 for x = W^V x_m, with the exact (erf) GeLU
+    (GPA Section 2.3)."""
     if weight.shape != (x.size(-1),) or bias.shape != (x.size(-1),):
         raise ValueError(f"gelu_layernorm: weight and bias must be ({x.size(-1)},), got {tuple(weight.shape)} and "
                          f"{tuple(bias.shape)}")
     return _run("gelu_layernorm", backend, (x, weight, bias),
                 lambda: _triton_module().gelu_layernorm_triton(x, weight, bias, eps),
-                lambda: gelu_layernorm_reference(x, weight, bias, eps))
+                lambda: F.layer_norm(F.gelu(x), (x.size(-1),), weight, bias, eps))
 
 
 def gelu_gate(context: Tensor, gate_preact: Tensor, backend: Optional[str] = None) -> Tensor:
-    """context * GeLU(gate_preact) (the gate of Eq. 4; gate_preact = W^G y)."""
+    """context * GeLU(gate_preact): the gate of GPA Eq. 4 (gate_preact = W^G y_n; exact GeLU)."""
     if context.shape != gate_preact.shape:
         raise ValueError(f"gelu_gate: context and gate_preact must have the same shape, got {tuple(context.shape)} "
                          f"and {tuple(gate_preact.shape)}")
     return _run("gelu_gate", backend, (context, gate_preact),
                 lambda: _triton_module().gelu_gate_triton(context, gate_preact),
-                lambda: gelu_gate_reference(context, gate_preact))
+                lambda: context * F.gelu(gate_preact))
