@@ -63,8 +63,7 @@ def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, value
 
 
 def centres(query_positions: Tensor, length_ratio: float) -> Tensor:
-    """floor(gamma * p) (GPA Eq. 10), in float64 like
-    ``posmix_fairseq.core.positions.relative_distance``; gamma = 1 returns the positions."""
+    """floor(gamma * p) (GPA Eq. 10), in float64 like ``core.positions.relative_distance``; gamma = 1: p."""
     if length_ratio <= 0:
         raise ValueError(f"length_ratio (gamma) must be > 0, got {length_ratio}")
     if length_ratio == 1.0:
@@ -82,10 +81,8 @@ def allowed_keys(query_positions: Tensor, key_lengths: Tensor, keys: int, causal
 
 
 def masked_softmax_mix(energies: Tensor, allowed: Tensor, values: Tensor) -> Tensor:
-    """sum_m softmax_m(E) v_m over the allowed keys, fp32 softmax; 0 for a query with none.
-
-    energies (B, H, T, S) float32 (float64 for float64 values), allowed (B, 1 or H, T, S) bool, values (B, H, S, Dh).
-    """
+    """sum_m softmax_m(E) v_m over the allowed keys (fp32 softmax; 0 for a query with none): energies
+    (B, H, T, S) in the compute dtype, allowed (B, 1 or H, T, S) bool, values (B, H, S, Dh)."""
     logits = energies.masked_fill(~allowed, float("-inf"))
     dead = ~allowed.any(dim=-1, keepdim=True)
     probs = torch.softmax(logits.masked_fill(dead, 0.0), dim=-1) * allowed

@@ -7,7 +7,6 @@ at its first call.
 """
 import functools
 import importlib
-import importlib.util
 import os
 import warnings
 from typing import Callable, Optional
@@ -67,11 +66,9 @@ def requested(backend: Optional[str]) -> tuple:
 @functools.lru_cache(maxsize=None)
 def triton_available() -> bool:
     """True when the ``triton`` package is installed and imports (checked once per process)."""
-    if importlib.util.find_spec("triton") is None:
-        return False
     try:
         importlib.import_module("triton.language")
-    except Exception:  # a broken install counts as missing
+    except Exception:  # not installed, or a broken install: both count as missing
         return False
     return True
 

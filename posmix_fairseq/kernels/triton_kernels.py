@@ -1,20 +1,17 @@
-"""The Triton kernels (imported only when Triton is available), forward and backward unless said:
+"""The Triton kernels, fp32 arithmetic whatever the storage dtype (imported only when Triton is available):
 
-- rPosNet mixing (GPA Eqs. 9-10) in the window + far-sum form, the math of
-  :func:`.relative_mixing.relative_mixing_window`. One program handles BLOCK_T queries of one (batch
-  row, head): their band keys, [min c - K, max c + K], are walked in BLOCK_N-key tiles (tiles without
-  a band key skipped), a banded weight tile times the value tile by ``tl.dot``; the far groups add
-  exp(E[2K]) * prefix and exp(E[0]) * suffix sums (fp32). The backward recomputes the weights from the
-  saved log-sum-exp and adds dE into the table rows (fp32 atomics: queries of several rows share a
-  position), dV into the values and the far-sum gradients into the prefix/suffix sums, turned into
-  value gradients by cumulative sums;
-- the constant-state decoding step, forward only: :func:`.decode_step.relative_decode_reference`;
-- the gating epilogue of GPA Eq. 4 in fp32 arithmetic whatever the storage dtype: LayerNorm(GeLU(x))
-  (one program per BLOCK_R rows of D features) and c * GeLU(g) (elementwise); GeLU is exact (erf),
+- rPosNet mixing (GPA Eqs. 9-10), the window + far-sum form of :mod:`.relative_mixing`, forward and
+  backward. A program takes BLOCK_T queries of one (batch row, head) and walks their band keys in
+  BLOCK_N-key tiles (a banded weight tile times the value tile by ``tl.dot``; tiles without a band key
+  skipped), plus the far groups from prefix / suffix sums. The backward recomputes the weights from the
+  saved log-sum-exp; dE goes into the table rows by atomics (queries of several rows share a position),
+  the far-sum gradients into the prefix / suffix sums, turned into value gradients by cumulative sums;
+- the constant-state decoding step of :mod:`.decode_step`, forward only;
+- GPA Eq. 4's LayerNorm(GeLU(x)) and c * GeLU(g), forward and backward, with the exact (erf) GeLU,
   GeLU'(x) = Phi(x) + x phi(x).
 
-Triton decides once, when it is first imported, whether its kernels (its own library functions
-included) are compiled or interpreted: the TRITON_INTERPRET variable must be set before that.
+Triton decides once, when first imported, whether its kernels (its own library functions included) are
+compiled or interpreted: TRITON_INTERPRET must be set before that.
 """
 import torch
 import triton
