@@ -1,18 +1,15 @@
 """One decoding step of rPosNet decoder self-attention with a constant-size state (docs/search-time.md).
 
-GPA Eq. 10 with gamma = 1 and causal keys: the query at position t sees key t - i at distance i.
-Distances 0..K-1 have their own energies (index K + i of the table row of position t); every key at
-distance >= K shares index 2K. So a step needs only the last K values, the sum of the older ones
-and their count (design note "A fact worth building on later"): O(K Dh) time and memory per step, whatever t.
+GPA Eq. 10 with gamma = 1 and causal keys: the key at distance i < K from the query at position t has
+its own energy E[K+i], every older key shares E[2K]. So a step needs only the last K values, the sum
+of the older ones and their count (design note "A fact worth building on later"), O(K Dh) whatever t:
 
     out = [ sum_{i<K, valid} exp(E[K+i]) v_i + exp(E[2K]) far_sum ] / Z,
     Z   = sum_{i<K, valid} exp(E[K+i]) + far_count exp(E[2K])
 
-When the state holds every real token before the current one (what decoding builds: padding
-steps leave it unchanged), slot i is valid iff i <= t and far_count = max(0, t + 1 - K): the step's
-weights are a function of t and E[t] only (:func:`position_decode_weights`), precomputable once per
-frozen table, and search keeps the state as one tensor (:func:`packed_state`), a step being
-:func:`weighted_decode_step`, a concatenation and one batched matrix product.
+When the state holds every real token before the current one (padding steps leave it unchanged),
+slot i is valid iff i <= t and far_count = max(0, t + 1 - K): the weights depend on t and E[t] only
+(:func:`position_decode_weights`) and search keeps the state as one tensor (:func:`packed_state`).
 """
 from typing import Optional
 

@@ -1,16 +1,15 @@
 """rPosNet mixing from a table of position energies: dense reference and O(K) window form.
 
 GPA Eqs. 9-10: the energy of query n and key m is e(n, clip(floor(gamma n) - m, K)), so a table E
-(H, Pq, 2K+1) indexed by query position and j = clip(floor(gamma p) - m, -K, K) + K holds every
-energy. Window form (design note "A fact worth building on later"): with centre c = floor(gamma p),
-every key m < c - K has index 2K and every key m > c + K has index 0, so
+(H, Pq, 2K+1) indexed by query position and j = clip(floor(gamma p) - m, -K, K) + K holds them all.
+Window form (design note "A fact worth building on later"): with centre c = floor(gamma p), every
+key m < c - K has index 2K and every key m > c + K index 0, so with n_l far-left and n_r far-right keys
 
-    softmax over the keys = the 2K+1 band keys m in [c-K, c+K]
-                            + n_l exp(E[2K]) (n_l far-left keys) + n_r exp(E[0]) (n_r far-right keys)
+    Z       = sum_{band m in [c-K, c+K]} exp(E[j]) + n_l exp(E[2K]) + n_r exp(E[0])
     context = (band + exp(E[2K]) sum_{far left} v_m + exp(E[0]) sum_{far right} v_m) / Z
 
-with the far sums read from prefix / suffix sums of the values: O(T (2K+3) Dh) instead of
-O(T S Dh). Both functions take the (validated, S >= 1) arguments of ``kernels.relative_position_mixing``.
+with the far sums read from prefix / suffix sums of the values: O(T (2K+3) Dh) instead of O(T S Dh).
+Both functions take the (validated, S >= 1) arguments of ``kernels.relative_position_mixing``.
 """
 import torch
 from torch import Tensor
