@@ -224,16 +224,13 @@ class RelativeWindowMixing(torch.autograd.Function):
                 table_c, pos, cen, lens, values_c, prefix, suffix, out, lse, heads, steps, keys, pq, dim,
                 K=k, CAUSAL=bool(causal), BLOCK_W=next_power_of_2(width), **config)
         ctx.save_for_backward(table_c, values_c, pos, cen, lens, prefix, suffix, out, lse, key_lengths)
-        ctx.causal = bool(causal)
+        ctx.sizes, ctx.causal = (k, batch, heads, steps, keys, pq, dim), bool(causal)
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         table, values, pos, cen, lens, prefix, suffix, out, lse, key_lengths = ctx.saved_tensors
-        heads, pq, width = table.shape
-        k = (width - 1) // 2
-        batch, _, keys, dim = values.shape
-        steps = pos.size(1)
+        k, batch, heads, steps, keys, pq, dim = ctx.sizes
         dtable = torch.zeros(table.shape, dtype=torch.float32, device=table.device)
         dvals = torch.zeros(values.shape, dtype=torch.float32, device=values.device)
         dprefix = torch.zeros_like(prefix)
