@@ -62,9 +62,12 @@ class KernelChoice:
     gating: str = ""
 
     def __str__(self) -> str:
-        parts = [f"{self.mixing} mixing" + (f" ({self.kernels})" if self.mixing == "window" else ""),
-                 f"decode {self.decode}" if self.decode else "", f"gating {self.gating}" if self.gating else ""]
-        return ", ".join(part for part in parts if part)
+        parts = [f"{self.mixing} mixing" + (f" ({self.kernels})" if self.mixing == "window" else "")]
+        if self.decode:
+            parts.append(f"decode {self.decode}")
+        if self.gating:
+            parts.append(f"gating {self.gating}")
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)

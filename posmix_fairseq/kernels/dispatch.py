@@ -102,7 +102,8 @@ def resolve(backend: Optional[str], device: torch.device) -> str:
 def run_triton(kernel: str, backend: Optional[str], triton_call: Callable, torch_call: Callable):
     """``triton_call()``, the Triton kernel ``kernel`` that :func:`resolve` chose for ``backend``; if it
     fails at its first call, ``torch_call()`` with one :class:`TritonFallbackWarning` per process (asked
-    for by ``auto``) or a :class:`KernelBackendError` naming the setting (forced)."""
+    for by ``auto``, which then runs PyTorch for the rest of the process) or a :class:`KernelBackendError`
+    naming the setting (forced). A kernel that has run once propagates its errors."""
     if kernel in TRITON_STATE["proven"]:
         return triton_call()
     try:
