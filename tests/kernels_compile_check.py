@@ -17,7 +17,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from posmix_fairseq.harness.benchmarks.kernel_candidates import triton_absolute  # noqa: E402
-from posmix_fairseq.kernels import triton_decode, triton_gating, triton_relative  # noqa: E402
+from posmix_fairseq.kernels import triton_kernels  # noqa: E402
 from posmix_fairseq.kernels.common import next_power_of_2  # noqa: E402
 
 
@@ -29,23 +29,23 @@ def jobs(dtype, head_dim=64, k=16):
                   H=i32, T=i32, S=i32, PQ=i32, PK=i32, DH=i32)
     absolute = dict(mixing, dvals=vt)
     dense = dict(BLOCK_T=32, BLOCK_N=32, BLOCK_D=head_dim, PRECISION="ieee", DOT_F32=dtype == "fp32")
-    relative = dict(dense, num_warps=8 if dtype == "fp32" else 4)  # as triton_relative.launch_config
+    relative = dict(dense, num_warps=8 if dtype == "fp32" else 4)  # as triton_kernels.launch_config
     relative_bwd = dict(dense, num_warps=8)
     rows = dict(x=vt, w=vt, b=vt, y=vt, mean_out=f32p, rstd_out=f32p, dy=vt, mean_in=f32p, rstd_in=f32p, dx=vt,
                 dw_part=f32p, db_part=f32p, R=i32, D=i32, eps="fp32")
     gate = dict(c=vt, g=vt, y=vt, dy=vt, dc=vt, dg=vt, N=i32)
     return [
-        (triton_relative._rel_fwd, mixing, dict(K=k, CAUSAL=True, BLOCK_W=next_power_of_2(2 * k + 1), **relative)),
-        (triton_relative._rel_bwd, mixing, dict(K=k, CAUSAL=False, **relative_bwd)),
+        (triton_kernels._rel_fwd, mixing, dict(K=k, CAUSAL=True, BLOCK_W=next_power_of_2(2 * k + 1), **relative)),
+        (triton_kernels._rel_bwd, mixing, dict(K=k, CAUSAL=False, **relative_bwd)),
         (triton_absolute._abs_fwd, absolute, dict(CAUSAL=True, **dense)),
         (triton_absolute._abs_bwd_dv, absolute, dict(CAUSAL=True, **dense)),
         (triton_absolute._abs_bwd_de, absolute, dict(CAUSAL=False, **dense)),
-        (triton_decode._decode, dict(rows=vt, wvals=vt, wvalid="*i8", far_sum=f32p, far_count="*i64", out=vt,
-                                     H=i32, K=i32, DH=i32), dict(BLOCK_K=16, BLOCK_D=head_dim)),
-        (triton_gating._gelu_ln_fwd, rows, dict(BLOCK_R=8, BLOCK_D=512)),
-        (triton_gating._gelu_ln_bwd, rows, dict(BLOCK_R=8, BLOCK_D=512)),
-        (triton_gating._gelu_gate_fwd, gate, dict(BLOCK=1024)),
-        (triton_gating._gelu_gate_bwd, gate, dict(BLOCK=1024)),
+        (triton_kernels._decode, dict(rows=vt, wvals=vt, wvalid="*i8", far_sum=f32p, far_count="*i64", out=vt,
+                                       H=i32, K=i32, DH=i32), dict(BLOCK_K=16, BLOCK_D=head_dim)),
+        (triton_kernels._gelu_ln_fwd, rows, dict(BLOCK_R=8, BLOCK_D=512)),
+        (triton_kernels._gelu_ln_bwd, rows, dict(BLOCK_R=8, BLOCK_D=512)),
+        (triton_kernels._gelu_gate_fwd, gate, dict(BLOCK=1024)),
+        (triton_kernels._gelu_gate_bwd, gate, dict(BLOCK=1024)),
     ]
 
 
@@ -56,10 +56,10 @@ def runtime_jobs(dtype, head_dim=64):
     out = []
     for k in (8, 16):
         for fn, types, consts in jobs(dtype, head_dim, k):
-            if fn in (triton_relative._rel_fwd, triton_relative._rel_bwd):
+            if fn in (triton_kernels._rel_fwd, triton_kernels._rel_bwd):
                 for causal in (False, True):
                     out.append((fn, types, dict(consts, CAUSAL=causal)))
-            elif fn is triton_decode._decode:
+            elif fn is triton_kernels._decode:
                 out.append((fn, types, dict(consts, BLOCK_K=max(2, next_power_of_2(k)))))
             elif k == 16:
                 out.append((fn, types, consts))

@@ -1,6 +1,6 @@
 """The GPU user's routes, taken on the CPU: each sublayer's choice (kernels/choice.py) is settled when
 the model is built and printable; the CUDA choice is taken by simulating CUDA through the choices'
-one device check (``kernels.device.on_gpu``), and a Triton kernel that fails at its first call (its launch
+one device check (``kernels.common.on_gpu``), and a Triton kernel that fails at its first call (its launch
 replaced by one raising what Triton raises on a host without a C compiler) falls back with one
 warning, or is a clear error where the user forced Triton. Tiny models; seconds."""
 import warnings
@@ -10,7 +10,7 @@ import torch
 
 from helpers import build_model, random_batch
 from posmix_fairseq import kernels
-from posmix_fairseq.kernels import choice, device as device_check, dispatch
+from posmix_fairseq.kernels import choice, common, dispatch
 from posmix_fairseq.kernels.choice import kernel_summary
 from posmix_fairseq.mixers.engine import relative_search as rposnet_window
 
@@ -23,7 +23,7 @@ RPOSNET = ["--arch", "rposnet_iwslt_de_en", "--encoder-layers", "1", "--decoder-
 def simulated_gpu(monkeypatch):
     """CUDA as the choices see it (the tensors stay on the CPU), Triton importable, and a fresh record
     of Triton's first calls."""
-    monkeypatch.setattr("posmix_fairseq.kernels.device.on_gpu", lambda device: True)
+    monkeypatch.setattr("posmix_fairseq.kernels.common.on_gpu", lambda device: True)
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     monkeypatch.setattr(dispatch, "TRITON_STATE", {"failure": None, "proven": set()})
 
@@ -40,7 +40,7 @@ def triton_without_compiler(monkeypatch):
                 raise RuntimeError(NO_COMPILER)
             return launch
 
-    monkeypatch.setattr(kernels, "_triton_module", lambda name: NoCompiler())
+    monkeypatch.setattr(kernels, "_triton_module", lambda: NoCompiler())
     return calls
 
 
@@ -129,8 +129,8 @@ class choice_on_cpu:
     """The CPU choices again inside the block (undoing ``simulated_gpu``'s device check)."""
 
     def __enter__(self):
-        self.saved = device_check.on_gpu
-        device_check.on_gpu = lambda device: False
+        self.saved = common.on_gpu
+        common.on_gpu = lambda device: False
 
     def __exit__(self, *exc):
-        device_check.on_gpu = self.saved
+        common.on_gpu = self.saved

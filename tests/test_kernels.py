@@ -582,7 +582,7 @@ def test_launch_grid_keeps_batch_times_heads_off_axis_1():
     from posmix_fairseq.kernels.common import GRID_LIMITS, row_grid
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed (it has wheels for Linux x86-64 only)")
-    from posmix_fairseq.kernels import triton_relative
+    from posmix_fairseq.kernels import triton_kernels
 
     grids = []
 
@@ -596,13 +596,13 @@ def test_launch_grid_keeps_batch_times_heads_off_axis_1():
     values = torch.zeros(batch, heads, steps, 2, requires_grad=True)
     positions = torch.arange(steps).expand(batch, steps)
     lengths = torch.full((batch,), steps)
-    original = triton_relative._rel_fwd, triton_relative._rel_bwd
-    triton_relative._rel_fwd = triton_relative._rel_bwd = Launch()
+    original = triton_kernels._rel_fwd, triton_kernels._rel_bwd
+    triton_kernels._rel_fwd = triton_kernels._rel_bwd = Launch()
     try:
-        out = triton_relative.RelativeWindowMixing.apply(table, values, positions, positions, lengths, True)
+        out = triton_kernels.RelativeWindowMixing.apply(table, values, positions, positions, lengths, True)
         out.sum().backward()
     finally:
-        triton_relative._rel_fwd, triton_relative._rel_bwd = original
+        triton_kernels._rel_fwd, triton_kernels._rel_bwd = original
     assert grids == [(batch * heads, 2), (batch * heads, 2)]  # 40 queries in tiles of 32: 2 tiles
     assert all(size <= limit for grid in grids for size, limit in zip(grid, GRID_LIMITS))
     assert row_grid(65536, 64) == (65536, 64)

@@ -159,7 +159,7 @@ def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch)
     monkeypatch.setattr("posmix_fairseq.mixers.paths.rposnet_band.window_context", relative_search.window_context)
     mix(mixer, x, need_weights=False)
     assert served == []  # CPU tensors: dense
-    monkeypatch.setattr("posmix_fairseq.kernels.device.on_gpu", lambda device: True)
+    monkeypatch.setattr("posmix_fairseq.kernels.common.on_gpu", lambda device: True)
     mix(mixer, x, need_weights=False)
     assert served == ["auto" if choice.dispatch.triton_available() else "torch"]
     mix(mixer.train(), x, need_weights=False)  # attention dropout in training: dense, not an error
@@ -181,7 +181,7 @@ def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
     GPU where the GPU defaults say triton) give what its PyTorch ops give; here the choice is made
     for a simulated GPU and the kernels' Triton launches are replaced by their references."""
     from posmix_fairseq import kernels
-    from posmix_fairseq.kernels import choice, dispatch, gating as gating_reference
+    from posmix_fairseq.kernels import choice, dispatch
     mixer = build_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
     with torch.no_grad():
         mixer.values.norm.weight.uniform_(0.5, 1.5)
@@ -196,16 +196,16 @@ def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
     launched = []
 
     class FakeTriton:
-        def gelu_layernorm_triton(self, *args):
+        def gelu_layernorm_triton(self, x, weight, bias, eps):
             launched.append("gelu_layernorm")
-            return gating_reference.gelu_layernorm_reference(*args)
+            return F.layer_norm(F.gelu(x), (x.size(-1),), weight, bias, eps)
 
-        def gelu_gate_triton(self, *args):
+        def gelu_gate_triton(self, context, gate_preact):
             launched.append("gelu_gate")
-            return gating_reference.gelu_gate_reference(*args)
+            return context * F.gelu(gate_preact)
 
-    monkeypatch.setattr(kernels, "_triton_module", lambda name: FakeTriton())
-    monkeypatch.setattr("posmix_fairseq.kernels.device.on_gpu", lambda device: True)
+    monkeypatch.setattr(kernels, "_triton_module", lambda: FakeTriton())
+    monkeypatch.setattr("posmix_fairseq.kernels.common.on_gpu", lambda device: True)
     actual, _ = mix(gated, x, need_weights=False)
     assert launched == ["gelu_layernorm", "gelu_gate"]
     assert (actual - expected).abs().max().item() <= 1e-6

@@ -1,28 +1,20 @@
 """Kernels of gated position-based attention: PyTorch references and Triton kernels.
 
-Imports without fairseq (only torch; Triton when installed). Every primitive takes
-``backend=None|"auto"|"torch"|"triton"`` (see :mod:`.dispatch`; also :func:`set_backend` and
-the ``POSMIX_KERNELS`` environment variable). The equations are those of GPA (docs/papers.md):
-Eqs. 9-10 (rPosNet), Eq. 4 (gating). (aPosNet's table kernel and the FlexAttention formulations,
-which no model path runs, live with the GPU benchmark: posmix_fairseq.harness.benchmarks.kernel_candidates.)
-
-Conventions of the mixing primitives: ``values`` (B, H, S, Dh) are LEFT-ALIGNED (key slot m is
-key position m), ``key_lengths`` (B,) the real keys of each row (slots >= length are padding);
-``query_positions`` (B, T) the true query positions (padding queries may have any position in the
-table: their output is finite); ``causal`` allows key m only if m <= p. The softmax is fp32; a
-query with no allowed key gets 0, never NaN. Outputs have the dtype of ``values``.
+The primitives (rPosNet mixing, GPA Eqs. 9-10; its constant-state decoding step; the gating of Eq. 4),
+their conventions (left-aligned values, fp32 softmax, 0 for a query without keys) and backends are
+described in docs/gpu.md. Imports without fairseq (only torch; Triton when installed).
 """
 import importlib
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from . import dispatch
 from .common import centres, check_mixing_inputs
-from .decode_step import RelativeDecodeState, check_decode_inputs, relative_decode_reference
+from .decode_step import RelativeDecodeState, check_decode_state, relative_decode_reference
 from .dispatch import BACKENDS, KernelBackendError, get_backend, set_backend, triton_available
-from .gating import gelu_gate_reference, gelu_layernorm_reference
 from .relative_mixing import relative_mixing_dense, relative_mixing_window
 
 __all__ = [
@@ -37,21 +29,36 @@ RELATIVE_IMPLS = ("dense", "window")
 TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _backend(backend: Optional[str], *tensors: Tensor) -> str:
-    """Resolve the backend; float64 inputs have no Triton kernel (``auto`` uses torch for them)."""
+def _backend(backend: Optional[str], *tensors: Tensor, forward_only: bool = False) -> str:
+    """Resolve the backend. Triton has no kernel for float64 inputs, nor a backward for a
+    ``forward_only`` kernel: ``auto`` runs torch for them, a forced ``triton`` is an error."""
     name = dispatch.resolve(backend, tensors[0].device)
-    if name == "triton" and any(t.dtype not in TRITON_DTYPES for t in tensors if t.is_floating_point()):
-        requested, setting = dispatch.requested(backend)
-        if requested == "triton":
-            bad = sorted({str(t.dtype) for t in tensors if t.is_floating_point() and t.dtype not in TRITON_DTYPES})
-            raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, which supports "
-                                     f"float32, float16 and bfloat16, not {', '.join(bad)}; use 'torch' or 'auto'")
-        return "torch"
-    return name
+    floats = [t for t in tensors if t.is_floating_point()]
+    bad = sorted({str(t.dtype) for t in floats if t.dtype not in TRITON_DTYPES})
+    needs_grad = forward_only and torch.is_grad_enabled() and any(t.requires_grad for t in floats)
+    if name != "triton" or not (bad or needs_grad):
+        return name
+    requested, setting = dispatch.requested(backend)
+    if requested == "triton" and bad:
+        raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, which supports "
+                                 f"float32, float16 and bfloat16, not {', '.join(bad)}; use 'torch' or 'auto'")
+    if requested == "triton":
+        raise KernelBackendError(f"{setting} asks for the 'triton' decoding step, which is forward-only; run it "
+                                 "under torch.no_grad() or use 'torch' or 'auto' to differentiate it")
+    return "torch"
 
 
-def _triton_module(name: str):
-    return importlib.import_module(f"{__name__}.triton_{name}")
+def _triton_module():
+    """The Triton kernels, imported at their first use (Triton is optional)."""
+    return importlib.import_module(f"{__name__}.triton_kernels")
+
+
+def _run(kernel: str, backend: Optional[str], tensors: tuple, triton_call, torch_call, forward_only: bool = False):
+    """``triton_call()`` where :func:`_backend` picks Triton for ``tensors`` (through
+    :func:`.dispatch.run_triton`, which falls back to ``torch_call()`` where allowed), else ``torch_call()``."""
+    if _backend(backend, *tensors, forward_only=forward_only) == "triton":
+        return dispatch.run_triton(kernel, backend, triton_call, torch_call)
+    return torch_call()
 
 
 def _no_keys(table: Tensor, values: Tensor, steps: int) -> Tensor:
@@ -65,15 +72,10 @@ def _no_keys(table: Tensor, values: Tensor, steps: int) -> Tensor:
 def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Tensor, key_lengths: Tensor,
                              length_ratio: float = 1.0, causal: bool = False, backend: Optional[str] = None,
                              impl: str = "window") -> Tensor:
-    """rPosNet mixing (Eqs. 9-10) from a table of energies; (B, H, T, Dh).
-
-    ``table`` (H, Pq, 2K+1): energy of a query at position p for the clipped distance index
-    j = clip(floor(gamma p) - m, -K, K) + K (``length_ratio`` = gamma; 1 in self-attention, and
-    ``causal`` only with decoder self-attention). Differentiable w.r.t. ``table`` and ``values``.
-    ``impl`` picks the PyTorch implementation: ``"window"`` (O(T (2K+3) Dh), the band plus far
-    sums) or ``"dense"`` (materialises (B, H, T, S) energies, the reference); the Triton backend
-    always runs the window form.
-    """
+    """rPosNet mixing (Eqs. 9-10) from a table of energies; (B, H, T, Dh), differentiable w.r.t. ``table`` and
+    ``values``. ``table`` (H, Pq, 2K+1): the energy of a query at position p for the clipped distance index
+    j = clip(floor(gamma p) - m, -K, K) + K (``length_ratio`` = gamma). ``impl``: the PyTorch ``"window"``
+    form (the band plus far sums) or the ``"dense"`` reference; the Triton backend runs the window form."""
     if impl not in RELATIVE_IMPLS:
         raise ValueError(f"impl={impl!r} is not an rPosNet mixing implementation; valid values: "
                          f"{', '.join(RELATIVE_IMPLS)}")
@@ -86,67 +88,42 @@ def relative_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
     if keys == 0:
         return _no_keys(table, values, steps)
     fn = relative_mixing_window if impl == "window" else relative_mixing_dense
-    if _backend(backend, table, values) == "triton":
-        return dispatch.run_triton(
-            "relative window mixing", backend,
-            lambda: _triton_module("relative").relative_mixing_triton(table, query_positions, values, key_lengths,
-                                                                      centre, causal),
-            lambda: fn(table, query_positions, values, key_lengths, length_ratio, causal))
-    return fn(table, query_positions, values, key_lengths, length_ratio, causal)
+    return _run("relative window mixing", backend, (table, values),
+                lambda: _triton_module().relative_mixing_triton(table, query_positions, values, key_lengths, centre,
+                                                                causal),
+                lambda: fn(table, query_positions, values, key_lengths, length_ratio, causal))
 
 
 def relative_decode_step(energy_rows: Tensor, window_values: Tensor, window_valid: Tensor, far_sum: Tensor,
                          far_count: Tensor, backend: Optional[str] = None) -> Tensor:
     """One query per hypothesis of constant-state rPosNet decoder self-attention; (B, H, Dh).
-
-    ``energy_rows`` (B, H, 2K+1): the table row of the current position; ``window_values``
-    (B, H, K, Dh): slot i is the key at distance i (0 = the current token), energy index K+i;
-    ``window_valid`` (B, K) bool; the keys at distance >= K all use energy index 2K: ``far_sum``
-    (B, H, Dh) is their value sum, ``far_count`` (B,) their number. :class:`RelativeDecodeState`
-    keeps these tensors across steps. The Triton kernel is forward-only (search needs no grad):
-    ``auto`` runs PyTorch when a gradient is needed.
-    """
-    check_decode_inputs(energy_rows, window_values, window_valid, far_sum, far_count)
-    name = _backend(backend, energy_rows, window_values, far_sum)
-    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (energy_rows, window_values, far_sum))
-    if name == "triton" and needs_grad:  # forward-only kernel: auto differentiates with torch, forcing it fails
-        requested, setting = dispatch.requested(backend)
-        if requested == "triton":
-            raise KernelBackendError(f"{setting} asks for the 'triton' decoding step, which is forward-only; run it "
-                                     "under torch.no_grad() or use 'torch' or 'auto' to differentiate it")
-        name = "torch"
-    if name == "triton":
-        return dispatch.run_triton(
-            "decoding step", backend,
-            lambda: _triton_module("decode").relative_decode_triton(energy_rows, window_values, window_valid, far_sum,
-                                                                    far_count),
-            lambda: relative_decode_reference(energy_rows, window_values, window_valid, far_sum, far_count))
-    return relative_decode_reference(energy_rows, window_values, window_valid, far_sum, far_count)
-
-
-def _check_same_shape(name: str, a: Tensor, b: Tensor, what: str) -> None:
-    if a.shape != b.shape:
-        raise ValueError(f"{name}: {what} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+    ``energy_rows`` (B, H, 2K+1): the table row of the current position; the state (:class:`RelativeDecodeState`)
+    holds the last K values and the sum and count of the older ones. The Triton kernel is forward-only
+    (search needs no gradient): ``auto`` runs PyTorch when a gradient is needed."""
+    check_decode_state(window_values, window_valid, far_sum, far_count, energy_rows)
+    state = (window_values, window_valid, far_sum, far_count)
+    return _run("decoding step", backend, (energy_rows, window_values, far_sum),
+                lambda: _triton_module().relative_decode_triton(energy_rows, *state),
+                lambda: relative_decode_reference(energy_rows, *state), forward_only=True)
 
 
 def gelu_layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5,
                    backend: Optional[str] = None) -> Tensor:
-    """LayerNorm(GeLU(x)) over the last axis (the value path of Eq. 4)."""
+    """LayerNorm(GeLU(x)) over the last axis: v_m of GPA Eq. 4 for x = W^V x_m, with the exact (erf) GeLU
+    (GPA Section 2.3)."""
     if weight.shape != (x.size(-1),) or bias.shape != (x.size(-1),):
         raise ValueError(f"gelu_layernorm: weight and bias must be ({x.size(-1)},), got {tuple(weight.shape)} and "
                          f"{tuple(bias.shape)}")
-    if _backend(backend, x, weight, bias) == "triton":
-        return dispatch.run_triton("gelu_layernorm", backend,
-                                   lambda: _triton_module("gating").gelu_layernorm_triton(x, weight, bias, eps),
-                                   lambda: gelu_layernorm_reference(x, weight, bias, eps))
-    return gelu_layernorm_reference(x, weight, bias, eps)
+    return _run("gelu_layernorm", backend, (x, weight, bias),
+                lambda: _triton_module().gelu_layernorm_triton(x, weight, bias, eps),
+                lambda: F.layer_norm(F.gelu(x), (x.size(-1),), weight, bias, eps))
 
 
 def gelu_gate(context: Tensor, gate_preact: Tensor, backend: Optional[str] = None) -> Tensor:
-    """context * GeLU(gate_preact) (the gate of Eq. 4; gate_preact = W^G y)."""
-    _check_same_shape("gelu_gate", context, gate_preact, "context and gate_preact")
-    if _backend(backend, context, gate_preact) == "triton":
-        return dispatch.run_triton("gelu_gate", backend,
-                                   lambda: _triton_module("gating").gelu_gate_triton(context, gate_preact),
-                                   lambda: gelu_gate_reference(context, gate_preact))
-    return gelu_gate_reference(context, gate_preact)
+    """context * GeLU(gate_preact): the gate of GPA Eq. 4 (gate_preact = W^G y_n; exact GeLU)."""
+    if context.shape != gate_preact.shape:
+        raise ValueError(f"gelu_gate: context and gate_preact must have the same shape, got {tuple(context.shape)} "
+                         f"and {tuple(gate_preact.shape)}")
+    return _run("gelu_gate", backend, (context, gate_preact),
+                lambda: _triton_module().gelu_gate_triton(context, gate_preact),
+                lambda: context * F.gelu(gate_preact))

@@ -1,32 +1,12 @@
-"""How each attention sublayer runs, decided once, when the model is built, from one table.
+"""How each attention sublayer runs, decided once, when the model is built (docs/gpu.md, "What runs on a GPU").
 
-A sublayer's builder calls :func:`choose` with its options; the :class:`SublayerKernels` it gets
-holds one :class:`KernelChoice` for CPU tensors and one for CUDA tensors (fairseq builds a model
-on the CPU and moves it to the GPU afterwards, so both are settled at build time), and the calls
-only look theirs up by the tensors' device (:func:`.device.on_gpu`, the one device check). A model's
-choices print with its ``repr`` and with :func:`kernel_summary`.
-
-What a choice holds:
-
-- ``mixing``: ``dense`` (the (T, S) weights of the energy) or ``window`` (rPosNet's band and
-  far sums, GPA Eq. 10, O(T (2K+3) D_h));
-- ``kernels``: ``torch`` or ``triton``, what computes the window form;
-- ``decode``: rPosNet decoder self-attention while decoding step by step (constant state, last K
-  values and far sum): ``table`` (the decode-weight table of the running decode, built once per
-  decode: one batched product per step) or ``triton`` (the Triton step, recomputing the step's
-  softmax from the energy row); empty where the sublayer does not decode so;
-- ``gating``: GPA Eq. 4's LayerNorm(GeLU(W^V x)) and c * GeLU(W^G y), ``torch`` (PyTorch ops) or
-  ``triton`` (the fused kernels); empty for an ungated sublayer.
-
-On the CPU every choice is PyTorch (the window form only where ``--S-rposnet-impl`` asks for it),
-except ``--S-rposnet-impl triton``, which forces the Triton kernels everywhere (on CPU tensors
-they need the interpreter, ``TRITON_INTERPRET=1``). On a GPU, ``--S-rposnet-impl auto`` (the
-default) and every mixer without that option take :data:`GPU_DEFAULTS`; ``POSMIX_GPU_DEFAULTS``
-(JSON, e.g. ``{"gating": "triton"}``) overrides its entries for the models built in one run.
-
-A Triton kernel the defaults chose that fails at its first call (Triton imports but cannot build:
-no C compiler, no Python.h, a compiler error) is replaced by its PyTorch implementation with one
-warning (:func:`posmix_fairseq.kernels.dispatch.run_triton`); one the user forced is an error.
+:func:`choose` gives a sublayer one :class:`KernelChoice` for CPU tensors and one for CUDA tensors
+(fairseq builds a model on the CPU and moves it to the GPU afterwards, so both are settled at build
+time); the calls look theirs up by the tensors' device (:func:`.common.on_gpu`). A choice holds
+``mixing`` (``dense`` or rPosNet's ``window`` form, GPA Eq. 10) and ``kernels`` (``torch`` or ``triton``:
+what computes the window form), ``decode`` (rPosNet decoder self-attention step by step: the
+decode-weight ``table`` or the ``triton`` step; empty where the sublayer does not decode so) and
+``gating`` (Eq. 4's LayerNorm(GeLU) and GeLU gate: ``torch`` or ``triton``; empty when ungated).
 """
 import json
 import os
@@ -36,7 +16,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from . import device as device_check, dispatch
+from . import common, dispatch
 
 ENV_VAR = "POSMIX_GPU_DEFAULTS"
 
@@ -55,8 +35,6 @@ VALUES = {"rposnet_impl": ("dense", "window"), "rposnet_decode": ("table", "trit
 
 def gpu_default(name: str) -> str:
     """The value of one GPU default (a key of :data:`GPU_DEFAULTS`), ``POSMIX_GPU_DEFAULTS`` applied."""
-    if name not in GPU_DEFAULTS:
-        raise KeyError(f"{name!r} is not a GPU default; valid: {', '.join(GPU_DEFAULTS)}")
     value, where = GPU_DEFAULTS[name][0], "posmix_fairseq/kernels/choice.py GPU_DEFAULTS"
     if os.environ.get(ENV_VAR):
         try:
@@ -102,7 +80,7 @@ class SublayerKernels:
     forced: str = ""
 
     def on(self, device: torch.device) -> KernelChoice:
-        return self.gpu if device_check.on_gpu(device) else self.cpu
+        return self.gpu if common.on_gpu(device) else self.cpu
 
     def backend(self, device: torch.device, part: str) -> str:
         """The ``backend=`` of the kernel calls of ``part`` (``kernels``: window mixing; ``decode``: the
@@ -124,18 +102,13 @@ def choose(impl: Optional[str] = None, flag: str = "", decodes: bool = False, ga
     gating = "torch" if gated else ""
     gpu_gating = gpu_default("gating") if gated else ""
     gpu_decode = gpu_default("rposnet_decode") if decodes else ""
-    if impl is None or impl == "dense":
-        gpu_mixing = "dense"
-    elif impl == "window":
-        gpu_mixing = "window"
-    elif impl == "auto":
-        gpu_mixing = gpu_default("rposnet_impl")
-    elif impl == "triton":
+    if impl == "triton":
         forced = KernelChoice("window", "triton", "triton" if decodes else "", "triton" if gated else "")
         return SublayerKernels(forced, forced, forced=f"{flag} triton")
-    else:
+    if impl not in (None, "dense", "window", "auto"):
         raise ValueError(f"{flag}: {impl!r} is not a mixing implementation of rposnet; valid values: "
                          "auto, dense, window, triton")
+    gpu_mixing = gpu_default("rposnet_impl") if impl == "auto" else (impl or "dense")
     cpu = KernelChoice("window" if impl == "window" else "dense", "torch", decode, gating)
     triton = dispatch.triton_available()
     gpu = KernelChoice(gpu_mixing, "triton" if triton and gpu_mixing == "window" else "torch",

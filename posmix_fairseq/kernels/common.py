@@ -1,26 +1,27 @@
-"""Input checks and small helpers shared by the position-attention kernels (no fairseq import)."""
+"""Device checks, input checks and small helpers shared by the position-attention kernels (no fairseq import)."""
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
 
+def on_gpu(device: torch.device) -> bool:
+    """Whether tensors on ``device`` take a sublayer's GPU choice (:mod:`.choice`): the one device check."""
+    return device.type == "cuda"
+
+
 def host_checks(device: torch.device) -> bool:
-    """Whether checks that read tensor values on the host run for tensors on ``device``: on the CPU
-    (free there); elsewhere reading a value is a device synchronisation, so the forward and decoding
-    paths check on the device instead (``torch._assert_async``) or bound by host-known sizes."""
+    """Whether checks that read tensor values on the host run for tensors on ``device``: on the CPU only;
+    elsewhere a read is a device synchronisation, so the paths check on the device (``torch._assert_async``)
+    or bound by host-known sizes."""
     return device.type == "cpu"
 
 
 def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, values: Tensor,
                         key_lengths: Tensor, table_keys: Optional[int] = None) -> Tuple[int, int, int, int, int]:
-    """Validate the shared conventions of the mixing primitives; returns (B, H, T, S, Dh).
-
-    ``table``: (H, Pq, X) float; ``query_positions``: (B, T) integer in [0, Pq);
-    ``values``: (B, H, S, Dh) float, left-aligned (key slot m = key position m);
-    ``key_lengths``: (B,) integer in [0, S] (and <= ``table_keys`` when given: the key axis of
-    an absolute table).
-    """
+    """Validate the conventions of the mixing primitives; returns (B, H, T, S, Dh). ``table`` (H, Pq, X)
+    float; ``query_positions`` (B, T) integer in [0, Pq); ``values`` (B, H, S, Dh) float; ``key_lengths``
+    (B,) integer in [0, S] (and <= ``table_keys`` when given: the key axis of an absolute table)."""
     if table.dim() != 3 or not table.is_floating_point():
         raise ValueError(f"{name}: table must be a float tensor (H, Pq, X), got {tuple(table.shape)} {table.dtype}")
     if values.dim() != 4 or not values.is_floating_point():
@@ -62,8 +63,7 @@ def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, value
 
 
 def centres(query_positions: Tensor, length_ratio: float) -> Tensor:
-    """floor(gamma * p) (GPA Eq. 10), in float64 like
-    ``posmix_fairseq.core.positions.relative_distance``; gamma = 1 returns the positions."""
+    """floor(gamma * p) (GPA Eq. 10), in float64 like ``core.positions.relative_distance``; gamma = 1: p."""
     if length_ratio <= 0:
         raise ValueError(f"length_ratio (gamma) must be > 0, got {length_ratio}")
     if length_ratio == 1.0:
@@ -81,10 +81,8 @@ def allowed_keys(query_positions: Tensor, key_lengths: Tensor, keys: int, causal
 
 
 def masked_softmax_mix(energies: Tensor, allowed: Tensor, values: Tensor) -> Tensor:
-    """sum_m softmax_m(E) v_m over the allowed keys, fp32 softmax; 0 for a query with none.
-
-    energies (B, H, T, S) float32 (float64 for float64 values), allowed (B, 1 or H, T, S) bool, values (B, H, S, Dh).
-    """
+    """sum_m softmax_m(E) v_m over the allowed keys (fp32 softmax; 0 for a query with none): energies
+    (B, H, T, S) in the compute dtype, allowed (B, 1 or H, T, S) bool, values (B, H, S, Dh)."""
     logits = energies.masked_fill(~allowed, float("-inf"))
     dead = ~allowed.any(dim=-1, keepdim=True)
     probs = torch.softmax(logits.masked_fill(dead, 0.0), dim=-1) * allowed
@@ -101,12 +99,9 @@ GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
 
 
 def row_grid(rows: int, blocks: int) -> Tuple[int, int]:
-    """The launch grid of a kernel with one program per (row, block): ``(rows, blocks)``.
-
-    The rows (batch x heads: 4,096 sentences of 16 heads are 65,536 rows) go on axis 0, whose
-    limit is 2^31 - 1; the blocks of one row (query or key tiles: a 2,048-token sentence in
-    32-query tiles is 64) on axis 1, limited to 65,535. A grid over the limits is a clear error
-    before the launch, not CUDA's ``invalid argument``."""
+    """The launch grid ``(rows, blocks)`` of a kernel with one program per (row, block): the rows (batch x
+    heads: 4,096 sentences of 16 heads are 65,536) on axis 0, the query or key tiles of a row on axis 1
+    (limited to 65,535). A grid over the limits is a clear error, not CUDA's ``invalid argument``."""
     grid = (rows, blocks)
     for axis, (size, limit) in enumerate(zip(grid, GRID_LIMITS)):
         if size > limit:

@@ -1,23 +1,15 @@
-"""One decoding step of rPosNet decoder self-attention with a constant-size state.
+"""One decoding step of rPosNet decoder self-attention with a constant-size state (docs/search-time.md).
 
-GPA Eq. 10 with
-gamma = 1 and causal keys: the query at position t sees key t - i at distance i. Distances
-0..K-1 have their own energies (index K + i of the table row of position t); every key at
-distance >= K shares index 2K. So a step needs only the last K values, the sum of the older ones
-and their count (design note "A fact worth building on later"): O(K Dh) time and memory per step,
-whatever t.
+GPA Eq. 10 with gamma = 1 and causal keys: the key at distance i < K from the query at position t has
+its own energy E[K+i], every older key shares E[2K]. So a step needs only the last K values, the sum
+of the older ones and their count (design note "A fact worth building on later"), O(K Dh) whatever t:
 
     out = [ sum_{i<K, valid} exp(E[K+i]) v_i + exp(E[2K]) far_sum ] / Z,
     Z   = sum_{i<K, valid} exp(E[K+i]) + far_count exp(E[2K])
 
-When the state holds every real token before the current one (what decoding builds: padding
-steps leave it unchanged), which slots are valid and how many keys the far sum holds follow from
-the current position t alone: slot i is valid iff i <= t, far_count = max(0, t + 1 - K). The
-step's weights over (window slots, far sum) are then a function of t and the table row E[t] only
-(:func:`position_decode_weights`), shared by every hypothesis at position t, and precomputable
-once per frozen table; and the state needs no flags or count: search keeps it as one tensor
-(:func:`packed_state`: the K window values and the far sum) and a step is
-:func:`weighted_decode_step`, a concatenation and one batched matrix product.
+When the state holds every real token before the current one (padding steps leave it unchanged),
+slot i is valid iff i <= t and far_count = max(0, t + 1 - K): the weights depend on t and E[t] only
+(:func:`position_decode_weights`) and search keeps the state as one tensor (:func:`packed_state`).
 """
 from typing import Optional
 
@@ -27,19 +19,9 @@ from torch import Tensor
 from .common import compute_dtype
 
 
-def check_decode_inputs(energy_rows: Tensor, window_values: Tensor, window_valid: Tensor, far_sum: Tensor,
-                        far_count: Tensor) -> int:
-    """Validate shapes; returns K."""
-    k = check_decode_state(window_values, window_valid, far_sum, far_count)
-    batch, heads = window_values.shape[:2]
-    if energy_rows.shape != (batch, heads, 2 * k + 1):
-        raise ValueError(f"relative_decode_step: energy_rows must be (B, H, 2K+1) = {(batch, heads, 2 * k + 1)} "
-                         f"for a window of K={k}, got {tuple(energy_rows.shape)}")
-    return k
-
-
-def check_decode_state(window_values: Tensor, window_valid: Tensor, far_sum: Tensor, far_count: Tensor) -> int:
-    """Validate the shapes of a decoding state; returns K."""
+def check_decode_state(window_values: Tensor, window_valid: Tensor, far_sum: Tensor, far_count: Tensor,
+                       energy_rows: Optional[Tensor] = None) -> None:
+    """Validate the shapes of a decoding state (and of the step's ``energy_rows`` when given)."""
     if window_values.dim() != 4:
         raise ValueError(f"relative_decode_step: window_values must be (B, H, K, Dh), got {tuple(window_values.shape)}")
     batch, heads, k, dim = window_values.shape
@@ -52,12 +34,14 @@ def check_decode_state(window_values: Tensor, window_valid: Tensor, far_sum: Ten
     if far_count.shape != (batch,) or far_count.is_floating_point():
         raise ValueError(f"relative_decode_step: far_count must be an integer tensor (B,) = ({batch},), "
                          f"got {tuple(far_count.shape)} {far_count.dtype}")
-    return k
+    if energy_rows is not None and energy_rows.shape != (batch, heads, 2 * k + 1):
+        raise ValueError(f"relative_decode_step: energy_rows must be (B, H, 2K+1) = {(batch, heads, 2 * k + 1)} "
+                         f"for a window of K={k}, got {tuple(energy_rows.shape)}")
 
 
 def relative_decode_reference(energy_rows: Tensor, window_values: Tensor, window_valid: Tensor, far_sum: Tensor,
                               far_count: Tensor) -> Tensor:
-    """(B, H, Dh) context of the current query, fp32 softmax; 0 when it has no key."""
+    """(B, H, Dh) context of the current query (module docstring), fp32 softmax; 0 when it has no key."""
     k = window_values.size(2)
     dtype = compute_dtype(window_values)
     rows = energy_rows.to(dtype)
@@ -74,13 +58,10 @@ def relative_decode_reference(energy_rows: Tensor, window_values: Tensor, window
 
 
 def position_decode_weights(energy_rows: Tensor, positions: Tensor) -> Tensor:
-    """(..., K+1) weights of one decoding step at query position t, for a state that holds every
-    real token up to t (slot i valid iff i <= t, far_count = max(0, t + 1 - K)).
-
-    ``energy_rows`` (..., 2K+1) the table rows E[t] (Eq. 10), ``positions`` t, broadcastable to
-    ``energy_rows.shape[:-1]``. Entry i < K is the softmax weight of window slot i (0 where
-    i > t), entry K the weight of one far key, exp(E[2K]) / Z, applied to the far sum (0 when
-    t < K): the step's context is :func:`weighted_decode_step`. Computed in fp32 (fp64 for fp64).
+    """(..., K+1) weights of one decoding step at query position t for a state that holds every real
+    token up to t, from the table rows E[t] (..., 2K+1) of Eq. 10 (``positions`` t broadcastable to
+    their leading axes). Entry i < K weighs window slot i (0 where i > t), entry K is the weight of one
+    far key, exp(E[2K]) / Z, applied to the far sum (0 when t < K). Computed in fp32 (fp64 for fp64).
     """
     k = (energy_rows.size(-1) - 1) // 2
     rows = energy_rows.to(compute_dtype(energy_rows))
@@ -92,15 +73,11 @@ def position_decode_weights(energy_rows: Tensor, positions: Tensor) -> Tensor:
     return torch.cat([probs[..., :k], probs[..., k:] / count.clamp(min=1)], dim=-1)
 
 
-# ---- the packed state of search: (B, H, K+1, Dh), window slots 0..K-1 and the far sum in slot K ----------
-
 def packed_state(batch: int, heads: int, k: int, head_dim: int, dtype=torch.float32, device=None) -> Tensor:
-    """The empty packed state of a hypothesis batch: (B, H, K+1, Dh) zeros in the accumulation dtype
-    (fp32, fp64 for fp64 values). Slot i < K holds the value at distance i from the newest token
-    pushed, slot K the sum of the values at distance >= K. Which slots hold a token and how many the
-    far sum holds follow from the position of the newest token (module docstring), so nothing else
-    is kept: one tensor per layer, batch-first (beam search reorders it with one index_select). Slots
-    not yet filled hold zeros."""
+    """The empty state of search: (B, H, K+1, Dh) zeros in the accumulation dtype (fp32, fp64 for fp64
+    values); slot i < K holds the value at distance i from the newest token, slot K the sum of the
+    older ones. Which slots hold a token follows from the newest token's position, so this one
+    batch-first tensor is all a layer keeps (beam search reorders it with one index_select)."""
     if k < 1:
         raise ValueError(f"packed_state: K (max relative position) must be >= 1, got {k}")
     acc = torch.float64 if dtype == torch.float64 else torch.float32
@@ -108,9 +85,8 @@ def packed_state(batch: int, heads: int, k: int, head_dim: int, dtype=torch.floa
 
 
 def push_packed(state: Tensor, values: Tensor, valid: Optional[Tensor] = None) -> Tensor:
-    """The packed state after the new token's ``values`` (B, H, 1, Dh): the oldest window slot
-    joins the far sum (unmasked: a slot not yet filled holds zeros). Rows where ``valid`` (B,) is
-    False (padding tokens) keep their state."""
+    """The packed state after the new token's ``values`` (B, H, 1, Dh): the oldest window slot joins
+    the far sum (a slot not yet filled holds zeros). Rows where ``valid`` (B,) is False keep their state."""
     k = state.size(2) - 1
     if values.dtype != state.dtype:
         values = values.to(state.dtype)
@@ -122,9 +98,8 @@ def push_packed(state: Tensor, values: Tensor, valid: Optional[Tensor] = None) -
 
 
 def unpack_state(state: Tensor, positions: Tensor, dtype: torch.dtype):
-    """(window_values, window_valid, far_sum, far_count), the arguments of ``relative_decode_step``,
-    of a packed state whose newest token has position ``positions`` (B,): slot i holds a token iff
-    i <= t, the far sum max(0, t + 1 - K) of them. ``window_values`` in ``dtype`` (the values')."""
+    """The arguments (window_values in ``dtype``, window_valid, far_sum, far_count) of
+    ``relative_decode_step`` for a packed state whose newest token has position ``positions`` (B,)."""
     k = state.size(2) - 1
     window_valid = torch.arange(k, device=state.device)[None, :] <= positions[:, None]
     far_count = (positions.long() + 1 - k).clamp(min=0)
@@ -132,13 +107,10 @@ def unpack_state(state: Tensor, positions: Tensor, dtype: torch.dtype):
 
 
 def weighted_decode_step(weights: Tensor, values: Tensor, state: Tensor, valid: Optional[Tensor] = None):
-    """One step of constant-state decoding from the (B, H, 1, K+1) weights of
-    :func:`position_decode_weights` at the new tokens' positions: push ``values`` (B, H, 1, Dh)
-    into the packed ``state`` and mix, sum_i w_i window_i + w_K far_sum: one batched product.
-    Returns (context (B, H, 1, Dh) in the values' dtype, the new state). Rows where ``valid`` (B,)
-    is False (padding) keep their state and get 0. PyTorch, in few operations: a step of the search
-    is dominated by per-operation overhead.
-    """
+    """Push ``values`` (B, H, 1, Dh) into the packed ``state`` and mix with the (B, H, 1, K+1)
+    :func:`position_decode_weights`: one batched product. Returns (context in the values' dtype, the
+    new state); rows where ``valid`` (B,) is False keep their state and get 0. Few operations: a step
+    of the search is dominated by per-operation overhead."""
     state = push_packed(state, values, valid)
     if weights.dtype != state.dtype:
         weights = weights.to(state.dtype)
@@ -151,15 +123,11 @@ def weighted_decode_step(weights: Tensor, values: Tensor, state: Tensor, valid: 
 
 
 class RelativeDecodeState:
-    """The constant-size self-attention state of one rPosNet decoder layer during search.
-
-    ``window_values`` (B, H, K, Dh): slot i holds the value at distance i from the newest token
-    (slot 0 = the newest); ``window_valid`` (B, K) bool; ``far_sum`` (B, H, Dh) float32 (float64
-    for float64 values) sum of the values at distance >= K, ``far_count`` (B,) their number. Its
-    size does not depend on t. Usage per step: ``state.push(v_t)`` (the current token is its own
-    key at distance 0), then ``relative_decode_step(table[:, t_b].transpose(0, 1), *state.tensors())``
-    with ``t_b`` (B,) the current position of each hypothesis. (Search keeps the same content packed
-    into one tensor: :func:`packed_state`.)
+    """The constant-size state of :func:`relative_decode_step` (the general step; search keeps the same
+    content packed: :func:`packed_state`): ``window_values`` (B, H, K, Dh), slot i the value at distance
+    i from the newest token; ``window_valid`` (B, K); ``far_sum`` (B, H, Dh) in fp32 (fp64 for fp64
+    values) and ``far_count`` (B,), the sum and number of the values at distance >= K. Per step:
+    ``state.push(v_t)``, then ``relative_decode_step(table[:, t_b].transpose(0, 1), *state.tensors())``.
     """
 
     def __init__(self, window_values: Tensor, window_valid: Tensor, far_sum: Tensor, far_count: Tensor):
@@ -171,23 +139,18 @@ class RelativeDecodeState:
     def empty(cls, batch: int, heads: int, k: int, head_dim: int, dtype=torch.float32, device=None):
         if k < 1:
             raise ValueError(f"RelativeDecodeState: K (max relative position) must be >= 1, got {k}")
+        acc = torch.float64 if dtype == torch.float64 else torch.float32
         return cls(torch.zeros(batch, heads, k, head_dim, dtype=dtype, device=device),
                    torch.zeros(batch, k, dtype=torch.bool, device=device),
-                   torch.zeros(batch, heads, head_dim, dtype=torch.float64 if dtype == torch.float64 else torch.float32,
-                               device=device),
+                   torch.zeros(batch, heads, head_dim, dtype=acc, device=device),
                    torch.zeros(batch, dtype=torch.long, device=device))
 
-    @property
-    def k(self) -> int:
-        return self.window_values.size(2)
-
     def tensors(self):
-        """(window_values, window_valid, far_sum, far_count), the arguments of relative_decode_step."""
         return self.window_values, self.window_valid, self.far_sum, self.far_count
 
     def push(self, value: Tensor, valid: Optional[Tensor] = None) -> "RelativeDecodeState":
         """Add the new token's value (B, H, Dh): the oldest window value moves into the far sum.
-        Rows where ``valid`` (B,) is False (a padding token) keep their state unchanged."""
+        Rows where ``valid`` (B,) is False (a padding token) keep their state."""
         if value.shape != (self.window_values.size(0), self.window_values.size(1), self.window_values.size(3)):
             raise ValueError(f"RelativeDecodeState.push: value must be (B, H, Dh) = "
                              f"{tuple(self.window_values[:, :, 0].shape)}, got {tuple(value.shape)}")
@@ -196,22 +159,18 @@ class RelativeDecodeState:
         far_count = self.far_count + oldest_valid.long()
         window_values = torch.cat([value.to(self.window_values.dtype)[:, :, None], self.window_values[:, :, :-1]], 2)
         window_valid = torch.cat([torch.ones_like(self.window_valid[:, :1]), self.window_valid[:, :-1]], 1)
+        pushed = (window_values, window_valid, far_sum, far_count)
         if valid is not None:
             keep = ~valid.to(torch.bool)
-            window_values = torch.where(keep[:, None, None, None], self.window_values, window_values)
-            window_valid = torch.where(keep[:, None], self.window_valid, window_valid)
-            far_sum = torch.where(keep[:, None, None], self.far_sum, far_sum)
-            far_count = torch.where(keep, self.far_count, far_count)
-        self.window_values, self.window_valid, self.far_sum, self.far_count = (
-            window_values, window_valid, far_sum, far_count)
+            pushed = [torch.where(keep.view(-1, *[1] * (new.dim() - 1)), old, new)
+                      for old, new in zip(self.tensors(), pushed)]
+        self.window_values, self.window_valid, self.far_sum, self.far_count = pushed
         return self
 
     def reorder(self, new_order: Tensor) -> "RelativeDecodeState":
-        """Select the hypotheses of beam search (``new_order`` (B',) indices into the batch)."""
-        self.window_values = self.window_values.index_select(0, new_order)
-        self.window_valid = self.window_valid.index_select(0, new_order)
-        self.far_sum = self.far_sum.index_select(0, new_order)
-        self.far_count = self.far_count.index_select(0, new_order)
+        """Select the hypotheses of beam search (``new_order`` (B',))."""
+        self.window_values, self.window_valid, self.far_sum, self.far_count = (
+            t.index_select(0, new_order) for t in self.tensors())
         return self
 
     def nbytes(self) -> int:

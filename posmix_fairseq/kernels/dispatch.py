@@ -1,29 +1,19 @@
-"""Backend selection for the position-attention kernels: ``auto``, ``torch`` or ``triton``.
+"""Backend selection for the position-attention kernels: ``auto``, ``torch`` or ``triton`` (docs/gpu.md, "Dispatch").
 
-Precedence: the ``backend=`` argument of a call, else :func:`set_backend`, else the environment
-variable ``POSMIX_KERNELS``, else ``auto``. ``auto`` runs the Triton kernels on CUDA tensors when
-Triton imports, and the PyTorch implementations otherwise. Forcing ``triton`` where it cannot run
-(Triton not installed, or CPU tensors without ``TRITON_INTERPRET=1``, or an unsupported device)
-raises a :class:`KernelBackendError` naming the setting and its valid values: never a silent
-fallback. The model passes ``backend=`` on every call, from the choices made when it was built
-(:mod:`.choice`), so these settings apply to direct calls of the primitives only.
-
-A Triton kernel that fails at its first call (Triton imports but cannot build it: no C compiler,
-no Python.h, a compiler error) is handled by :func:`run_triton`: asked for by ``auto``, the call
-runs the PyTorch implementation, one :class:`TritonFallbackWarning` says why, and ``auto`` runs
-PyTorch for the rest of the process; forced (``triton``), it is a :class:`KernelBackendError`.
-A kernel that has run once propagates its errors.
+Precedence: the ``backend=`` argument of a call, else :func:`set_backend`, else ``POSMIX_KERNELS``, else
+``auto`` (Triton for CUDA tensors when it imports). Forcing ``triton`` where it cannot run is a
+:class:`KernelBackendError`, never a silent fallback; :func:`run_triton` handles a kernel that fails
+at its first call.
 """
 import functools
 import importlib
-import importlib.util
 import os
 import warnings
 from typing import Callable, Optional
 
 import torch
 
-from . import device as device_check
+from . import common
 
 BACKENDS = ("auto", "torch", "triton")
 ENV_VAR = "POSMIX_KERNELS"
@@ -76,29 +66,15 @@ def requested(backend: Optional[str]) -> tuple:
 @functools.lru_cache(maxsize=None)
 def triton_available() -> bool:
     """True when the ``triton`` package is installed and imports (checked once per process)."""
-    if importlib.util.find_spec("triton") is None:
-        return False
     try:
         importlib.import_module("triton.language")
-    except Exception:  # a broken install counts as missing
+    except Exception:  # not installed, or a broken install: both count as missing
         return False
     return True
 
 
 def interpreter_enabled() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
-
-
-def _triton_unusable_reason(device: torch.device) -> Optional[str]:
-    if not triton_available():
-        return "Triton is not installed (pip install 'triton' on Linux x86-64; see constraints.txt)"
-    if device_check.on_gpu(device):
-        return None
-    if device.type == "cpu":
-        if interpreter_enabled():
-            return None
-        return "the tensors are on the CPU and TRITON_INTERPRET=1 is not set (the Triton interpreter runs CPU tensors)"
-    return f"device type {device.type!r} is not supported by the Triton kernels (cuda, or cpu with TRITON_INTERPRET=1)"
 
 
 def resolve(backend: Optional[str], device: torch.device) -> str:
@@ -108,19 +84,26 @@ def resolve(backend: Optional[str], device: torch.device) -> str:
         return "torch"
     if name == "auto":  # Triton for CUDA tensors only (the interpreter is for tests, far slower than torch)
         usable = triton_available() and TRITON_STATE["failure"] is None
-        return "triton" if device_check.on_gpu(device) and usable else "torch"
-    reason = _triton_unusable_reason(device)
-    if reason is not None:
-        raise KernelBackendError(
-            f"{setting} asks for the 'triton' kernel backend, but {reason}; valid values: "
-            f"{', '.join(BACKENDS)} (use 'torch' or 'auto' here)")
-    return "triton"
+        return "triton" if common.on_gpu(device) and usable else "torch"
+    if not triton_available():
+        reason = "Triton is not installed (pip install 'triton' on Linux x86-64; see constraints.txt)"
+    elif common.on_gpu(device) or (device.type == "cpu" and interpreter_enabled()):
+        return "triton"
+    elif device.type == "cpu":
+        reason = ("the tensors are on the CPU and TRITON_INTERPRET=1 is not set (the Triton interpreter runs CPU "
+                  "tensors)")
+    else:
+        reason = (f"device type {device.type!r} is not supported by the Triton kernels (cuda, or cpu with "
+                  "TRITON_INTERPRET=1)")
+    raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, but {reason}; valid values: "
+                             f"{', '.join(BACKENDS)} (use 'torch' or 'auto' here)")
 
 
 def run_triton(kernel: str, backend: Optional[str], triton_call: Callable, torch_call: Callable):
     """``triton_call()``, the Triton kernel ``kernel`` that :func:`resolve` chose for ``backend``; if it
     fails at its first call, ``torch_call()`` with one :class:`TritonFallbackWarning` per process (asked
-    for by ``auto``) or a :class:`KernelBackendError` naming the setting (forced)."""
+    for by ``auto``, which then runs PyTorch for the rest of the process) or a :class:`KernelBackendError`
+    naming the setting (forced). A kernel that has run once propagates its errors."""
     if kernel in TRITON_STATE["proven"]:
         return triton_call()
     try:

@@ -1,21 +1,15 @@
 """rPosNet mixing from a table of position energies: dense reference and O(K) window form.
 
-GPA Eqs. 9-10: the
-energy of query n and key m is e(n, clip(floor(gamma n) - m, K)), a function of the query
-position and the clipped distance only, so a table E (H, Pq, 2K+1) indexed by query position
-and j = clip(floor(gamma p) - m, -K, K) + K holds every energy (the search-time table of Section
-4.2, or computed from W^Q n~ and Emb_rel during training).
+GPA Eqs. 9-10: the energy of query n and key m is e(n, clip(floor(gamma n) - m, K)), so a table E
+(H, Pq, 2K+1) indexed by query position and j = clip(floor(gamma p) - m, -K, K) + K holds them all.
+Window form (design note "A fact worth building on later"): with centre c = floor(gamma p), every
+key m < c - K has index 2K and every key m > c + K index 0, so with n_l far-left and n_r far-right keys
 
-Window form (design note "A fact worth building on later"): with centre c = floor(gamma p),
-every key m < c - K has index 2K and every key m > c + K has index 0, so
-
-    softmax over the keys = the 2K+1 band keys m in [c-K, c+K]
-                            + n_l exp(E[2K]) (n_l far-left keys) + n_r exp(E[0]) (n_r far-right keys)
+    Z       = sum_{band m in [c-K, c+K]} exp(E[j]) + n_l exp(E[2K]) + n_r exp(E[0])
     context = (band + exp(E[2K]) sum_{far left} v_m + exp(E[0]) sum_{far right} v_m) / Z
 
-with the far sums read from prefix / suffix sums of the values: O(T (2K+3) Dh) instead of
-O(T S Dh). Both functions take the same arguments as
-:func:`posmix_fairseq.kernels.relative_position_mixing` (already validated, S >= 1).
+with the far sums read from prefix / suffix sums of the values: O(T (2K+3) Dh) instead of O(T S Dh).
+Both functions take the (validated, S >= 1) arguments of ``kernels.relative_position_mixing``.
 """
 import torch
 from torch import Tensor
@@ -36,14 +30,6 @@ def relative_mixing_dense(table: Tensor, query_positions: Tensor, values: Tensor
     energies = torch.gather(rows, 3, index.unsqueeze(0).expand(heads, -1, -1, -1)).transpose(0, 1)
     allowed = allowed_keys(query_positions, key_lengths, keys, causal).unsqueeze(1)
     return masked_softmax_mix(energies, allowed, values)
-
-
-def far_counts(centre: Tensor, upper: Tensor, k: int):
-    """(n_l, a, n_r): far-left keys are [0, n_l), far-right keys [a, upper)."""
-    n_left = torch.minimum(centre - k, upper).clamp(min=0)
-    start_right = (centre + k + 1).clamp(min=0)
-    n_right = (upper - start_right).clamp(min=0)
-    return n_left, start_right, n_right
 
 
 def prefix_suffix(values: Tensor, key_lengths: Tensor):
@@ -80,7 +66,10 @@ def relative_mixing_window(table: Tensor, query_positions: Tensor, values: Tenso
     offsets = torch.arange(width, device=values.device)
     band = centre[:, :, None] - k + offsets  # (B, T, 2K+1): key of band slot o, energy index 2K - o
     band_ok = (band >= 0) & (band < upper[:, :, None])
-    n_left, start_right, n_right = far_counts(centre, upper, k)
+    # far-left keys are [0, n_left), far-right keys [start_right, upper)
+    n_left = torch.minimum(centre - k, upper).clamp(min=0)
+    start_right = (centre + k + 1).clamp(min=0)
+    n_right = (upper - start_right).clamp(min=0)
 
     dtype = compute_dtype(values)
     rows = table[:, query_positions].to(dtype).transpose(0, 1)  # (B, H, T, 2K+1), energy index j

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from posmix_fairseq.kernels.common import next_power_of_2, row_grid
-from posmix_fairseq.kernels.triton_support import INTERPRETED, check_runnable, mixed_dot, program_row
+from posmix_fairseq.kernels.triton_kernels import INTERPRETED, check_runnable, mixed_dot, program_row
 
 
 @triton.jit

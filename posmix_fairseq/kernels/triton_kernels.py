@@ -1,30 +1,54 @@
-"""Triton kernels of rPosNet mixing in the window + far-sum form, forward and backward.
+"""The Triton kernels, fp32 arithmetic whatever the storage dtype (imported only when Triton is available):
 
-Same math as :func:`posmix_fairseq.kernels.relative_mixing.relative_mixing_window` (see its
-module docstring; GPA Eqs. 9-10). One program handles BLOCK_T queries
-of one (batch row, head):
+- rPosNet mixing (GPA Eqs. 9-10), the window + far-sum form of :mod:`.relative_mixing`, forward and
+  backward. A program takes BLOCK_T queries of one (batch row, head) and walks their band keys in
+  BLOCK_N-key tiles (a banded weight tile times the value tile by ``tl.dot``; tiles without a band key
+  skipped), plus the far groups from prefix / suffix sums. The backward recomputes the weights from the
+  saved log-sum-exp; dE goes into the table rows by atomics (queries of several rows share a position),
+  the far-sum gradients into the prefix / suffix sums, turned into value gradients by cumulative sums;
+- the constant-state decoding step of :mod:`.decode_step`, forward only;
+- GPA Eq. 4's LayerNorm(GeLU(x)) and c * GeLU(g), forward and backward, with the exact (erf) GeLU,
+  GeLU'(x) = Phi(x) + x phi(x).
 
-- the maximum over each query's band and far energies comes from one (BLOCK_T, 2K+1) tile of its
-  table row;
-- the band keys of the whole block lie in [min c - K, max c + K] (BLOCK_T + 2K keys for
-  consecutive centres), walked in BLOCK_N-key tiles (tiles without any band key skipped): the
-  banded weight tile P (zero outside |c - m| <= K, energies gathered from the table rows) times
-  the value tile by ``tl.dot``, fp32 accumulation;
-- the far-left / far-right groups add exp(E[2K]) * prefix and exp(E[0]) * suffix sums (fp32).
-
-The backward recomputes P from the saved log-sum-exp: dE = P (dO V^T - delta) is added into the
-table rows (fp32 atomics: queries of several rows share a position), dV = P^T dO into the values
-(one fp32 atomic tile per key tile: neighbouring query blocks share 2K keys), and the far-sum
-gradients into the prefix/suffix sums, turned into value gradients by (reverse) cumulative sums.
-Imported only when Triton is available.
+Triton decides once, when first imported, whether its kernels (its own library functions included) are
+compiled or interpreted: TRITON_INTERPRET must be set before that.
 """
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.jit import JITFunction
 
 from .common import next_power_of_2, row_grid
+from .dispatch import interpreter_enabled
 from .relative_mixing import prefix_suffix
-from .triton_support import INTERPRETED, check_runnable, mixed_dot, program_row
+
+#: True when Triton was imported in interpreter mode (every kernel then runs on CPU tensors).
+INTERPRETED = not isinstance(tl.standard.sum, JITFunction)
+
+
+def check_runnable(tensor: torch.Tensor) -> None:
+    if tensor.device.type == "cpu" and not INTERPRETED:
+        late = (" (TRITON_INTERPRET was set after Triton's first import: set it before the process imports Triton)"
+                if interpreter_enabled() else "")
+        raise RuntimeError("posmix_fairseq.kernels: Triton was imported without TRITON_INTERPRET=1, so its kernels "
+                           f"cannot run on CPU tensors{late}; use backend='torch' or 'auto' here")
+
+
+@triton.jit
+def program_row(H):
+    """(bh, b, h): the (batch row, head) pair of this program (grid axis 0: common.row_grid), bh as int64."""
+    bh = tl.program_id(0).to(tl.int64)
+    return bh, bh // H, bh % H
+
+
+@triton.jit
+def mixed_dot(a, b, PRECISION: tl.constexpr, DOT_F32: tl.constexpr):
+    """a @ b with fp32 accumulation: both operands in fp32 at ``PRECISION`` (DOT_F32, fp32 storage),
+    or ``a`` cast to ``b``'s storage dtype (fp16 / bf16 tensor cores)."""
+    if DOT_F32:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=PRECISION)
+    else:
+        return tl.dot(a.to(b.dtype), b)
 
 
 @triton.jit
@@ -200,16 +224,13 @@ class RelativeWindowMixing(torch.autograd.Function):
                 table_c, pos, cen, lens, values_c, prefix, suffix, out, lse, heads, steps, keys, pq, dim,
                 K=k, CAUSAL=bool(causal), BLOCK_W=next_power_of_2(width), **config)
         ctx.save_for_backward(table_c, values_c, pos, cen, lens, prefix, suffix, out, lse, key_lengths)
-        ctx.causal = bool(causal)
+        ctx.sizes, ctx.causal = (k, batch, heads, steps, keys, pq, dim), bool(causal)
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         table, values, pos, cen, lens, prefix, suffix, out, lse, key_lengths = ctx.saved_tensors
-        heads, pq, width = table.shape
-        k = (width - 1) // 2
-        batch, _, keys, dim = values.shape
-        steps = pos.size(1)
+        k, batch, heads, steps, keys, pq, dim = ctx.sizes
         dtable = torch.zeros(table.shape, dtype=torch.float32, device=table.device)
         dvals = torch.zeros(values.shape, dtype=torch.float32, device=values.device)
         dprefix = torch.zeros_like(prefix)
@@ -230,3 +251,181 @@ class RelativeWindowMixing(torch.autograd.Function):
 def relative_mixing_triton(table, query_positions, values, key_lengths, centre, causal):
     check_runnable(values)
     return RelativeWindowMixing.apply(table, values, query_positions, centre, key_lengths, causal)
+
+
+@triton.jit
+def _decode(rows, wvals, wvalid, far_sum, far_count, out, H, K, DH,
+            BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr):
+    bh, b, _ = program_row(H)
+    i = tl.arange(0, BLOCK_K)
+    im = i < K
+    d = tl.arange(0, BLOCK_D)
+    dm = d < DH
+    W = 2 * K + 1
+    valid = (tl.load(wvalid + b * K + i, mask=im, other=0) != 0) & im
+    e = tl.load(rows + bh * W + K + i, mask=valid, other=0.0).to(tl.float32)
+    count = tl.load(far_count + b).to(tl.float32)
+    e_far = tl.load(rows + bh * W + 2 * K).to(tl.float32)
+    neg_inf = float("-inf")
+    mx = tl.max(tl.where(valid, e, neg_inf), axis=0)
+    mx = tl.maximum(mx, tl.where(count > 0, e_far, neg_inf))
+    mx = tl.where(mx == neg_inf, 0.0, mx)
+    w = tl.where(valid, tl.exp(e - mx), 0.0)
+    w_far = tl.where(count > 0, tl.exp(e_far - mx), 0.0)
+    z = tl.sum(w, axis=0) + w_far * count
+    v = tl.load(wvals + bh * K * DH + i[:, None] * DH + d[None, :], mask=valid[:, None] & dm[None, :],
+                other=0.0).to(tl.float32)
+    acc = tl.sum(w[:, None] * v, axis=0)
+    acc += w_far * tl.load(far_sum + bh * DH + d, mask=dm, other=0.0).to(tl.float32)
+    res = acc / tl.where(z > 0, z, 1.0)
+    tl.store(out + bh * DH + d, res.to(out.dtype.element_ty), mask=dm)
+
+
+def relative_decode_triton(energy_rows, window_values, window_valid, far_sum, far_count):
+    check_runnable(window_values)
+    batch, heads, k, dim = window_values.shape
+    out = torch.empty(batch, heads, dim, dtype=window_values.dtype, device=window_values.device)
+    if batch * heads:
+        _decode[(batch * heads,)](energy_rows.contiguous(), window_values.contiguous(),
+                                  window_valid.to(torch.int8).contiguous(), far_sum.contiguous(),
+                                  far_count.contiguous(), out, heads, k, dim,
+                                  BLOCK_K=max(2, next_power_of_2(k)), BLOCK_D=max(16, next_power_of_2(dim)))
+    return out
+
+
+@triton.jit
+def _gelu_and_grad(x):
+    cdf = 0.5 * (1.0 + tl.math.erf(x * 0.7071067811865476))
+    return x * cdf, cdf + x * 0.3989422804014327 * tl.exp(-0.5 * x * x)
+
+
+@triton.jit
+def _gelu_ln_fwd(x, w, b, y, mean_out, rstd_out, R, D, eps, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    d = tl.arange(0, BLOCK_D)
+    msk = (r < R)[:, None] & (d < D)[None, :]
+    xv = tl.load(x + r[:, None] * D + d[None, :], mask=msk, other=0.0).to(tl.float32)
+    g, _ = _gelu_and_grad(xv)
+    g = tl.where(msk, g, 0.0)
+    mean = tl.sum(g, axis=1) / D
+    cen = tl.where(msk, g - mean[:, None], 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(cen * cen, axis=1) / D + eps)
+    wv = tl.load(w + d, mask=d < D, other=0.0).to(tl.float32)
+    bv = tl.load(b + d, mask=d < D, other=0.0).to(tl.float32)
+    out = cen * rstd[:, None] * wv[None, :] + bv[None, :]
+    tl.store(y + r[:, None] * D + d[None, :], out.to(y.dtype.element_ty), mask=msk)
+    tl.store(mean_out + r, mean, mask=r < R)
+    tl.store(rstd_out + r, rstd, mask=r < R)
+
+
+@triton.jit
+def _gelu_ln_bwd(x, w, dy, mean_in, rstd_in, dx, dw_part, db_part, R, D,
+                 BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
+    pid = tl.program_id(0)
+    r = pid.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    d = tl.arange(0, BLOCK_D)
+    msk = (r < R)[:, None] & (d < D)[None, :]
+    xv = tl.load(x + r[:, None] * D + d[None, :], mask=msk, other=0.0).to(tl.float32)
+    g, dg_dx = _gelu_and_grad(xv)
+    mean = tl.load(mean_in + r, mask=r < R, other=0.0)
+    rstd = tl.load(rstd_in + r, mask=r < R, other=0.0)
+    xhat = tl.where(msk, (g - mean[:, None]) * rstd[:, None], 0.0)
+    wv = tl.load(w + d, mask=d < D, other=0.0).to(tl.float32)
+    gy = tl.load(dy + r[:, None] * D + d[None, :], mask=msk, other=0.0).to(tl.float32)
+    dxhat = gy * wv[None, :]
+    c1 = tl.sum(dxhat * xhat, axis=1) / D
+    c2 = tl.sum(dxhat, axis=1) / D
+    dg = (dxhat - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
+    tl.store(dx + r[:, None] * D + d[None, :], (dg * dg_dx).to(dx.dtype.element_ty), mask=msk)
+    tl.store(dw_part + pid * D + d, tl.sum(gy * xhat, axis=0), mask=d < D)
+    tl.store(db_part + pid * D + d, tl.sum(gy, axis=0), mask=d < D)
+
+
+@triton.jit
+def _gelu_gate_fwd(c, g, y, N, BLOCK: tl.constexpr):
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = i < N
+    gv = tl.load(g + i, mask=m, other=0.0).to(tl.float32)
+    act, _ = _gelu_and_grad(gv)
+    cv = tl.load(c + i, mask=m, other=0.0).to(tl.float32)
+    tl.store(y + i, (cv * act).to(y.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _gelu_gate_bwd(c, g, dy, dc, dg, N, BLOCK: tl.constexpr):
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = i < N
+    gv = tl.load(g + i, mask=m, other=0.0).to(tl.float32)
+    act, dact = _gelu_and_grad(gv)
+    cv = tl.load(c + i, mask=m, other=0.0).to(tl.float32)
+    gy = tl.load(dy + i, mask=m, other=0.0).to(tl.float32)
+    tl.store(dc + i, (gy * act).to(dc.dtype.element_ty), mask=m)
+    tl.store(dg + i, (gy * cv * dact).to(dg.dtype.element_ty), mask=m)
+
+
+def _rows_config(dim: int):
+    block_d = max(16, next_power_of_2(dim))
+    return max(1, min(16, 4096 // block_d)), block_d
+
+
+class GeluLayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        dim = x.size(-1)
+        x2 = x.contiguous().view(-1, dim)
+        rows = x2.size(0)
+        y = torch.empty_like(x2)
+        mean = torch.empty(rows, dtype=torch.float32, device=x.device)
+        rstd = torch.empty(rows, dtype=torch.float32, device=x.device)
+        block_r, block_d = _rows_config(dim)
+        if rows:
+            _gelu_ln_fwd[(triton.cdiv(rows, block_r),)](x2, weight.contiguous(), bias.contiguous(), y, mean, rstd,
+                                                        rows, dim, float(eps), BLOCK_R=block_r, BLOCK_D=block_d)
+        ctx.save_for_backward(x2, weight, mean, rstd)
+        ctx.shape = x.shape
+        return y.view(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x2, weight, mean, rstd = ctx.saved_tensors
+        rows, dim = x2.shape
+        block_r, block_d = _rows_config(dim)
+        programs = triton.cdiv(rows, block_r)
+        dx = torch.empty_like(x2)
+        dw_part = torch.zeros(max(programs, 1), dim, dtype=torch.float32, device=x2.device)
+        db_part = torch.zeros(max(programs, 1), dim, dtype=torch.float32, device=x2.device)
+        if rows:
+            _gelu_ln_bwd[(programs,)](x2, weight.contiguous(), grad_y.contiguous().view(-1, dim), mean, rstd, dx,
+                                      dw_part, db_part, rows, dim, BLOCK_R=block_r, BLOCK_D=block_d)
+        return (dx.view(ctx.shape), dw_part.sum(0).to(weight.dtype), db_part.sum(0).to(weight.dtype), None)
+
+
+class GeluGate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, context, gate_preact):
+        c, g = context.contiguous(), gate_preact.contiguous()
+        y = torch.empty_like(c)
+        n = c.numel()
+        if n:
+            _gelu_gate_fwd[(triton.cdiv(n, 1024),)](c, g, y, n, BLOCK=1024)
+        ctx.save_for_backward(c, g)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        c, g = ctx.saved_tensors
+        dc, dg = torch.empty_like(c), torch.empty_like(g)
+        n = c.numel()
+        if n:
+            _gelu_gate_bwd[(triton.cdiv(n, 1024),)](c, g, grad_y.contiguous(), dc, dg, n, BLOCK=1024)
+        return dc, dg
+
+
+def gelu_layernorm_triton(x, weight, bias, eps):
+    check_runnable(x)
+    return GeluLayerNorm.apply(x, weight, bias, eps)
+
+
+def gelu_gate_triton(context, gate_preact):
+    check_runnable(context)
+    return GeluGate.apply(context, gate_preact)
