@@ -119,7 +119,7 @@ def run_triton(kernel: str, backend: Optional[str], triton_call: Callable, torch
             TRITON_STATE["failure"] = f"{kernel}: {why}"
             warnings.warn(f"posmix_fairseq: the Triton kernel {kernel} failed at its first call ({why}); this process "
                           "runs the PyTorch implementations instead (docs/gpu.md: what Triton needs at run time)",
-                          TritonFallbackWarning, stacklevel=3)
+                          TritonFallbackWarning, stacklevel=4)
         return torch_call()
     TRITON_STATE["proven"].add(kernel)
     return out
