@@ -17,23 +17,25 @@ from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers
 from . import upgrades
 from .readings import made_by_this_code
 
-SIZES = {
-    "iwslt_de_en": dict(encoder_embed_dim=512, encoder_ffn_embed_dim=1024, encoder_attention_heads=8,
-                        encoder_layers=6, decoder_embed_dim=512, decoder_ffn_embed_dim=1024,
-                        decoder_attention_heads=8, decoder_layers=6, dropout=0.3, max_relative_position=16),
-    "wmt_en_de": dict(encoder_embed_dim=512, encoder_ffn_embed_dim=2048, encoder_attention_heads=8,
-                      encoder_layers=6, decoder_embed_dim=512, decoder_ffn_embed_dim=2048,
-                      decoder_attention_heads=8, decoder_layers=6, dropout=0.1, max_relative_position=16),
-    "wmt_en_de_big": dict(encoder_embed_dim=1024, encoder_ffn_embed_dim=4096, encoder_attention_heads=16,
-                          encoder_layers=6, decoder_embed_dim=1024, decoder_ffn_embed_dim=4096,
-                          decoder_attention_heads=16, decoder_layers=6, dropout=0.3, max_relative_position=8),
-}
 
 def both_sides(**options):
     """Each option for the encoder and the decoder: ``self_mixer="shaw"`` sets
     ``encoder_self_mixer`` and ``decoder_self_mixer``; ``position_encoding="none"`` sets
     ``encoder_position_encoding`` and ``decoder_position_encoding``."""
     return {side.attr(option): value for option, value in options.items() for side in SIDES}
+
+
+def size(dim: int, ffn_dim: int, heads: int, layers: int, dropout: float, k: int):
+    """A model size, the same in the encoder and the decoder, with its K (``max_relative_position``)."""
+    return dict(both_sides(embed_dim=dim, ffn_embed_dim=ffn_dim, attention_heads=heads, layers=layers),
+                dropout=dropout, max_relative_position=k)
+
+
+SIZES = {"iwslt_de_en": size(512, 1024, 8, 6, 0.3, 16), "wmt_en_de": size(512, 2048, 8, 6, 0.1, 16),
+         "wmt_en_de_big": size(1024, 4096, 16, 6, 0.3, 8)}
+# The Gaussian paper's own small IWSLT16 configuration (HC Section 4): embedding 288, hidden 507, 4 heads,
+# 5 layers; registered for its three variants and its BASE Transformer as <variant>_iwslt_small.
+HC_IWSLT_SMALL = size(288, 507, 4, 5, 0.1, 16)
 
 
 def _table_size(side, mixer: str, option: str):
@@ -148,10 +150,11 @@ def rpe_heads(t):
     return {side.attr("rpe-heads"): per_side(side) for side in SIDES}
 
 
-# The relative-embedding layout of each arch's paper, and the RecPE widths (docs/choices.md). GPA counts (2K+1) D per layer for Shaw, rPosNet and relative attention
-# (Table 8; Tables 2, 3, 6), with no a^V term in its Shaw (its totals exclude one); the positional-
-# encoding analysis shares the relative vectors across heads, as Shaw et al. do. RecPE: t = 3 (RPEHead)
-# and 2 (MPRHead) come closest to the paper's +0.49M / +0.37M at Base.
+# The relative-embedding layout of each arch's paper, and the RecPE widths (docs/choices.md). GPA counts
+# (2K+1) D per layer for Shaw, rPosNet and relative attention (Table 8; Tables 2, 3, 6), with no a^V term
+# in its Shaw (its totals exclude one); the positional-encoding analysis shares the relative vectors across
+# heads, as Shaw et al. do. RecPE: t = 3 (RPEHead) and 2 (MPRHead) come closest to the paper's +0.49M /
+# +0.37M at Base.
 PAPER_LAYOUTS = {
     "rposnet": both_sides(self_relative_embedding_heads="sliced"),
     "relattn": both_sides(self_relative_embedding_heads="sliced"),
@@ -164,12 +167,6 @@ PAPER_LAYOUTS = {
 }
 for _variant, _extra in PAPER_LAYOUTS.items():
     VARIANTS[_variant][2].update(_extra)
-
-# The Gaussian paper's own small IWSLT16 configuration (its Section 4): embedding 288, hidden 507,
-# 4 heads, 5 layers. Registered for its three variants and its BASE Transformer as <variant>_iwslt_small.
-HC_IWSLT_SMALL = dict(encoder_embed_dim=288, encoder_ffn_embed_dim=507, encoder_attention_heads=4,
-                      encoder_layers=5, decoder_embed_dim=288, decoder_ffn_embed_dim=507,
-                      decoder_attention_heads=4, decoder_layers=5, dropout=0.1, max_relative_position=16)
 
 
 def _reads(args, placement, option: str) -> bool:
@@ -197,19 +194,23 @@ def _apply(args, defaults):
             setattr(args, key, value)
 
 
+def _apply_computed(args, defaults, keys):
+    """Set each callable default of ``keys`` the user did not give, computed from the args."""
+    for key in keys:
+        if callable(defaults.get(key)) and getattr(args, key, None) is None:
+            setattr(args, key, defaults[key](args))
+
+
 def make_architecture(variant_defaults, size_defaults):
     def architecture(args):
         _apply(args, {k: v for k, v in variant_defaults.items() if k.endswith("_mixer")})
         default_mixers(args)  # the mixers are chosen before their own options
         _apply(args, variant_defaults)
         _apply(args, size_defaults)
-        for key in ("max_source_positions", "max_target_positions", "attention_dropout"):  # before fairseq's defaults
-            if callable(variant_defaults.get(key)) and getattr(args, key, None) is None:
-                setattr(args, key, variant_defaults[key](args))
+        # before fairseq's defaults fill them
+        _apply_computed(args, variant_defaults, ("max_source_positions", "max_target_positions", "attention_dropout"))
         posmix_base_architecture(args)
-        for key, value in variant_defaults.items():
-            if callable(value) and getattr(args, key, None) is None:
-                setattr(args, key, value(args))
+        _apply_computed(args, variant_defaults, variant_defaults)
 
     return architecture
 
@@ -221,7 +222,6 @@ for _variant, (_paper, _what, _defaults) in VARIANTS.items():
     if _variant in ("hc_sa", "hc_all", "sh_x", "posmix_transformer"):
         ARCHITECTURES[f"{_variant}_iwslt_small"] = (_paper, _what + " (the paper's small IWSLT model)",
                                                     make_architecture(_defaults, HC_IWSLT_SMALL))
-
 
 
 def upgrading_stored_arguments(architecture):
