@@ -51,21 +51,34 @@ def _table_size(side, mixer: str, option: str):
 LINEAR_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "linear", "linear-max-positions") for side in SIDES}
 POSNET_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "posnet", "posnet-max-positions") for side in SIDES}
 
+def rpe_heads(t):
+    """--S-rpe-heads t for each side whose position encoding reads it (the other side may use another)."""
+    def per_side(side):
+        return lambda args: t if "rpe-heads" in POSITION_ENCODING_REGISTRY.get(
+            side.read(args, "position-encoding"), side.flag("position-encoding")).options else None
+    return {side.attr("rpe-heads"): per_side(side) for side in SIDES}
+
+
 # variant -> (paper, what it reproduces, flag defaults). Self-attention is replaced in the
 # encoder and decoder; cross-attention stays multi-head attention, as in the paper's main tables.
+# Relative embeddings are laid out as each arch's paper does (docs/choices.md): GPA counts (2K+1) D per
+# layer for Shaw, rPosNet and relative attention (Table 8; Tables 2, 3, 6), with no a^V term in its Shaw
+# (its totals exclude one); the positional-encoding analysis shares them across heads, as Shaw et al. do.
+# RecPE: t = 3 (RPEHead) and 2 (MPRHead) come closest to the paper's +0.49M / +0.37M at Base.
 GPA, HC = "Gated position-based attention", "Hard-coded Gaussian attention"
 APE, RPE = "Analysis of positional encodings", "Recurrent positional embedding"
 VARIANTS = {
     "posmix_transformer": ("Vaswani et al. 2017", "Transformer baseline (Table 6 row 1)",
                            both_sides(self_mixer="mha")),
     "rposnet": (GPA, "rPosNet, Eqs. 9-10, gated (Eq. 4); Tables 2-6",
-                both_sides(self_mixer="rposnet", position_encoding="none")),
+                both_sides(self_mixer="rposnet", position_encoding="none", self_relative_embedding_heads="sliced")),
     "aposnet": (GPA, "aPosNet, Eq. 8, gated (Eq. 4); Tables 2-6",
                 both_sides(self_mixer="aposnet", position_encoding="none")),
     "shaw": ("Shaw et al. 2018", "relative position representations (K and V terms); Table 6",
-             both_sides(self_mixer="shaw", position_encoding="none")),
+             both_sides(self_mixer="shaw", position_encoding="none", self_relative_embedding_heads="sliced",
+                        self_shaw_value_term="off")),
     "relattn": (GPA, "token-position relative attention, Section 7.2; Table 6",
-                both_sides(self_mixer="relattn", position_encoding="none")),
+                both_sides(self_mixer="relattn", position_encoding="none", self_relative_embedding_heads="sliced")),
     "hc_sa": (HC, "HC-SA: hard-coded self-attention, learned cross-attention", both_sides(self_mixer="gaussian")),
     "hc_all": (HC, "HC-ALL: hard-coded self- and cross-attention (gamma)",
                dict(both_sides(self_mixer="gaussian"), decoder_cross_mixer="gaussian")),
@@ -88,15 +101,17 @@ VARIANTS = {
              dict(both_sides(position_encoding="none"), position_blind="encoder,decoder")),
     "learnedpe": (APE, "learned absolute position embeddings", both_sides(position_encoding="learned")),
     "shaw_konly": (APE, "Shaw relative positions, K term only (no a^V)",
-                   both_sides(self_mixer="shaw", self_shaw_value_term="off", position_encoding="none")),
+                   both_sides(self_mixer="shaw", self_shaw_value_term="off", position_encoding="none",
+                              self_relative_embedding_heads="shared")),
     "shaw_sin": (APE, "Shaw relative positions with sinusoidal a^K, a^V (no position parameters)",
-                 both_sides(self_mixer="shaw", self_position_table="sinusoidal", position_encoding="none")),
+                 both_sides(self_mixer="shaw", self_position_table="sinusoidal", position_encoding="none",
+                            self_relative_embedding_heads="shared")),
     "shaw_abs": (APE, "relative + absolute: Shaw (K and V) with sinusoidal absolute embeddings",
-                 both_sides(self_mixer="shaw", position_encoding="sinusoidal")),
+                 both_sides(self_mixer="shaw", position_encoding="sinusoidal", self_relative_embedding_heads="shared")),
     "lstmpe": (APE, "LSTM positional encoding: biLSTM encoder input, LSTM decoder input",
                both_sides(position_encoding="lstm")),
-    "rpehead": (RPE, "RPEHead, Eqs. 1-4", both_sides(position_encoding="rpehead")),
-    "mprhead": (RPE, "MPRHead, Eqs. 1-3, 5", both_sides(position_encoding="mprhead")),
+    "rpehead": (RPE, "RPEHead, Eqs. 1-4", dict(both_sides(position_encoding="rpehead"), **rpe_heads(3))),
+    "mprhead": (RPE, "MPRHead, Eqs. 1-3, 5", dict(both_sides(position_encoding="mprhead"), **rpe_heads(2))),
     # PosNet and its baselines
     "posnet_embed": ("PosNet", "PosNet-Embed, Eq. 24 (replaces the absolute embeddings)",
                      both_sides(position_encoding="posnet")),
@@ -142,31 +157,8 @@ VARIANTS.update({
 })
 
 
-def rpe_heads(t):
-    """--S-rpe-heads t for each side whose position encoding reads it (the other side may use another)."""
-    def per_side(side):
-        return lambda args: t if "rpe-heads" in POSITION_ENCODING_REGISTRY.get(
-            side.read(args, "position-encoding"), side.flag("position-encoding")).options else None
-    return {side.attr("rpe-heads"): per_side(side) for side in SIDES}
 
 
-# The relative-embedding layout of each arch's paper, and the RecPE widths (docs/choices.md). GPA counts
-# (2K+1) D per layer for Shaw, rPosNet and relative attention (Table 8; Tables 2, 3, 6), with no a^V term
-# in its Shaw (its totals exclude one); the positional-encoding analysis shares the relative vectors across
-# heads, as Shaw et al. do. RecPE: t = 3 (RPEHead) and 2 (MPRHead) come closest to the paper's +0.49M /
-# +0.37M at Base.
-PAPER_LAYOUTS = {
-    "rposnet": both_sides(self_relative_embedding_heads="sliced"),
-    "relattn": both_sides(self_relative_embedding_heads="sliced"),
-    "shaw": both_sides(self_relative_embedding_heads="sliced", self_shaw_value_term="off"),
-    "shaw_konly": both_sides(self_relative_embedding_heads="shared"),
-    "shaw_sin": both_sides(self_relative_embedding_heads="shared"),
-    "shaw_abs": both_sides(self_relative_embedding_heads="shared"),
-    "rpehead": rpe_heads(3),
-    "mprhead": rpe_heads(2),
-}
-for _variant, _extra in PAPER_LAYOUTS.items():
-    VARIANTS[_variant][2].update(_extra)
 
 
 def _reads(args, placement, option: str) -> bool:
