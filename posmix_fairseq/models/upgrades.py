@@ -52,12 +52,12 @@ def pin(option: str, former: Callable, fillers=MIXERS, among=None):
     return apply
 
 
-def rename(scopes, renames):
-    """Moves each stored old option to its new name (unless the new one is set) and deletes the old."""
-    def stored(args) -> bool:
-        return any(scope.stored(args, old) for scope in scopes for old in renames)
-
+def rename(scopes, renames, then=None):
+    """Moves each stored old option to its new name (unless the new one is set) and deletes the old; then
+    runs ``then(args)``. Arguments stored without the old names are left alone."""
     def apply(args) -> bool:
+        if not any(scope.stored(args, old) for scope in scopes for old in renames):
+            return False
         for scope in scopes:
             for old, new in renames.items():
                 value = scope.read(args, old)
@@ -65,8 +65,10 @@ def rename(scopes, renames):
                     delattr(args, scope.attr(old))
                 if value is not None and scope.read(args, new) is None:
                     scope.write(args, new, value)
+        if then is not None:
+            then(args)
         return True
-    return stored, apply
+    return apply
 
 
 def keep_positions_within(option: str, mixer: str):
@@ -96,16 +98,9 @@ def all_of(*steps):
 
 # ---- renamed options -------------------------------------------------------------------------------
 
-_mixer_renames_stored, _rename_mixer_options = rename(
-    PLACEMENTS, {"position-embedding": "position-table", "value-projection": "gaussian-value-projection"})
-_posnet_embed_renames_stored, _rename_posnet_embed_options = rename(
-    SIDES, {f"posnet-{o}": f"posnet-embed-{o}" for o in ("dim", "max-positions", "dropout", "activation")})
-
-
-def _rename_mixer_options_and_drop_unread(args) -> bool:
-    """The code that stored the old names stored every mixer option for every sublayer, and had no
-    --position-blind (the no-PE arch then was position-blind by construction)."""
-    _rename_mixer_options(args)
+def _drop_unread_mixer_options(args):
+    """The code that stored the old mixer option names stored every mixer option for every sublayer, and
+    had no --position-blind (the no-PE arch then was position-blind by construction)."""
     for placement in PLACEMENTS:
         read = options_read(args, placement)
         for option in MIXER_REGISTRY.declared_options():
@@ -114,10 +109,11 @@ def _rename_mixer_options_and_drop_unread(args) -> bool:
     if getattr(args, "position_blind", None) is None:
         blind = [s.name for s in SIDES if not side_has_position_signal(args, s)]
         args.position_blind = ",".join(blind) or None
-    return True
 
 
 def _frozen_positions_per_side(args) -> bool:
+    if not hasattr(args, "frozen_energy_positions"):
+        return False
     n = args.frozen_energy_positions
     delattr(args, "frozen_energy_positions")
     if n is not None:
@@ -185,28 +181,23 @@ def _legacy_values_leave_the_command_line(args) -> bool:
 class ArgsUpgrade:
     name: str  # what changed
     apply: Callable  # args -> whether anything was written
-    applies: Optional[Callable] = None  # args -> bool (renames: the old attributes are stored)
     readings_below: Optional[int] = None  # changed defaults: stored defaults version < this
 
     def concerns(self, args) -> bool:
-        if self.readings_below is not None and stored_readings(args) >= self.readings_below:
-            return False
-        return self.applies is None or self.applies(args)
-
-
-def _stored_frozen_positions(args) -> bool:
-    return hasattr(args, "frozen_energy_positions")
+        return self.readings_below is None or stored_readings(args) < self.readings_below
 
 
 ARGS_UPGRADES: List[ArgsUpgrade] = [
     # renames first: every later step reads today's names
     ArgsUpgrade("--S-position-embedding renamed --S-position-table, --S-value-projection renamed "
-                "--S-gaussian-value-projection", _rename_mixer_options_and_drop_unread, applies=_mixer_renames_stored),
+                "--S-gaussian-value-projection",
+                rename(PLACEMENTS, {"position-embedding": "position-table",
+                                    "value-projection": "gaussian-value-projection"}, then=_drop_unread_mixer_options)),
     ArgsUpgrade("PosNet-Embed's --<side>-posnet-* options renamed --<side>-posnet-embed-*",
-                _rename_posnet_embed_options, applies=_posnet_embed_renames_stored),
+                rename(SIDES, {f"posnet-{o}": f"posnet-embed-{o}"
+                               for o in ("dim", "max-positions", "dropout", "activation")})),
     ArgsUpgrade("frozen energy tables sized per side: --frozen-energy-positions N is "
-                "--encoder-frozen-energy-positions N --decoder-frozen-energy-positions N",
-                _frozen_positions_per_side, applies=_stored_frozen_positions),
+                "--encoder-frozen-energy-positions N --decoder-frozen-energy-positions N", _frozen_positions_per_side),
     # defaults that changed with the paper readings (docs/choices.md)
     ArgsUpgrade("relative-distance embeddings laid out as each arch's paper does (were shared by the heads)",
                 pin("relative-embedding-heads", lambda args, p: "shared"), readings_below=11),
