@@ -1,9 +1,6 @@
-"""Named architectures: one readable table of (name -> flag defaults).
-
-``<variant>_<size>`` for every variant and size below; every flag stays overridable on the
-command line. Sizes follow GPA Section 5.1:
-Small (``iwslt_de_en``) = Base with FFN 1024 and dropout 0.3; Base (``wmt_en_de``);
-Big (``wmt_en_de_big``). K = 16 for Small/Base and 8 for Big.
+"""Named architectures ``<variant>_<size>``: one table of flag defaults, each overridable on the command
+line. Sizes follow GPA Section 5.1: Small (``iwslt_de_en``) = Base with FFN 1024 and dropout 0.3; Base
+(``wmt_en_de``); Big (``wmt_en_de_big``). K = 16 for Small/Base and 8 for Big.
 """
 import functools
 
@@ -39,9 +36,8 @@ HC_IWSLT_SMALL = size(288, 507, 4, 5, 0.1, 16)
 
 
 def _table_size(side, mixer: str, option: str):
-    """The default max positions of a side whose self-attention mixer has a position table of
-    ``--<side>-self-<option>`` rows (LinearNet, PosNet-Attn): the table size, by default the one the
-    registered mixer declares (read from the registry: the architectures import no variant)."""
+    """A side's default max positions: the rows of its self-attention mixer's table ``--<side>-self-<option>``
+    (LinearNet, PosNet-Attn), by default the size the registry declares (the archs import no variant)."""
     def default(args):
         value = SELF_ATTENTION[side].read(args, option)
         return MIXER_REGISTRY.get(mixer, "--mixer").options[option]["default"] if value is None else value
@@ -124,10 +120,9 @@ VARIANTS = {
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
 }
 
-# The released code of GPA (github.com/apptek/posnet-position_based_attention, its
-# models/posnet/models/posnet.py, pytorchmt/ and configs models/posnet/configs/posnet*.yaml) builds its models
-# differently from the paper's reading above; the *_released archs build them as it does (docs/choices.md,
-# "The released GPA code").
+# The released code of GPA (github.com/apptek/posnet-position_based_attention: models/posnet/models/posnet.py,
+# pytorchmt/, models/posnet/configs/posnet*.yaml) builds its models differently from the paper's reading
+# above; the *_released archs build them as it does (docs/choices.md, "The released GPA code").
 GPA_RELEASED = "Gated position-based attention, released code"
 
 
@@ -217,10 +212,9 @@ for _variant, (_paper, _what, _defaults) in VARIANTS.items():
 
 
 def upgrading_stored_arguments(architecture):
-    """The registered arch function: fairseq runs it first on a loaded checkpoint's arguments
-    (``fairseq.models.build_model``), so arguments stored by older code (a readings marker below
-    the current version, or none) are upgraded here, once, before any default fills them; the
-    upgrade stamps the current version. Arguments of this code's command lines run no upgrade code."""
+    """The registered arch function. fairseq runs it first on a loaded checkpoint's arguments, so those
+    stored by older code (readings marker below the current version) are upgraded here, once, before any
+    default fills them; arguments of this code's command lines run no upgrade code."""
     @functools.wraps(architecture)
     def registered(args):
         if not made_by_this_code(args):

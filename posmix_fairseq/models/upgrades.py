@@ -18,7 +18,7 @@ from ..mixers.engine import MIXER_REGISTRY, EnergyMixingAttention
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .options import side_has_position_signal
-from .readings import READINGS_MARKER, READINGS_VERSION, stored_readings, write_legacy_reading  # noqa: F401
+from .readings import READINGS_MARKER, READINGS_VERSION, stored_readings, write_legacy_reading
 from .sublayers import sublayers
 
 logger = logging.getLogger(__name__)
@@ -150,11 +150,8 @@ def _drop_unread_conditional_options(args) -> bool:
 
 
 #: options no command line has any more: option -> (scopes, the value kept as a legacy reading)
-LEGACY_ONLY_OPTIONS = {
-    "relative-sinusoids": (PLACEMENTS, "head"),
-    "posnet-kernel": (PLACEMENTS, "head"),
-    "rpe-reading": (SIDES, "sliced-legacy"),
-}
+LEGACY_ONLY_OPTIONS = {"relative-sinusoids": (PLACEMENTS, "head"), "posnet-kernel": (PLACEMENTS, "head"),
+                       "rpe-reading": (SIDES, "sliced-legacy")}
 LEGACY_ONLY_VALUES = {"t5-adaptive": (PLACEMENTS, "cumulative")}  # option -> (scopes, a value no CLI offers)
 
 
@@ -255,16 +252,12 @@ def upgrade_stored_args(args) -> List[str]:
 # ---- stored parameters ----------------------------------------------------------------------------
 
 #: parameters of a mixer that moved under its Values hook: old suffix -> new suffix
-VALUES_PARAMETER_RENAMES = {
-    "v_proj.": "values.projection.",
-    "gating.value_norm.": "values.norm.",
-    "energy.relative_values.": "values.relative_values.",
-    "kernels.": "values.kernels.",
-}
+VALUES_PARAMETER_RENAMES = {"v_proj.": "values.projection.", "gating.value_norm.": "values.norm.",
+                            "energy.relative_values.": "values.relative_values.", "kernels.": "values.kernels."}
 
 
 def keys_under(state_dict, prefix: str):
-    """(key, the rest of the key after ``prefix``) of every stored key under ``prefix``, as a list."""
+    """(key, what follows ``prefix``) of every stored key under ``prefix``, as a list."""
     return [(key, key[len(prefix):]) for key in state_dict if key.startswith(prefix)]
 
 
