@@ -152,10 +152,6 @@ VARIANTS.update({
 })
 
 
-
-
-
-
 def _reads(args, placement, option: str) -> bool:
     """Whether the mixer of ``placement`` (already chosen) reads its own ``option`` under its options."""
     entry = MIXER_REGISTRY.get(placement.read(args, "mixer"), placement.flag("mixer"))

@@ -88,9 +88,7 @@ class PosMixDecoderLayer(PosMixLayer, TransformerDecoderLayerBase):
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
         self.drop_norms_of_removed_sublayers()
 
-    def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
-        if add_bias_kv or add_zero_attn:
-            raise ValueError("add_bias_kv/add_zero_attn are not supported by posmix decoder layers")
+    def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):  # both False here
         return self._mixer_plan.build(DECODER_SELF, self.layer_idx)
 
     def build_encoder_attention(self, embed_dim, cfg):

@@ -1,5 +1,6 @@
 """The build plan of one encoder or decoder: the mixer of each (sublayer, layer index), with its
 options, and the side's embedding-level position module."""
+import itertools
 import math
 
 from ..core.placement import DECODER_CROSS, ENCODER_SELF, SELF_ATTENTION, SIDES, Side
@@ -18,7 +19,7 @@ from .sliced_first_layer import build_sliced_attention
 
 class MixerPlan:
     """Builds the mixers of one encoder or decoder (``side``). fairseq builds the layers in order and its
-    hooks take no index: ``next_layer_index`` counts them. ``shared_tables`` holds what the side's layers
+    hooks take no index: ``layer_indices`` counts them. ``shared_tables`` holds what the side's layers
     share; ``route`` carries the positions of each forward call."""
 
     def __init__(self, cfg, side: Side):
@@ -27,11 +28,7 @@ class MixerPlan:
         self.shared_tables = SharedPositionTables()
         self.route = PositionRoute(side.name)
         self.shared_parameters = SharedParameters(self.shared_tables.tables, side.name)
-        self._built_layers = 0
-
-    def next_layer_index(self) -> int:
-        self._built_layers += 1
-        return self._built_layers - 1
+        self.layer_indices = itertools.count()
 
     def spec(self, placement, layer_idx: int) -> MixerSpec:
         cfg = self.cfg

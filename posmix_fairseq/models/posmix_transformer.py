@@ -6,12 +6,8 @@ import contextlib
 import logging
 
 from fairseq.models import MODEL_REGISTRY, register_model
-from fairseq.models.transformer import (
-    TransformerConfig,
-    TransformerDecoderBase,
-    TransformerEncoderBase,
-    TransformerModel,
-)
+from fairseq.models.transformer import (TransformerConfig, TransformerDecoderBase, TransformerEncoderBase,
+                                        TransformerModel)
 
 from ..core.placement import DECODER, ENCODER
 from ..core.positions import PositionFrame
@@ -107,8 +103,7 @@ class PosMixEncoder(PositionAwareSide, TransformerEncoderBase):
 
     def build_encoder_layer(self, cfg):
         plan = self._mixer_plan
-        layer = PosMixEncoderLayer(cfg, plan, plan.next_layer_index(), return_fc=self.return_fc)
-        return wrap_layer(cfg, layer, plan)
+        return wrap_layer(cfg, PosMixEncoderLayer(cfg, plan, next(plan.layer_indices), return_fc=self.return_fc), plan)
 
     def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False, token_embeddings=None):
         frame = PositionFrame.of_tokens(src_tokens, self.padding_idx)
@@ -136,7 +131,7 @@ class PosMixDecoder(PositionAwareSide, TransformerDecoderBase):
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         plan = self._mixer_plan
-        layer_idx = plan.next_layer_index()
+        layer_idx = next(plan.layer_indices)
         no_encoder_attn = no_encoder_attn or cross_heads(cfg)[layer_idx] == 0
         return wrap_layer(cfg, PosMixDecoderLayer(cfg, plan, layer_idx, no_encoder_attn), plan)
 
