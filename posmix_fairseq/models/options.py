@@ -182,11 +182,9 @@ def position_blind_sides(args):
 
 
 def cross_heads(cfg):
-    """Cross-attention heads of each decoder layer (``--decoder-cross-heads``); 0 = none."""
-    if hasattr(cfg, "decoder") and not isinstance(cfg.decoder, str):  # TransformerConfig (nested)
-        layers, heads, dim = cfg.decoder.layers, cfg.decoder.attention_heads, cfg.decoder.embed_dim
-    else:  # the flat argparse namespace
-        layers, heads, dim = cfg.decoder_layers, cfg.decoder_attention_heads, cfg.decoder_embed_dim
+    """Cross-attention heads of each decoder layer (``--decoder-cross-heads``); 0 = none. ``cfg``: the flat
+    namespace or a TransformerConfig (which maps the flat names onto its nested ones)."""
+    layers, heads, dim = cfg.decoder_layers, cfg.decoder_attention_heads, cfg.decoder_embed_dim
     text = getattr(cfg, "decoder_cross_heads", None)
     if text is None:
         return [heads] * layers
