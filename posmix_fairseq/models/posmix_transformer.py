@@ -51,12 +51,11 @@ class PositionAwareSide:
 
     def _setup_positions(self, cfg, side):
         plan = self._mixer_plan
-        self._side = side
         self.mixer_position_tables = plan.shared_tables.tables
         self.position_encoding = plan.position_encoding(self._modules.pop("layernorm_embedding", None))
-        self._learned_positions_limit = None
-        if getattr(cfg, side.name).learned_pos:  # set by side_config: fairseq's table, one row per position
-            self._learned_positions_limit = (getattr(cfg, side.max_positions_attr), side.max_positions_option)
+        self._learned_table = None  # (role, positions, option) of fairseq's learned table, one row per position
+        if getattr(cfg, side.name).learned_pos:  # set by side_config
+            self._learned_table = (side.role, getattr(cfg, side.max_positions_attr), side.max_positions_option)
         bounded = side.name == "encoder" or getattr(cfg, TABLES_AS_LIMITS, False)
         self._frozen_positions = side.read(cfg, FROZEN_OPTION) if bounded else None
         self._checkpointed_layers = bool(cfg.checkpoint_activations)
@@ -81,16 +80,14 @@ class PositionAwareSide:
 
     def position_limits(self):
         """(role, positions, option) of fairseq's learned position table, if the side has one."""
-        if self._learned_positions_limit is None:
-            return []
-        return [(self._side.role, *self._learned_positions_limit)]
+        return [self._learned_table] if self._learned_table else []
 
     def check_learned_positions(self, positions):
         """A clear error instead of fairseq's index error beyond a learned position table."""
-        limit = self._learned_positions_limit
-        if limit is not None and positions.numel() and int(positions.max()) >= limit[0]:
+        if self._learned_table and positions.numel() and int(positions.max()) >= self._learned_table[1]:
+            _, size, option = self._learned_table
             raise ValueError(f"position {int(positions.max())} is beyond the learned position embeddings of "
-                             f"{limit[0]} positions; raise {limit[1]} (it sizes the table) or use sinusoidal ones")
+                             f"{size} positions; raise {option} (it sizes the table) or use sinusoidal ones")
 
 
 class PosMixEncoder(PositionAwareSide, TransformerEncoderBase):
