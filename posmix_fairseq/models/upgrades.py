@@ -1,13 +1,9 @@
-"""Upgrades of what older checkpoints stored: ordered steps, each named by what changed
-(docs/choices.md, "Old checkpoints").
+"""Upgrades of what older checkpoints stored, run once per load (docs/choices.md, "Old checkpoints").
 
-An unset option takes today's default when the model is built, so a changed default or a renamed
-option would silently build another model. A renamed option is recognised by its old attribute; a
-changed default by the readings marker (:mod:`.readings`), below the version that introduced the
-change (``readings_below``); a computation no command line asks for any more becomes a stored legacy
-reading. :func:`upgrade_stored_args` runs once per load, from the registered arch functions, which
-fairseq runs first on a loaded checkpoint's arguments; :func:`upgrade_stored_parameters` renames
-stored parameters from the model's ``upgrade_state_dict_named``.
+An unset option takes today's default when a model is built, so a changed default or a renamed option
+would silently build another model. Ordered steps, each named by what changed, recognise what they
+concern: a renamed option by its old attribute, a changed default by a readings marker (:mod:`.readings`)
+below ``readings_below``; a computation no command line asks for any more becomes a stored legacy reading.
 """
 import logging
 from dataclasses import dataclass
@@ -311,7 +307,8 @@ PARAMETER_UPGRADES = (move_value_parameters, rename_cumulative_t5_tables, drop_u
 
 
 def upgrade_stored_parameters(model, state_dict, prefix: str = ""):
-    """Every parameter step, in order, on ``state_dict`` (in place) for ``model``."""
+    """Every parameter step, in order, on ``state_dict`` (in place) for ``model``; run by the model's
+    ``upgrade_state_dict_named`` when a checkpoint's state is loaded."""
     prefix = prefix + "." if prefix else ""
     for step in PARAMETER_UPGRADES:
         step(model, state_dict, prefix)
