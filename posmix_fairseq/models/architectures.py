@@ -47,6 +47,7 @@ def _table_size(side, mixer: str, option: str):
 LINEAR_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "linear", "linear-max-positions") for side in SIDES}
 POSNET_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "posnet", "posnet-max-positions") for side in SIDES}
 
+
 def rpe_heads(t):
     """--S-rpe-heads t for each side whose position encoding reads it (the other side may use another)."""
     def per_side(side):
