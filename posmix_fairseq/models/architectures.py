@@ -1,9 +1,6 @@
-"""Named architectures: one readable table of (name -> flag defaults).
-
-``<variant>_<size>`` for every variant and size below; every flag stays overridable on the
-command line. Sizes follow GPA Section 5.1:
-Small (``iwslt_de_en``) = Base with FFN 1024 and dropout 0.3; Base (``wmt_en_de``);
-Big (``wmt_en_de_big``). K = 16 for Small/Base and 8 for Big.
+"""Named architectures ``<variant>_<size>``: one table of flag defaults, each overridable on the command
+line. Sizes follow GPA Section 5.1: Small (``iwslt_de_en``) = Base with FFN 1024 and dropout 0.3; Base
+(``wmt_en_de``); Big (``wmt_en_de_big``). K = 16 for Small/Base and 8 for Big.
 """
 import functools
 
@@ -17,17 +14,6 @@ from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers
 from . import upgrades
 from .readings import made_by_this_code
 
-SIZES = {
-    "iwslt_de_en": dict(encoder_embed_dim=512, encoder_ffn_embed_dim=1024, encoder_attention_heads=8,
-                        encoder_layers=6, decoder_embed_dim=512, decoder_ffn_embed_dim=1024,
-                        decoder_attention_heads=8, decoder_layers=6, dropout=0.3, max_relative_position=16),
-    "wmt_en_de": dict(encoder_embed_dim=512, encoder_ffn_embed_dim=2048, encoder_attention_heads=8,
-                      encoder_layers=6, decoder_embed_dim=512, decoder_ffn_embed_dim=2048,
-                      decoder_attention_heads=8, decoder_layers=6, dropout=0.1, max_relative_position=16),
-    "wmt_en_de_big": dict(encoder_embed_dim=1024, encoder_ffn_embed_dim=4096, encoder_attention_heads=16,
-                          encoder_layers=6, decoder_embed_dim=1024, decoder_ffn_embed_dim=4096,
-                          decoder_attention_heads=16, decoder_layers=6, dropout=0.3, max_relative_position=8),
-}
 
 def both_sides(**options):
     """Each option for the encoder and the decoder: ``self_mixer="shaw"`` sets
@@ -36,10 +22,22 @@ def both_sides(**options):
     return {side.attr(option): value for option, value in options.items() for side in SIDES}
 
 
+def size(dim: int, ffn_dim: int, heads: int, layers: int, dropout: float, k: int):
+    """A model size, the same in the encoder and the decoder, with its K (``max_relative_position``)."""
+    return dict(both_sides(embed_dim=dim, ffn_embed_dim=ffn_dim, attention_heads=heads, layers=layers),
+                dropout=dropout, max_relative_position=k)
+
+
+SIZES = {"iwslt_de_en": size(512, 1024, 8, 6, 0.3, 16), "wmt_en_de": size(512, 2048, 8, 6, 0.1, 16),
+         "wmt_en_de_big": size(1024, 4096, 16, 6, 0.3, 8)}
+# The Gaussian paper's own small IWSLT16 configuration (HC Section 4): embedding 288, hidden 507, 4 heads,
+# 5 layers; registered for its three variants and its BASE Transformer as <variant>_iwslt_small.
+HC_IWSLT_SMALL = size(288, 507, 4, 5, 0.1, 16)
+
+
 def _table_size(side, mixer: str, option: str):
-    """The default max positions of a side whose self-attention mixer has a position table of
-    ``--<side>-self-<option>`` rows (LinearNet, PosNet-Attn): the table size, by default the one the
-    registered mixer declares (read from the registry: the architectures import no variant)."""
+    """A side's default max positions: the rows of its self-attention mixer's table ``--<side>-self-<option>``
+    (LinearNet, PosNet-Attn), by default the size the registry declares (the archs import no variant)."""
     def default(args):
         value = SELF_ATTENTION[side].read(args, option)
         return MIXER_REGISTRY.get(mixer, "--mixer").options[option]["default"] if value is None else value
@@ -49,21 +47,35 @@ def _table_size(side, mixer: str, option: str):
 LINEAR_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "linear", "linear-max-positions") for side in SIDES}
 POSNET_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "posnet", "posnet-max-positions") for side in SIDES}
 
+
+def rpe_heads(t):
+    """--S-rpe-heads t for each side whose position encoding reads it (the other side may use another)."""
+    def per_side(side):
+        return lambda args: t if "rpe-heads" in POSITION_ENCODING_REGISTRY.get(
+            side.read(args, "position-encoding"), side.flag("position-encoding")).options else None
+    return {side.attr("rpe-heads"): per_side(side) for side in SIDES}
+
+
 # variant -> (paper, what it reproduces, flag defaults). Self-attention is replaced in the
 # encoder and decoder; cross-attention stays multi-head attention, as in the paper's main tables.
+# Relative embeddings are laid out as each arch's paper does (docs/choices.md): GPA counts (2K+1) D per
+# layer for Shaw, rPosNet and relative attention (Table 8; Tables 2, 3, 6), with no a^V term in its Shaw
+# (its totals exclude one); the positional-encoding analysis shares them across heads, as Shaw et al. do.
+# RecPE: t = 3 (RPEHead) and 2 (MPRHead) come closest to the paper's +0.49M / +0.37M at Base.
 GPA, HC = "Gated position-based attention", "Hard-coded Gaussian attention"
 APE, RPE = "Analysis of positional encodings", "Recurrent positional embedding"
 VARIANTS = {
     "posmix_transformer": ("Vaswani et al. 2017", "Transformer baseline (Table 6 row 1)",
                            both_sides(self_mixer="mha")),
     "rposnet": (GPA, "rPosNet, Eqs. 9-10, gated (Eq. 4); Tables 2-6",
-                both_sides(self_mixer="rposnet", position_encoding="none")),
+                both_sides(self_mixer="rposnet", position_encoding="none", self_relative_embedding_heads="sliced")),
     "aposnet": (GPA, "aPosNet, Eq. 8, gated (Eq. 4); Tables 2-6",
                 both_sides(self_mixer="aposnet", position_encoding="none")),
     "shaw": ("Shaw et al. 2018", "relative position representations (K and V terms); Table 6",
-             both_sides(self_mixer="shaw", position_encoding="none")),
+             both_sides(self_mixer="shaw", position_encoding="none", self_relative_embedding_heads="sliced",
+                        self_shaw_value_term="off")),
     "relattn": (GPA, "token-position relative attention, Section 7.2; Table 6",
-                both_sides(self_mixer="relattn", position_encoding="none")),
+                both_sides(self_mixer="relattn", position_encoding="none", self_relative_embedding_heads="sliced")),
     "hc_sa": (HC, "HC-SA: hard-coded self-attention, learned cross-attention", both_sides(self_mixer="gaussian")),
     "hc_all": (HC, "HC-ALL: hard-coded self- and cross-attention (gamma)",
                dict(both_sides(self_mixer="gaussian"), decoder_cross_mixer="gaussian")),
@@ -86,15 +98,17 @@ VARIANTS = {
              dict(both_sides(position_encoding="none"), position_blind="encoder,decoder")),
     "learnedpe": (APE, "learned absolute position embeddings", both_sides(position_encoding="learned")),
     "shaw_konly": (APE, "Shaw relative positions, K term only (no a^V)",
-                   both_sides(self_mixer="shaw", self_shaw_value_term="off", position_encoding="none")),
+                   both_sides(self_mixer="shaw", self_shaw_value_term="off", position_encoding="none",
+                              self_relative_embedding_heads="shared")),
     "shaw_sin": (APE, "Shaw relative positions with sinusoidal a^K, a^V (no position parameters)",
-                 both_sides(self_mixer="shaw", self_position_table="sinusoidal", position_encoding="none")),
+                 both_sides(self_mixer="shaw", self_position_table="sinusoidal", position_encoding="none",
+                            self_relative_embedding_heads="shared")),
     "shaw_abs": (APE, "relative + absolute: Shaw (K and V) with sinusoidal absolute embeddings",
-                 both_sides(self_mixer="shaw", position_encoding="sinusoidal")),
+                 both_sides(self_mixer="shaw", position_encoding="sinusoidal", self_relative_embedding_heads="shared")),
     "lstmpe": (APE, "LSTM positional encoding: biLSTM encoder input, LSTM decoder input",
                both_sides(position_encoding="lstm")),
-    "rpehead": (RPE, "RPEHead, Eqs. 1-4", both_sides(position_encoding="rpehead")),
-    "mprhead": (RPE, "MPRHead, Eqs. 1-3, 5", both_sides(position_encoding="mprhead")),
+    "rpehead": (RPE, "RPEHead, Eqs. 1-4", dict(both_sides(position_encoding="rpehead"), **rpe_heads(3))),
+    "mprhead": (RPE, "MPRHead, Eqs. 1-3, 5", dict(both_sides(position_encoding="mprhead"), **rpe_heads(2))),
     # PosNet and its baselines
     "posnet_embed": ("PosNet", "PosNet-Embed, Eq. 24 (replaces the absolute embeddings)",
                      both_sides(position_encoding="posnet")),
@@ -107,10 +121,9 @@ VARIANTS = {
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
 }
 
-# The released code of GPA (github.com/apptek/posnet-position_based_attention, its
-# models/posnet/models/posnet.py, pytorchmt/ and configs models/posnet/configs/posnet*.yaml) builds its models
-# differently from the paper's reading above; the *_released archs build them as it does (docs/choices.md,
-# "The released GPA code").
+# The released code of GPA (github.com/apptek/posnet-position_based_attention: models/posnet/models/posnet.py,
+# pytorchmt/, models/posnet/configs/posnet*.yaml) builds its models differently from the paper's reading
+# above; the *_released archs build them as it does (docs/choices.md, "The released GPA code").
 GPA_RELEASED = "Gated position-based attention, released code"
 
 
@@ -140,38 +153,6 @@ VARIANTS.update({
 })
 
 
-def rpe_heads(t):
-    """--S-rpe-heads t for each side whose position encoding reads it (the other side may use another)."""
-    def per_side(side):
-        return lambda args: t if "rpe-heads" in POSITION_ENCODING_REGISTRY.get(
-            side.read(args, "position-encoding"), side.flag("position-encoding")).options else None
-    return {side.attr("rpe-heads"): per_side(side) for side in SIDES}
-
-
-# The relative-embedding layout of each arch's paper, and the RecPE widths (docs/choices.md). GPA counts (2K+1) D per layer for Shaw, rPosNet and relative attention
-# (Table 8; Tables 2, 3, 6), with no a^V term in its Shaw (its totals exclude one); the positional-
-# encoding analysis shares the relative vectors across heads, as Shaw et al. do. RecPE: t = 3 (RPEHead)
-# and 2 (MPRHead) come closest to the paper's +0.49M / +0.37M at Base.
-PAPER_LAYOUTS = {
-    "rposnet": both_sides(self_relative_embedding_heads="sliced"),
-    "relattn": both_sides(self_relative_embedding_heads="sliced"),
-    "shaw": both_sides(self_relative_embedding_heads="sliced", self_shaw_value_term="off"),
-    "shaw_konly": both_sides(self_relative_embedding_heads="shared"),
-    "shaw_sin": both_sides(self_relative_embedding_heads="shared"),
-    "shaw_abs": both_sides(self_relative_embedding_heads="shared"),
-    "rpehead": rpe_heads(3),
-    "mprhead": rpe_heads(2),
-}
-for _variant, _extra in PAPER_LAYOUTS.items():
-    VARIANTS[_variant][2].update(_extra)
-
-# The Gaussian paper's own small IWSLT16 configuration (its Section 4): embedding 288, hidden 507,
-# 4 heads, 5 layers. Registered for its three variants and its BASE Transformer as <variant>_iwslt_small.
-HC_IWSLT_SMALL = dict(encoder_embed_dim=288, encoder_ffn_embed_dim=507, encoder_attention_heads=4,
-                      encoder_layers=5, decoder_embed_dim=288, decoder_ffn_embed_dim=507,
-                      decoder_attention_heads=4, decoder_layers=5, dropout=0.1, max_relative_position=16)
-
-
 def _reads(args, placement, option: str) -> bool:
     """Whether the mixer of ``placement`` (already chosen) reads its own ``option`` under its options."""
     entry = MIXER_REGISTRY.get(placement.read(args, "mixer"), placement.flag("mixer"))
@@ -197,19 +178,23 @@ def _apply(args, defaults):
             setattr(args, key, value)
 
 
+def _apply_computed(args, defaults, keys):
+    """Set each callable default of ``keys`` the user did not give, computed from the args."""
+    for key in keys:
+        if callable(defaults.get(key)) and getattr(args, key, None) is None:
+            setattr(args, key, defaults[key](args))
+
+
 def make_architecture(variant_defaults, size_defaults):
     def architecture(args):
         _apply(args, {k: v for k, v in variant_defaults.items() if k.endswith("_mixer")})
         default_mixers(args)  # the mixers are chosen before their own options
         _apply(args, variant_defaults)
         _apply(args, size_defaults)
-        for key in ("max_source_positions", "max_target_positions", "attention_dropout"):  # before fairseq's defaults
-            if callable(variant_defaults.get(key)) and getattr(args, key, None) is None:
-                setattr(args, key, variant_defaults[key](args))
+        # before fairseq's defaults fill them
+        _apply_computed(args, variant_defaults, ("max_source_positions", "max_target_positions", "attention_dropout"))
         posmix_base_architecture(args)
-        for key, value in variant_defaults.items():
-            if callable(value) and getattr(args, key, None) is None:
-                setattr(args, key, value(args))
+        _apply_computed(args, variant_defaults, variant_defaults)
 
     return architecture
 
@@ -223,12 +208,10 @@ for _variant, (_paper, _what, _defaults) in VARIANTS.items():
                                                     make_architecture(_defaults, HC_IWSLT_SMALL))
 
 
-
 def upgrading_stored_arguments(architecture):
-    """The registered arch function: fairseq runs it first on a loaded checkpoint's arguments
-    (``fairseq.models.build_model``), so arguments stored by older code (a readings marker below
-    the current version, or none) are upgraded here, once, before any default fills them; the
-    upgrade stamps the current version. Arguments of this code's command lines run no upgrade code."""
+    """The registered arch function. fairseq runs it first on a loaded checkpoint's arguments, so those
+    stored by older code (readings marker below the current version) are upgraded here, once, before any
+    default fills them; arguments of this code's command lines run no upgrade code."""
     @functools.wraps(architecture)
     def registered(args):
         if not made_by_this_code(args):

@@ -19,12 +19,10 @@ def _forward_with_frame(plan: MixerPlan, checkpointed_forward, *args, **kwargs):
 def wrap_layer(cfg, layer, plan: MixerPlan):
     """Activation checkpointing and FSDP wrapping, as fairseq's own build_*_layer hooks do.
 
-    Under checkpointing the layer gets the running frame and the side's views of its shared
-    parameters (:mod:`..core.shared_parameters`) as explicit arguments, which the checkpoint keeps
-    with the layer's inputs: the recomputation in the backward pass, which runs after the forward
-    call has returned, sees the positions of the forward it repeats, and the gradients of the
-    shared parameters leave each layer as input gradients, summed before the parameters receive
-    them (once per backward, as DistributedDataParallel requires).
+    Under checkpointing the layer gets the running frame and the side's views of its shared parameters
+    as explicit arguments, kept by the checkpoint with its inputs: the backward recomputation sees the
+    positions of the forward it repeats, and the shared parameters get their gradient once per backward
+    (as DistributedDataParallel requires; docs/multi-gpu.md).
     """
     checkpoint = cfg.checkpoint_activations
     if checkpoint:
@@ -45,13 +43,9 @@ class ZeroSublayer(nn.Module):
 
 
 class PosMixLayer:
-    """Mixin of the posmix layers.
-
-    A removed sublayer (mixer ``none``, ``--no-*-ffn``) adds 0 to the residual, and its LayerNorm
-    becomes the identity, so the layer equals one without it. ``forward(..., positions=frame,
-    **views)`` (checkpointing only) runs the layer inside that frame, its shared tables reading the
-    given views in place of their parameters.
-    """
+    """Mixin of the posmix layers. A removed sublayer (mixer ``none``, ``--no-*-ffn``) adds 0 to the
+    residual and its LayerNorm is the identity, so the layer equals one without it. ``forward(...,
+    positions=frame, **views)`` (checkpointing only) runs inside that frame, on those views."""
 
     def build_fc1(self, input_dim, output_dim, q_noise, qn_block_size):
         if self._ffn_removed:
@@ -79,7 +73,7 @@ class PosMixLayer:
 
 class PosMixEncoderLayer(PosMixLayer, TransformerEncoderLayerBase):
     def __init__(self, cfg, plan: MixerPlan, layer_idx: int, return_fc=False):
-        # read by the build_* hooks during TransformerEncoderLayerBase.__init__ (no modules: plain attributes)
+        # read by the build_* hooks during fairseq's __init__ (no modules: plain attributes)
         self._mixer_plan, self.layer_idx, self._ffn_removed = plan, layer_idx, bool(cfg.no_encoder_ffn)
         super().__init__(cfg, return_fc=return_fc)
         self.drop_norms_of_removed_sublayers()
@@ -94,9 +88,7 @@ class PosMixDecoderLayer(PosMixLayer, TransformerDecoderLayerBase):
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
         self.drop_norms_of_removed_sublayers()
 
-    def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
-        if add_bias_kv or add_zero_attn:
-            raise ValueError("add_bias_kv/add_zero_attn are not supported by posmix decoder layers")
+    def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):  # both False here
         return self._mixer_plan.build(DECODER_SELF, self.layer_idx)
 
     def build_encoder_attention(self, embed_dim, cfg):

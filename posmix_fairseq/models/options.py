@@ -1,24 +1,17 @@
-"""The command-line schema of ``posmix_transformer``: flags, defaults and validation (arguments stored
-by older checkpoints are upgraded before any of it, see :mod:`.upgrades`).
+"""The command-line schema of ``posmix_transformer``: flags, defaults and validation.
 
-Per sublayer S in ``encoder-self``, ``decoder-self``, ``decoder-cross``: ``--S-mixer`` and
-``--S-gating``, plus every option a registered mixer declares (``--S-<option>``; given for a
-sublayer whose mixer does not read it, it is an error). Per side (``encoder``, ``decoder``):
-``--<side>-position-encoding`` plus every option a registered position encoding declares.
+Per sublayer S (``encoder-self``, ``decoder-self``, ``decoder-cross``): ``--S-mixer``, ``--S-gating`` and
+every option a registered mixer declares; per side: ``--<side>-position-encoding`` and every option a
+registered position encoding declares. An option given where nothing reads it is an error.
 """
-import logging
-
 from fairseq.models.transformer.transformer_legacy import base_architecture
 
-from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
+from ..core.placement import PLACEMENTS, SIDES
 from ..length_ratio import check_length_ratio
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .position_signal import side_has_position_signal
-from .readings import mark_command_lines
-
-logger = logging.getLogger(__name__)
+from .readings import READINGS_MARKER, READINGS_VERSION
 
 GATING_CHOICES = ("default", "on", "off")
 
@@ -32,22 +25,14 @@ def add_posmix_args(parser):
                            help=f"token mixer of the {where}-attention sublayer: {', '.join(mixers)} (default: mha)")
         group.add_argument(placement.flag("gating"), choices=GATING_CHOICES,
                            help="Eq. 4 GeLU gating: on, off, or the mixer's default (on for aposnet/rposnet)")
-    for option, kwargs in MIXER_REGISTRY.declared_options().items():
-        readers = ", ".join(MIXER_REGISTRY.readers(option))
-        kwargs = dict(kwargs, help=f"{kwargs.get('help', '')} [read by: {readers}]")
-        for placement in PLACEMENTS:
-            group.add_argument(placement.flag(option), **kwargs)
+    add_declared_options(group, MIXER_REGISTRY, PLACEMENTS)
     encodings = POSITION_ENCODING_REGISTRY.names()
     for side in SIDES:
         group.add_argument(side.flag("position-encoding"), choices=encodings, metavar="KIND",
                            help=f"position module of the {side} input: {', '.join(encodings)} (default: fairseq's "
                                 f"flags: sinusoidal, learned with --{side}-learned-pos, none with "
                                 "--no-token-positional-embeddings)")
-    for option, kwargs in POSITION_ENCODING_REGISTRY.declared_options().items():
-        readers = ", ".join(POSITION_ENCODING_REGISTRY.readers(option))
-        kwargs = dict(kwargs, help=f"{kwargs.get('help', '')} [read by: {readers}]")
-        for side in SIDES:
-            group.add_argument(side.flag(option), **kwargs)
+    add_declared_options(group, POSITION_ENCODING_REGISTRY, SIDES)
     group.add_argument("--position-blind", type=str, metavar="SIDES",
                        help="encoder, decoder or encoder,decoder: allow these sides to have no position signal at "
                             "all (the no-PE baselines); otherwise such a combination is an error")
@@ -59,7 +44,7 @@ def add_posmix_args(parser):
                        help="remove the feed-forward sublayers of the encoder (the -FF ablation)")
     group.add_argument("--no-decoder-ffn", action="store_true",
                        help="remove the feed-forward sublayers of the decoder (the -FF ablation)")
-    mark_command_lines(group)  # the readings marker: a parser default, no flag
+    group.set_defaults(**{READINGS_MARKER: READINGS_VERSION})  # a parser default, no flag: see .readings
     group.add_argument("--length-ratio", type=float, metavar="GAMMA",
                        help="gamma of cross-attention positions floor(gamma*n); default: mean source "
                             "length / mean target length of the binarized training set (stored in the "
@@ -76,6 +61,14 @@ def add_posmix_args(parser):
                             "by posmix-freeze --tables-as-max-positions (not a training option)")
 
 
+def add_declared_options(group, registry, scopes):
+    """``--<scope>-<option>`` for every option an entry of ``registry`` declares, in every scope."""
+    for option, kwargs in registry.declared_options().items():
+        kwargs = dict(kwargs, help=f"{kwargs.get('help', '')} [read by: {', '.join(registry.readers(option))}]")
+        for scope in scopes:
+            group.add_argument(scope.flag(option), **kwargs)
+
+
 def default_mixers(args):
     for placement in PLACEMENTS:
         placement.write(args, "mixer", placement.read(args, "mixer", "mha"))
@@ -90,29 +83,42 @@ def posmix_base_architecture(args):
             kind = ("none" if getattr(args, "no_token_positional_embeddings", False)
                     else "learned" if side.read(args, "learned-pos", False) else "sinusoidal")
             side.write(args, "position-encoding", kind)
+        side.write(args, FROZEN_OPTION, side.read(args, FROZEN_OPTION))
     for name in ("length_ratio", "decoder_cross_heads", "position_blind"):
         setattr(args, name, getattr(args, name, None))
-    for side in SIDES:
-        side.write(args, FROZEN_OPTION, side.read(args, FROZEN_OPTION))
-    setattr(args, TABLES_AS_LIMITS, bool(getattr(args, TABLES_AS_LIMITS, False)))
-    args.no_encoder_ffn = getattr(args, "no_encoder_ffn", False)
-    args.no_decoder_ffn = getattr(args, "no_decoder_ffn", False)
+    for name in (TABLES_AS_LIMITS, "no_encoder_ffn", "no_decoder_ffn"):
+        setattr(args, name, bool(getattr(args, name, False)))
     base_architecture(args)
+
+
+def side_has_position_signal(args, side) -> bool:
+    """Whether ``side`` sees word order: an embedding-level position module, or a position-aware mixer
+    on its queries."""
+    if side.read(args, "position-encoding", "sinusoidal") != "none":
+        return True
+    return any(MIXER_REGISTRY.get(p.read(args, "mixer", "mha"), p.flag("mixer")).uses_positions
+               for p in PLACEMENTS if p.owner == side)
+
+
+def check_declared_options(args, scope, registry, kind: str, entry_name: str, what: str):
+    """A clear error for an option of ``registry`` given where the scope's entry does not read it."""
+    entry = registry.get(entry_name, scope.flag(kind))
+    for option in registry.declared_options():
+        if option not in entry.options and scope.read(args, option) is not None:
+            raise ValueError(f"{scope.flag(option)} is read only by the {what}(s) "
+                             f"{', '.join(registry.readers(option))}, but {scope.flag(kind)} is {entry_name}: "
+                             f"drop the flag or choose one of those {what}s")
+    return entry
 
 
 def validate_posmix_args(args):
     """Clear errors for bad options, naming the option and the valid values."""
     for placement in PLACEMENTS:
-        mixer = placement.read(args, "mixer")
-        entry = MIXER_REGISTRY.get(mixer, placement.flag("mixer"))
-        gating = placement.read(args, "gating")
+        mixer, gating = placement.read(args, "mixer"), placement.read(args, "gating")
         if gating not in GATING_CHOICES:
             raise ValueError(f"{placement.flag('gating')}: {gating!r} is not one of {', '.join(GATING_CHOICES)}")
+        entry = check_declared_options(args, placement, MIXER_REGISTRY, "mixer", mixer, "mixer")
         for option in MIXER_REGISTRY.declared_options():
-            if option not in entry.options and placement.read(args, option) is not None:
-                raise ValueError(f"{placement.flag(option)} is read only by the mixer(s) "
-                                 f"{', '.join(MIXER_REGISTRY.readers(option))}, but {placement.flag('mixer')} is "
-                                 f"{mixer}: drop the flag or choose one of those mixers")
             unread = entry.unread_condition(option, placement.read_declared(args, entry.options))
             if unread and placement.read(args, option) is not None:
                 other, value = unread
@@ -121,13 +127,8 @@ def validate_posmix_args(args):
                                  f"{placement.read(args, other, entry.options[other].get('default'))}: "
                                  f"drop the flag or set {placement.flag(other)} {value}")
     for side in SIDES:
-        name = side.read(args, "position-encoding")
-        entry = POSITION_ENCODING_REGISTRY.get(name, side.flag("position-encoding"))
-        for option in POSITION_ENCODING_REGISTRY.declared_options():
-            if option not in entry.options and side.read(args, option) is not None:
-                raise ValueError(f"{side.flag(option)} is read only by the position encoding(s) "
-                                 f"{', '.join(POSITION_ENCODING_REGISTRY.readers(option))}, but "
-                                 f"{side.flag('position-encoding')} is {name}: drop the flag or choose one of those")
+        check_declared_options(args, side, POSITION_ENCODING_REGISTRY, "position-encoding",
+                               side.read(args, "position-encoding"), "position encoding")
     blind = position_blind_sides(args)
     for side in SIDES:
         if side.name not in blind and not side_has_position_signal(args, side):
@@ -181,11 +182,9 @@ def position_blind_sides(args):
 
 
 def cross_heads(cfg):
-    """Cross-attention heads of each decoder layer (``--decoder-cross-heads``); 0 = none."""
-    if hasattr(cfg, "decoder") and not isinstance(cfg.decoder, str):  # TransformerConfig (nested)
-        layers, heads, dim = cfg.decoder.layers, cfg.decoder.attention_heads, cfg.decoder.embed_dim
-    else:  # the flat argparse namespace
-        layers, heads, dim = cfg.decoder_layers, cfg.decoder_attention_heads, cfg.decoder_embed_dim
+    """Cross-attention heads of each decoder layer (``--decoder-cross-heads``); 0 = none. ``cfg``: the flat
+    namespace or a TransformerConfig (which maps the flat names onto its nested ones)."""
+    layers, heads, dim = cfg.decoder_layers, cfg.decoder_attention_heads, cfg.decoder_embed_dim
     text = getattr(cfg, "decoder_cross_heads", None)
     if text is None:
         return [heads] * layers

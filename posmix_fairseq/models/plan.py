@@ -1,5 +1,6 @@
-"""The build plan of one encoder or decoder: which mixer fills each (sublayer, layer index), with
-which options, and the embedding-level position module of the side."""
+"""The build plan of one encoder or decoder: the mixer of each (sublayer, layer index), with its
+options, and the side's embedding-level position module."""
+import itertools
 import math
 
 from ..core.placement import DECODER_CROSS, ENCODER_SELF, SELF_ATTENTION, SIDES, Side
@@ -17,13 +18,9 @@ from .sliced_first_layer import build_sliced_attention
 
 
 class MixerPlan:
-    """Builds the mixers of one encoder or decoder (``side``).
-
-    Layers are built in order by fairseq's list comprehension; ``next_layer_index`` hands out
-    their explicit indices (fairseq's layer hooks take no index). ``shared_tables`` holds what
-    the side's layers share (``shared_parameters`` hands them to checkpointed layers); ``route``
-    carries the positions of each forward call.
-    """
+    """Builds the mixers of one encoder or decoder (``side``). fairseq builds the layers in order and its
+    hooks take no index: ``layer_indices`` counts them. ``shared_tables`` holds what the side's layers
+    share; ``route`` carries the positions of each forward call."""
 
     def __init__(self, cfg, side: Side):
         self.cfg = cfg
@@ -31,11 +28,7 @@ class MixerPlan:
         self.shared_tables = SharedPositionTables()
         self.route = PositionRoute(side.name)
         self.shared_parameters = SharedParameters(self.shared_tables.tables, side.name)
-        self._built_layers = 0
-
-    def next_layer_index(self) -> int:
-        self._built_layers += 1
-        return self._built_layers - 1
+        self.layer_indices = itertools.count()
 
     def spec(self, placement, layer_idx: int) -> MixerSpec:
         cfg = self.cfg
@@ -77,19 +70,15 @@ class MixerPlan:
 
     def build(self, placement, layer_idx: int):
         spec = self.spec(placement, layer_idx)
-        if self.sliced_first_layer(placement, layer_idx):
+        # the side's legacy RPE reading: the first self-attention layer's heads read slices of its input
+        if not placement.cross and layer_idx == 0 and \
+                legacy_readings(self.cfg, placement.owner).get("rpe-reading") == SLICED_LEGACY:
             return build_sliced_attention(spec)
         return build_mixer(spec)
 
-    def sliced_first_layer(self, placement, layer_idx: int) -> bool:
-        """RPE models stored before the readings marker compute the heads of their side's first
-        self-attention layer from slices of its input (their stored legacy RPE reading)."""
-        return (not placement.cross and layer_idx == 0
-                and legacy_readings(self.cfg, placement.owner).get("rpe-reading") == SLICED_LEGACY)
-
     def self_mixer_table(self):
-        """The absolute position table n~ of the side's self-attention mixer (the one its layers
-        read; built here if they did not build it, as in a search-time model)."""
+        """The side's self-attention mixer's absolute position table n~ (built here if its layers did not,
+        as in a search-time model)."""
         placement = SELF_ATTENTION[self.side]
         spec = self.spec(placement, 0)
         if not reads_absolute_table(spec):

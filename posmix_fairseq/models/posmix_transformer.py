@@ -1,27 +1,13 @@
-"""``posmix_transformer``: fairseq's Transformer with a token mixer chosen per attention sublayer
-and a position encoding chosen per encoder/decoder.
-
-Built on fairseq's transformer through its hooks: the model's ``build_encoder``/``build_decoder``,
-the encoder's/decoder's ``build_*_layer``, and the layers' ``build_self_attention`` /
-``build_encoder_attention`` (see :mod:`.layers`, :mod:`.plan`, :mod:`.options`).
-
-Positions take one route: the encoder computes its sentence positions once per forward
-(padding-aware), carries them through that call on its route, and returns them in
-``encoder_out["encoder_positions"]``; the decoder computes the target positions once per forward
-(from the whole prefix, exact in incremental decoding) and carries them, with the encoder's, on
-its own route. Nothing is left on the routes between calls. Under activation checkpointing the
-layers' shared tables are used once per call, outside the layers (core/shared_parameters.py).
+"""``posmix_transformer``: fairseq's Transformer with a token mixer chosen per attention sublayer and a
+position encoding chosen per encoder/decoder, built through fairseq's ``build_*`` hooks. Positions take
+one route per forward call (docs/contributing.md, "Positions take one route").
 """
 import contextlib
 import logging
 
 from fairseq.models import MODEL_REGISTRY, register_model
-from fairseq.models.transformer import (
-    TransformerConfig,
-    TransformerDecoderBase,
-    TransformerEncoderBase,
-    TransformerModel,
-)
+from fairseq.models.transformer import (TransformerConfig, TransformerDecoderBase, TransformerEncoderBase,
+                                        TransformerModel)
 
 from ..core.placement import DECODER, ENCODER
 from ..core.positions import PositionFrame
@@ -51,9 +37,8 @@ def side_config(args, side) -> TransformerConfig:
 
 
 class PositionAwareSide:
-    """Mixin of the encoder and the decoder: the build plan, the shared tables, the position
-    encoding (``position_encoding``, with fairseq's embedding LayerNorm), and a clear error beyond a
-    learned table."""
+    """Mixin of the encoder and the decoder: the build plan, the position encoding (with fairseq's
+    embedding LayerNorm), and a clear error beyond a learned table."""
 
     @property
     def layernorm_embedding(self):
@@ -62,65 +47,51 @@ class PositionAwareSide:
 
     @layernorm_embedding.setter
     def layernorm_embedding(self, none):
-        """fairseq's __init__ stores its embedding LayerNorm here (nn.Module registers a module
-        itself, so only None arrives); ``_setup_positions`` moves the LayerNorm into the stage."""
+        """Only None arrives (nn.Module registers fairseq's LayerNorm itself); ``_setup_positions`` moves it."""
 
     def _setup_positions(self, cfg, side):
         plan = self._mixer_plan
-        self._side = side
         self.mixer_position_tables = plan.shared_tables.tables
         self.position_encoding = plan.position_encoding(self._modules.pop("layernorm_embedding", None))
-        entry = POSITION_ENCODING_REGISTRY.get(side.read(cfg, "position-encoding", "sinusoidal"),
-                                               side.flag("position-encoding"))
-        limit = None
-        if entry.token_positions == "learned":  # fairseq's table has one row per position up to the limit
-            limit = (getattr(cfg, side.max_positions_attr), side.max_positions_option)
-        self._learned_positions_limit = limit
-        # search-time tables (posmix-freeze) bound the encoder's max_positions() (fairseq refuses a longer
-        # source before decoding), and the decoder's only when the checkpoint asks for it
+        self._learned_table = None  # (role, positions, option) of fairseq's learned table, one row per position
+        if getattr(cfg, side.name).learned_pos:  # set by side_config
+            self._learned_table = (side.role, getattr(cfg, side.max_positions_attr), side.max_positions_option)
         bounded = side.name == "encoder" or getattr(cfg, TABLES_AS_LIMITS, False)
         self._frozen_positions = side.read(cfg, FROZEN_OPTION) if bounded else None
         self._checkpointed_layers = bool(cfg.checkpoint_activations)
 
     def shared_parameters_of_call(self):
-        """Around a forward call: under --checkpoint-activations, the views of the shared tables'
-        parameters that the checkpointed layers receive (core/shared_parameters.py); else nothing."""
+        """Under --checkpoint-activations, the views of the shared tables that checkpointed layers receive."""
         if self._checkpointed_layers:
             return self._mixer_plan.shared_parameters.carrying()
         return contextlib.nullcontext()
 
     def max_positions(self):
-        """fairseq's limit. In a search-time model the encoder reports at most its frozen tables, so that
-        fairseq's size filter refuses a longer source before any decoding; the decoder reports the trained
-        model's limit, because fairseq-generate bounds its outputs by it and a smaller frozen table would
-        silently shorten outputs (an output position beyond a table is a clear error instead). A
-        search-time model frozen with ``--tables-as-max-positions`` reports its tables on both sides."""
+        """fairseq's limit. A search-time model's encoder reports at most its frozen tables, so that fairseq
+        refuses a longer source before decoding; its decoder keeps the trained limit (fairseq-generate
+        bounds outputs by it, and a smaller table would silently shorten them; a position beyond a table
+        is a clear error instead) unless frozen with ``--tables-as-max-positions``."""
         limit = super().max_positions()
-        frozen = self._frozen_positions
-        return limit if frozen is None else min(limit, frozen)
+        return limit if self._frozen_positions is None else min(limit, self._frozen_positions)
 
     @property
     def position_route(self):
         return self._mixer_plan.route
 
     def position_limits(self):
-        """(role, positions, option) of fairseq's learned position table, if the side has one (the
-        position-limit protocol: every module with position-indexed tables tells its own)."""
-        if self._learned_positions_limit is None:
-            return []
-        return [(self._side.role, *self._learned_positions_limit)]
+        """(role, positions, option) of fairseq's learned position table, if the side has one."""
+        return [self._learned_table] if self._learned_table else []
 
     def check_learned_positions(self, positions):
         """A clear error instead of fairseq's index error beyond a learned position table."""
-        limit = self._learned_positions_limit
-        if limit is not None and positions.numel() and int(positions.max()) >= limit[0]:
+        if self._learned_table and positions.numel() and int(positions.max()) >= self._learned_table[1]:
+            _, size, option = self._learned_table
             raise ValueError(f"position {int(positions.max())} is beyond the learned position embeddings of "
-                             f"{limit[0]} positions; raise {limit[1]} (it sizes the table) or use sinusoidal ones")
+                             f"{size} positions; raise {option} (it sizes the table) or use sinusoidal ones")
 
 
 class PosMixEncoder(PositionAwareSide, TransformerEncoderBase):
-    """Transformer encoder whose self-attention sublayers are token mixers and whose input gets the
-    position module of ``--encoder-position-encoding``."""
+    """Transformer encoder with token-mixer self-attention and ``--encoder-position-encoding``."""
 
     def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
         self._mixer_plan = MixerPlan(cfg, ENCODER)  # not a module: may be set before nn.Module.__init__
@@ -129,8 +100,7 @@ class PosMixEncoder(PositionAwareSide, TransformerEncoderBase):
 
     def build_encoder_layer(self, cfg):
         plan = self._mixer_plan
-        layer = PosMixEncoderLayer(cfg, plan, plan.next_layer_index(), return_fc=self.return_fc)
-        return wrap_layer(cfg, layer, plan)
+        return wrap_layer(cfg, PosMixEncoderLayer(cfg, plan, next(plan.layer_indices), return_fc=self.return_fc), plan)
 
     def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False, token_embeddings=None):
         frame = PositionFrame.of_tokens(src_tokens, self.padding_idx)
@@ -148,8 +118,7 @@ class PosMixEncoder(PositionAwareSide, TransformerEncoderBase):
 
 
 class PosMixDecoder(PositionAwareSide, TransformerDecoderBase):
-    """Transformer decoder whose self- and cross-attention sublayers are token mixers and whose
-    input gets the position module of ``--decoder-position-encoding``."""
+    """Transformer decoder with token-mixer self- and cross-attention and ``--decoder-position-encoding``."""
 
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
         self._mixer_plan = MixerPlan(cfg, DECODER)
@@ -159,7 +128,7 @@ class PosMixDecoder(PositionAwareSide, TransformerDecoderBase):
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         plan = self._mixer_plan
-        layer_idx = plan.next_layer_index()
+        layer_idx = next(plan.layer_indices)
         no_encoder_attn = no_encoder_attn or cross_heads(cfg)[layer_idx] == 0
         return wrap_layer(cfg, PosMixDecoderLayer(cfg, plan, layer_idx, no_encoder_attn), plan)
 
@@ -185,9 +154,7 @@ class PosMixTransformerModel(Bf16Inference, TransformerModel):
 
     @classmethod
     def build_model(cls, args, task):
-        """Builds from arguments the arch function has completed: fairseq runs it first, on a command
-        line (``parse_args_and_arch``) and on a loaded checkpoint's arguments (``models.build_model``,
-        where it also upgrades arguments stored by older code)."""
+        """Builds from arguments the arch function has completed (and upgraded, if stored by older code)."""
         if not made_by_this_code(args):
             raise ValueError(f"model arguments without the current readings marker ({READINGS_MARKER}): "
                              "arguments stored by older code are upgraded by the arch function; build them "
@@ -203,8 +170,7 @@ class PosMixTransformerModel(Bf16Inference, TransformerModel):
         return super().build_model(args, task)
 
     def upgrade_state_dict_named(self, state_dict, name):
-        """fairseq's hook when a checkpoint's state is loaded: parameters stored by older code are
-        renamed (models/upgrades.py), then fairseq's own upgrades run."""
+        """Parameters stored by older code are renamed (:mod:`.upgrades`), then fairseq's upgrades run."""
         upgrade_stored_parameters(self, state_dict, name)
         super().upgrade_state_dict_named(state_dict, name)
 

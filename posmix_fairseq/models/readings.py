@@ -1,17 +1,11 @@
-"""What stored model arguments say about the code that made them: the readings marker, and the
-legacy readings that only checkpoints of older code use.
+"""What stored model arguments say about the code that made them (docs/choices.md, "Old checkpoints").
 
 ``posmix_paper_readings`` is the version of the defaults and option values the arguments were made
-with. It is no command-line flag: the model's ``add_args`` sets it as a parser default, so every
-command line of this code carries :data:`READINGS_VERSION` and every checkpoint stores it, while
-arguments stored by older code carry a lower version or none. fairseq runs the arch function first
-on a loaded checkpoint's arguments; the registered arch functions upgrade arguments below the current
-version there, once (:mod:`.upgrades`), and stamp the version.
-
-``posmix_legacy_readings`` holds the computations older checkpoints were trained with that no
-command line can ask for (``{scope: {option: value}}``, e.g. ``{"encoder": {"rpe-reading":
-"sliced-legacy"}}``); only the upgrade writes it. :func:`read_options` lays it over a scope's declared
-options, so a builder reads a legacy reading as one more option value.
+with: no flag, a parser default (:func:`.options.add_posmix_args`), so every command line of this code
+carries :data:`READINGS_VERSION`, while arguments stored by older code carry a lower version or none
+and are upgraded (:mod:`.upgrades`). ``posmix_legacy_readings`` (``{scope: {option: value}}``, written
+by the upgrade only) holds the computations of older checkpoints that no command line can ask for;
+builders read them as one more option value (:func:`read_options`).
 """
 from typing import Dict
 
@@ -28,11 +22,6 @@ def stored_readings(args) -> int:
 
 def made_by_this_code(args) -> bool:
     return stored_readings(args) >= READINGS_VERSION
-
-
-def mark_command_lines(parser):
-    """Every command line parsed with ``parser`` carries the current readings version (no flag)."""
-    parser.set_defaults(**{READINGS_MARKER: READINGS_VERSION})
 
 
 def legacy_readings(args, scope) -> Dict:

@@ -1,18 +1,15 @@
 """Multi-head attention whose head h is computed from slice h of its input: the first self-attention
-layer of RecPE models stored before the readings marker.
+layer of RecPE models stored before the readings marker (their legacy reading ``rpe-reading
+sliced-legacy``, which only their upgrade sets).
 
-RecPE (Chen et al. 2019) Eqs. 4-5: the input of self-attention is
-m_j = [P : R] (RPEHead) or [p^1 : r^1, ..., p^H : r^H] (MPRHead), and head h attends with
-queries, keys and values projected from its own D/H-dimensional slice of m_j:
+RecPE (Chen et al. 2019) Eqs. 4-5 feed self-attention m_j = [P : R] (RPEHead) or
+[p^1 : r^1, ..., p^H : r^H] (MPRHead); here head h projects only its own D/H-dim slice m^h:
 
     head_h = softmax((m^h W^Q_h)(m^h W^K_h)^T / sqrt(D_h)) (m^h W^V_h),   out = [head_1..head_H] W^O
 
-so with d_r = t D / H, exactly t heads see the recurrent part R (RPEHead), or every head sees its
-own slice of P and of R (MPRHead). This is the reading of checkpoints stored without the
-readings marker (their stored legacy reading ``rpe-reading sliced-legacy``, set only by their upgrade;
-no command line and no mixer name asks for it), kept so they load as trained; the paper's Eqs. 4-5
-project all of m_j in every head (the Transformer's attention), which its parameter counts confirm.
-Parameters: 3 (D^2 / H + D) + (D^2 + D).
+so with d_r = t D / H exactly t heads see R (RPEHead), or every head its own slice of P and R (MPRHead).
+The paper projects all of m_j in every head, as its parameter counts confirm; this reading is kept
+so those checkpoints load as trained. Parameters: 3 (D^2 / H + D) + (D^2 + D).
 """
 import torch
 from torch import Tensor, nn

@@ -1,30 +1,9 @@
-"""Upgrades of what older checkpoints stored: ordered steps, each named by what changed.
+"""Upgrades of what older checkpoints stored, run once per load (docs/choices.md, "Old checkpoints").
 
-A checkpoint stores its model arguments as they were on its command line (unset options are absent
-or None) and its parameters under the names its code gave them. An unset option takes today's
-default when the model is built, so a default that changed, or an option that was renamed, would
-silently build another model. Each step below recognises the arguments it concerns and writes the
-values that rebuild the model those arguments were trained as:
-
-* a renamed option is recognised by its old attribute (only arguments stored before the rename
-  have it);
-* a changed default is recognised by the readings marker ``posmix_paper_readings`` (:mod:`.readings`:
-  a parser default, so every command line of this code carries :data:`READINGS_VERSION`). A step
-  declares the version that introduced its change (``readings_below``) and runs on arguments stored
-  with a lower version or without the marker; they get the former default written in explicitly;
-* a computation no command line asks for any more (RecPE's head-sliced first layer, per-head
-  PosNet-Attn kernels, per-head relative sinusoids, the cumulative T5 variant) becomes a stored
-  legacy reading (:func:`~.readings.write_legacy_reading`), the only way to build it.
-
-:func:`upgrade_stored_args` runs every step in order and then stamps the current version. It runs
-once per load: the registered arch functions call it for arguments below the current version, and
-fairseq runs the arch function first on a loaded checkpoint's arguments (``models.build_model``);
-arguments of this code's command lines never reach it. :func:`upgrade_stored_parameters` renames and
-drops stored parameters; the model's ``upgrade_state_dict_named`` runs it when a checkpoint's state
-is loaded.
-
-``tests/test_house.py`` loads checkpoints made before each step (``tests/data/legacy_checkpoints``)
-and reproduces the log-probs recorded when they were made.
+An unset option takes today's default when a model is built, so a changed default or a renamed option
+would silently build another model. Ordered steps, each named by what changed, recognise what they
+concern: a renamed option by its old attribute, a changed default by a readings marker (:mod:`.readings`)
+below ``readings_below``; a computation no command line asks for any more becomes a stored legacy reading.
 """
 import logging
 from dataclasses import dataclass
@@ -34,62 +13,47 @@ from ..core.placement import PLACEMENTS, SIDES
 from ..mixers.engine import MIXER_REGISTRY, EnergyMixingAttention
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .position_signal import side_has_position_signal
-from .readings import READINGS_MARKER, READINGS_VERSION, stored_readings, write_legacy_reading  # noqa: F401
+from .options import side_has_position_signal
+from .readings import READINGS_MARKER, READINGS_VERSION, stored_readings, write_legacy_reading
 from .sublayers import sublayers
 
 logger = logging.getLogger(__name__)
 
-
-def mixer_options(args, placement):
-    """The options declared by the stored mixer of ``placement`` (none for an unknown mixer)."""
-    mixer = placement.read(args, "mixer", "mha")
-    return MIXER_REGISTRY.get(mixer, placement.flag("mixer")).options if mixer in MIXER_REGISTRY else {}
+#: what fills a scope: (its scopes, the registry, the option naming the entry, that option's default)
+MIXERS = (PLACEMENTS, MIXER_REGISTRY, "mixer", "mha")
+ENCODINGS = (SIDES, POSITION_ENCODING_REGISTRY, "position-encoding", None)
 
 
-def encoding_options(args, side):
-    """The options declared by the stored position encoding of ``side``."""
-    name = side.read(args, "position-encoding")
-    return POSITION_ENCODING_REGISTRY.get(name, side.flag("position-encoding")).options \
-        if name in POSITION_ENCODING_REGISTRY else {}
+def options_read(args, scope, fillers=MIXERS):
+    """The options declared by the stored mixer (or position encoding) of ``scope``; none if unknown."""
+    _, registry, kind, default = fillers
+    name = scope.read(args, kind, default)
+    return registry.get(name, scope.flag(kind)).options if name in registry else {}
 
 
-def pin_mixer_option(option: str, former: Callable, mixers=None):
-    """Writes ``former(args, placement)`` where the sublayer's mixer reads ``option`` (or is one of
-    ``mixers``, for an option that became a legacy reading) and the stored arguments leave it unset."""
+def pin(option: str, former: Callable, fillers=MIXERS, among=None):
+    """Writes ``former(args, scope)`` where the stored arguments leave ``option`` unset and the scope's
+    mixer (or position encoding) reads it, or is one of ``among`` (an option that became a legacy reading)."""
+    scopes, _, kind, default = fillers
+
     def apply(args) -> bool:
         changed = False
-        for placement in PLACEMENTS:
-            reads = option in mixer_options(args, placement) if mixers is None else \
-                placement.read(args, "mixer", "mha") in mixers
-            if reads and placement.read(args, option) is None:
-                placement.write(args, option, former(args, placement))
+        for scope in scopes:
+            reads = option in options_read(args, scope, fillers) if among is None else \
+                scope.read(args, kind, default) in among
+            if reads and scope.read(args, option) is None:
+                scope.write(args, option, former(args, scope))
                 changed = True
         return changed
     return apply
 
 
-def pin_encoding_option(option: str, former: Callable, encodings=None):
-    """Writes ``former(args, side)`` where the side's position encoding reads ``option`` (or is one of
-    ``encodings``, for an option that became a legacy reading) and the stored arguments leave it unset."""
+def rename(scopes, renames, then=None):
+    """Moves each stored old option to its new name (unless the new one is set) and deletes the old; then
+    runs ``then(args)``. Arguments stored without the old names are left alone."""
     def apply(args) -> bool:
-        changed = False
-        for side in SIDES:
-            reads = option in encoding_options(args, side) if encodings is None else \
-                side.read(args, "position-encoding") in encodings
-            if reads and side.read(args, option) is None:
-                side.write(args, option, former(args, side))
-                changed = True
-        return changed
-    return apply
-
-
-def rename(scopes, renames):
-    """Moves each stored old option to its new name (unless the new one is set) and deletes the old."""
-    def stored(args) -> bool:
-        return any(scope.stored(args, old) for scope in scopes for old in renames)
-
-    def apply(args) -> bool:
+        if not any(scope.stored(args, old) for scope in scopes for old in renames):
+            return False
         for scope in scopes:
             for old, new in renames.items():
                 value = scope.read(args, old)
@@ -97,8 +61,10 @@ def rename(scopes, renames):
                     delattr(args, scope.attr(old))
                 if value is not None and scope.read(args, new) is None:
                     scope.write(args, new, value)
+        if then is not None:
+            then(args)
         return True
-    return stored, apply
+    return apply
 
 
 def keep_positions_within(option: str, mixer: str):
@@ -128,103 +94,40 @@ def all_of(*steps):
 
 # ---- renamed options -------------------------------------------------------------------------------
 
-MIXER_OPTION_RENAMES = {"position-embedding": "position-table", "value-projection": "gaussian-value-projection"}
-POSNET_EMBED_RENAMES = {f"posnet-{o}": f"posnet-embed-{o}" for o in ("dim", "max-positions", "dropout", "activation")}
-
-_mixer_renames_stored, _rename_mixer_options = rename(PLACEMENTS, MIXER_OPTION_RENAMES)
-
-
-def _rename_mixer_options_and_drop_unread(args) -> bool:
-    """The code that stored the old names stored every mixer option for every sublayer, and had no
-    --position-blind (the no-PE arch then was position-blind by construction)."""
-    _rename_mixer_options(args)
+def _drop_unread_mixer_options(args):
+    """The code that stored the old mixer option names stored every mixer option for every sublayer, and
+    had no --position-blind (the no-PE arch then was position-blind by construction)."""
     for placement in PLACEMENTS:
-        read = mixer_options(args, placement)
+        read = options_read(args, placement)
         for option in MIXER_REGISTRY.declared_options():
             if option not in read and placement.read(args, option) is not None:
                 placement.write(args, option, None)
     if getattr(args, "position_blind", None) is None:
         blind = [s.name for s in SIDES if not side_has_position_signal(args, s)]
         args.position_blind = ",".join(blind) or None
+
+
+def _frozen_positions_per_side(args) -> bool:
+    if not hasattr(args, "frozen_energy_positions"):
+        return False
+    n = args.frozen_energy_positions
+    delattr(args, "frozen_energy_positions")
+    if n is not None:
+        for side in SIDES:
+            if side.read(args, FROZEN_OPTION) is None:
+                side.write(args, FROZEN_OPTION, n)
     return True
 
 
-_posnet_embed_renames_stored, _rename_posnet_embed_options = rename(SIDES, POSNET_EMBED_RENAMES)
+# ---- changed defaults and values -------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class ArgsUpgrade:
-    name: str  # what changed
-    apply: Callable  # args -> whether anything was written
-    applies: Optional[Callable] = None  # args -> bool (renames: the old attributes are stored)
-    readings_below: Optional[int] = None  # changed defaults: stored defaults version < this
-
-    def concerns(self, args) -> bool:
-        if self.readings_below is not None and stored_readings(args) >= self.readings_below:
-            return False
-        return self.applies is None or self.applies(args)
-
-
-ARGS_UPGRADES: List[ArgsUpgrade] = [
-    # renames first: every later step reads today's names
-    ArgsUpgrade("--S-position-embedding renamed --S-position-table, --S-value-projection renamed "
-                "--S-gaussian-value-projection", _rename_mixer_options_and_drop_unread, applies=_mixer_renames_stored),
-    ArgsUpgrade("PosNet-Embed's --<side>-posnet-* options renamed --<side>-posnet-embed-*",
-                _rename_posnet_embed_options, applies=_posnet_embed_renames_stored),
-    ArgsUpgrade("frozen energy tables sized per side: --frozen-energy-positions N is "
-                "--encoder-frozen-energy-positions N --decoder-frozen-energy-positions N",
-                lambda args: _frozen_positions_per_side(args), applies=lambda args: hasattr(args, "frozen_energy_positions")),
-    # defaults that changed with the paper readings (docs/choices.md)
-    ArgsUpgrade("relative-distance embeddings laid out as each arch's paper does (were shared by the heads)",
-                pin_mixer_option("relative-embedding-heads", lambda args, p: "shared"), readings_below=11),
-    ArgsUpgrade("sinusoidal relative tables take the first D_h dims of the D-dim encoding (were a D_h-dim one)",
-                pin_mixer_option("relative-sinusoids", lambda args, p:
-                                 "head" if p.read(args, "position-table") == "sinusoidal" else None,
-                                 mixers=("shaw", "relattn")),
-                readings_below=11),
-    ArgsUpgrade("the shaw archs drop Shaw's a^V term (GPA Table 8)",
-                pin_mixer_option("shaw-value-term", lambda args, p: "on"), readings_below=11),
-    ArgsUpgrade("RecPE's first layer is multi-head attention over all of m_j (was head-sliced)",
-                pin_encoding_option("rpe-reading", lambda args, side: "sliced-legacy",
-                                    encodings=("rpehead", "mprhead")), readings_below=11),
-    ArgsUpgrade("RecPE's recurrent heads t default per arch (was 1)",
-                pin_encoding_option("rpe-heads", lambda args, side: 1), readings_below=11),
-    ArgsUpgrade("LSTM position encoding width 2D per direction (was D/2 in the encoder, D in the decoder)",
-                pin_encoding_option("position-lstm-units",
-                                    lambda args, side: side.read(args, "embed-dim") // (1 if side.causal else 2)),
-                readings_below=11),
-    ArgsUpgrade("LinearNet's matrix covers 128 positions (was 256), and the model's max positions stay within it",
-                all_of(pin_mixer_option("linear-max-positions", lambda args, p: 256),
-                       keep_positions_within("linear-max-positions", "linear")), readings_below=11),
-    ArgsUpgrade("PosNet-Attn's kernel is shared by the heads, covers 128 positions and has dropout (was per head, "
-                "256, none), and the model's max positions stay within it",
-                all_of(pin_mixer_option("posnet-kernel", lambda args, p: "head", mixers=("posnet",)),
-                       pin_mixer_option("posnet-max-positions", lambda args, p: 256),
-                       pin_mixer_option("posnet-dropout", lambda args, p: 0.0),
-                       keep_positions_within("posnet-max-positions", "posnet")), readings_below=11),
-    ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (were T5's table with cumulative bucket increments)",
-                lambda args: _t5_adaptive_cumulative(args), readings_below=11),
-    ArgsUpgrade("PosNet-Embed's activation is ReLU (was GeLU)",
-                pin_encoding_option("posnet-embed-activation", lambda args, side: "gelu"), readings_below=11),
-    ArgsUpgrade("PosNet-Attn's activation is ReLU, as PosNet-Embed's (was GeLU)",
-                pin_mixer_option("posnet-activation", lambda args, p: "gelu"), readings_below=12),
-    ArgsUpgrade("K (--S-max-relative-position) of hard-coded Gaussian heads is stored only with --S-gaussian-impl "
-                "window, the one implementation that reads it (was stored for every implementation)",
-                lambda args: _drop_unread_conditional_options(args), readings_below=13),
-    # last: the values only older checkpoints use leave the command line for stored legacy readings
-    ArgsUpgrade("--S-relative-sinusoids, --S-posnet-kernel, --<side>-rpe-reading and --S-t5-adaptive cumulative "
-                "are stored legacy readings (no command line asks for per-head sinusoids or kernels, RecPE's "
-                "head-sliced first layer or cumulative T5 buckets)",
-                lambda args: _legacy_values_leave_the_command_line(args), readings_below=13),
-]
-
-#: options no command line has any more: option -> (scopes, the value kept as a legacy reading)
-LEGACY_ONLY_OPTIONS = {
-    "relative-sinusoids": (PLACEMENTS, "head"),
-    "posnet-kernel": (PLACEMENTS, "head"),
-    "rpe-reading": (SIDES, "sliced-legacy"),
-}
-LEGACY_ONLY_VALUES = {"t5-adaptive": (PLACEMENTS, "cumulative")}  # option -> (scopes, a value no CLI offers)
+def _t5_adaptive_cumulative(args) -> bool:
+    changed = False
+    for placement in PLACEMENTS:
+        if placement.read(args, "mixer") == "t5bias" and placement.read(args, "t5-adaptive") == "on":
+            placement.write(args, "t5-adaptive", "cumulative")
+            changed = True
+    return changed
 
 
 def _drop_unread_conditional_options(args) -> bool:
@@ -240,6 +143,12 @@ def _drop_unread_conditional_options(args) -> bool:
                 placement.write(args, option, None)
                 changed = True
     return changed
+
+
+#: options no command line has any more: option -> (scopes, the value kept as a legacy reading)
+LEGACY_ONLY_OPTIONS = {"relative-sinusoids": (PLACEMENTS, "head"), "posnet-kernel": (PLACEMENTS, "head"),
+                       "rpe-reading": (SIDES, "sliced-legacy")}
+LEGACY_ONLY_VALUES = {"t5-adaptive": (PLACEMENTS, "cumulative")}  # option -> (scopes, a value no CLI offers)
 
 
 def _legacy_values_leave_the_command_line(args) -> bool:
@@ -261,33 +170,74 @@ def _legacy_values_leave_the_command_line(args) -> bool:
     return changed
 
 
-def _frozen_positions_per_side(args) -> bool:
-    n = args.frozen_energy_positions
-    delattr(args, "frozen_energy_positions")
-    if n is not None:
-        for side in SIDES:
-            if side.read(args, FROZEN_OPTION) is None:
-                side.write(args, FROZEN_OPTION, n)
-    return True
+@dataclass(frozen=True)
+class ArgsUpgrade:
+    name: str  # what changed
+    apply: Callable  # args -> whether anything was written
+    readings_below: Optional[int] = None  # changed defaults: stored defaults version < this
+
+    def concerns(self, args) -> bool:
+        return self.readings_below is None or stored_readings(args) < self.readings_below
 
 
-def _t5_adaptive_cumulative(args) -> bool:
-    changed = False
-    for placement in PLACEMENTS:
-        if placement.read(args, "mixer") == "t5bias" and placement.read(args, "t5-adaptive") == "on":
-            placement.write(args, "t5-adaptive", "cumulative")
-            changed = True
-    return changed
+ARGS_UPGRADES: List[ArgsUpgrade] = [
+    # renames first: every later step reads today's names
+    ArgsUpgrade("--S-position-embedding renamed --S-position-table, --S-value-projection renamed "
+                "--S-gaussian-value-projection",
+                rename(PLACEMENTS, {"position-embedding": "position-table",
+                                    "value-projection": "gaussian-value-projection"}, then=_drop_unread_mixer_options)),
+    ArgsUpgrade("PosNet-Embed's --<side>-posnet-* options renamed --<side>-posnet-embed-*",
+                rename(SIDES, {f"posnet-{o}": f"posnet-embed-{o}"
+                               for o in ("dim", "max-positions", "dropout", "activation")})),
+    ArgsUpgrade("frozen energy tables sized per side: --frozen-energy-positions N is "
+                "--encoder-frozen-energy-positions N --decoder-frozen-energy-positions N", _frozen_positions_per_side),
+    # defaults that changed with the paper readings (docs/choices.md)
+    ArgsUpgrade("relative-distance embeddings laid out as each arch's paper does (were shared by the heads)",
+                pin("relative-embedding-heads", lambda args, p: "shared"), readings_below=11),
+    ArgsUpgrade("sinusoidal relative tables take the first D_h dims of the D-dim encoding (were a D_h-dim one)",
+                pin("relative-sinusoids", lambda args, p: "head" if p.read(args, "position-table") == "sinusoidal"
+                    else None, among=("shaw", "relattn")), readings_below=11),
+    ArgsUpgrade("the shaw archs drop Shaw's a^V term (GPA Table 8)",
+                pin("shaw-value-term", lambda args, p: "on"), readings_below=11),
+    ArgsUpgrade("RecPE's first layer is multi-head attention over all of m_j (was head-sliced)",
+                pin("rpe-reading", lambda args, side: "sliced-legacy", ENCODINGS, among=("rpehead", "mprhead")),
+                readings_below=11),
+    ArgsUpgrade("RecPE's recurrent heads t default per arch (was 1)",
+                pin("rpe-heads", lambda args, side: 1, ENCODINGS), readings_below=11),
+    ArgsUpgrade("LSTM position encoding width 2D per direction (was D/2 in the encoder, D in the decoder)",
+                pin("position-lstm-units", lambda args, side: side.read(args, "embed-dim") // (1 if side.causal else 2),
+                    ENCODINGS), readings_below=11),
+    ArgsUpgrade("LinearNet's matrix covers 128 positions (was 256), and the model's max positions stay within it",
+                all_of(pin("linear-max-positions", lambda args, p: 256),
+                       keep_positions_within("linear-max-positions", "linear")), readings_below=11),
+    ArgsUpgrade("PosNet-Attn's kernel is shared by the heads, covers 128 positions and has dropout (was per head, "
+                "256, none), and the model's max positions stay within it",
+                all_of(pin("posnet-kernel", lambda args, p: "head", among=("posnet",)),
+                       pin("posnet-max-positions", lambda args, p: 256),
+                       pin("posnet-dropout", lambda args, p: 0.0),
+                       keep_positions_within("posnet-max-positions", "posnet")), readings_below=11),
+    ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (were T5's table with cumulative bucket increments)",
+                _t5_adaptive_cumulative, readings_below=11),
+    ArgsUpgrade("PosNet-Embed's activation is ReLU (was GeLU)",
+                pin("posnet-embed-activation", lambda args, side: "gelu", ENCODINGS), readings_below=11),
+    ArgsUpgrade("PosNet-Attn's activation is ReLU, as PosNet-Embed's (was GeLU)",
+                pin("posnet-activation", lambda args, p: "gelu"), readings_below=12),
+    ArgsUpgrade("K (--S-max-relative-position) of hard-coded Gaussian heads is stored only with --S-gaussian-impl "
+                "window, the one implementation that reads it (was stored for every implementation)",
+                _drop_unread_conditional_options, readings_below=13),
+    # last: the values only older checkpoints use leave the command line for stored legacy readings
+    ArgsUpgrade("--S-relative-sinusoids, --S-posnet-kernel, --<side>-rpe-reading and --S-t5-adaptive cumulative "
+                "are stored legacy readings (no command line asks for per-head sinusoids or kernels, RecPE's "
+                "head-sliced first layer or cumulative T5 buckets)",
+                _legacy_values_leave_the_command_line, readings_below=13),
+]
 
 
 def upgrade_stored_args(args) -> List[str]:
     """Runs every step that concerns ``args`` (in order) and stamps the current defaults version.
     Returns the names of the steps that changed something (empty for arguments of this code, and for
     older arguments whose sublayers read none of the changed options)."""
-    ran = []
-    for step in ARGS_UPGRADES:
-        if step.concerns(args) and step.apply(args):
-            ran.append(step.name)
+    ran = [step.name for step in ARGS_UPGRADES if step.concerns(args) and step.apply(args)]
     if stored_readings(args) < READINGS_VERSION:
         setattr(args, READINGS_MARKER, READINGS_VERSION)
     for name in ran:
@@ -298,12 +248,13 @@ def upgrade_stored_args(args) -> List[str]:
 # ---- stored parameters ----------------------------------------------------------------------------
 
 #: parameters of a mixer that moved under its Values hook: old suffix -> new suffix
-VALUES_PARAMETER_RENAMES = {
-    "v_proj.": "values.projection.",
-    "gating.value_norm.": "values.norm.",
-    "energy.relative_values.": "values.relative_values.",
-    "kernels.": "values.kernels.",
-}
+VALUES_PARAMETER_RENAMES = {"v_proj.": "values.projection.", "gating.value_norm.": "values.norm.",
+                            "energy.relative_values.": "values.relative_values.", "kernels.": "values.kernels."}
+
+
+def keys_under(state_dict, prefix: str):
+    """(key, what follows ``prefix``) of every stored key under ``prefix``, as a list."""
+    return [(key, key[len(prefix):]) for key in state_dict if key.startswith(prefix)]
 
 
 def move_value_parameters(model, state_dict, prefix: str):
@@ -312,10 +263,10 @@ def move_value_parameters(model, state_dict, prefix: str):
         if not isinstance(sublayer.module, EnergyMixingAttention):
             continue
         base = prefix + sublayer.path + "."
-        for key in [k for k in state_dict if k.startswith(base)]:
+        for key, rest in keys_under(state_dict, base):
             for old, new in VALUES_PARAMETER_RENAMES.items():
-                if key[len(base):].startswith(old):
-                    state_dict[base + new + key[len(base) + len(old):]] = state_dict.pop(key)
+                if rest.startswith(old):
+                    state_dict[base + new + rest[len(old):]] = state_dict.pop(key)
                     break
 
 
@@ -324,8 +275,8 @@ def rename_cumulative_t5_tables(model, state_dict, prefix: str):
     a name that read as AT5, whose table is ``..._at5soft``)."""
     for side in SIDES:
         tables = prefix + f"{side.name}.mixer_position_tables."
-        for key in [k for k in state_dict if k.startswith(tables)]:
-            table, _, rest = key[len(tables):].partition(".")
+        for key, rest in keys_under(state_dict, tables):
+            table, _, rest = rest.partition(".")
             if table.startswith("t5bias_") and table.endswith("_at5"):
                 state_dict[tables + table[:-len("_at5")] + "_t5cumulative." + rest] = state_dict.pop(key)
 
@@ -336,8 +287,8 @@ def drop_unbuilt_position_tables(model, state_dict, prefix: str):
     for side in SIDES:
         tables = prefix + f"{side.name}.mixer_position_tables."
         built = getattr(model, side.name).mixer_position_tables
-        for key in [k for k in state_dict if k.startswith(tables)]:
-            if key[len(tables):].split(".")[0] not in built:
+        for key, rest in keys_under(state_dict, tables):
+            if rest.split(".")[0] not in built:
                 del state_dict[key]
 
 
@@ -346,8 +297,7 @@ def move_position_encoding(model, state_dict, prefix: str):
     were stored under fairseq's ``layernorm_embedding.`` slot, the LayerNorm alone or both)."""
     for side in SIDES:
         old, new = prefix + f"{side.name}.layernorm_embedding.", prefix + f"{side.name}.position_encoding."
-        for key in [k for k in state_dict if k.startswith(old)]:
-            rest = key[len(old):]
+        for key, rest in keys_under(state_dict, old):
             inner = rest if rest.startswith(("encoding.", "layer_norm.")) else "layer_norm." + rest
             state_dict[new + inner] = state_dict.pop(key)
 
@@ -357,7 +307,8 @@ PARAMETER_UPGRADES = (move_value_parameters, rename_cumulative_t5_tables, drop_u
 
 
 def upgrade_stored_parameters(model, state_dict, prefix: str = ""):
-    """Every parameter step, in order, on ``state_dict`` (in place) for ``model``."""
+    """Every parameter step, in order, on ``state_dict`` (in place) for ``model``; run by the model's
+    ``upgrade_state_dict_named`` when a checkpoint's state is loaded."""
     prefix = prefix + "." if prefix else ""
     for step in PARAMETER_UPGRADES:
         step(model, state_dict, prefix)
