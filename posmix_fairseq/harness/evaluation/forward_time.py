@@ -58,8 +58,8 @@ def build_from_arch(arch: str, flags: Sequence[str], vocab: int):
     from ...tasks.translation import PosMixTranslationConfig, PosMixTranslationTask
 
     if arch not in ARCH_MODEL_REGISTRY:
-        raise ValueError(f"arch {arch!r} is not registered "
-                         "(posmix archs: python -m posmix_fairseq.models.architectures)")
+        raise ValueError(f"arch {arch!r} is not registered (the posmix archs are listed in docs/architectures.md; "
+                         "`fairseq-train --help` lists every registered --arch)")
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, ["unused-data-dir", "--task", "posmix_translation", "--user-dir",
                                                 posmix_fairseq.USER_DIR, "--arch", arch, *flags])
