@@ -1,30 +1,18 @@
-"""Hard-coded Gaussian attention (You, Sun & Iyyer 2020, "Hard-Coded Gaussian Attention for NMT").
-
-Each head h puts a FIXED Gaussian over key positions, centred at an offset from the query:
+"""``gaussian``: hard-coded Gaussian attention (HC). Each head h puts a FIXED Gaussian over key
+positions, centred at an offset from the query:
 
     a_h(i, j) = N(j; f_h(i), sigma^2) = exp(-(j - f_h(i))^2 / (2 sigma^2)) / (sigma sqrt(2 pi))
     f_h(i)    = floor(gamma * i + o_h)      (gamma = 1 in self-attention: f_h(i) = i + o_h)
 
-No query/key projections; the value projection is kept (an option drops it, the paper's
-footnote 6) and the output projection W^O mixes the heads. The distribution is cut at the
-sentence borders (and, in the decoder, at the current position) and NOT renormalised (footnote 5):
-the head centred on its query gives [0.054, 0.24, 0.40, 0.24, 0.054] on its 5-token neighbourhood
-(footnote 1). Cross-attention (HC-ALL) centres heads at floor(gamma*i - 1), floor(gamma*i),
-floor(gamma*i + 1) with gamma the training-set length ratio.
-
-Implementations (``--S-gaussian-impl``): ``full`` (weights over the whole sentence, the
-reference and the default), ``window`` (GPA Table 8's K_hat N D computation: only the 2K + 1 keys
-around each head's centre, K = ``--S-max-relative-position``, 16 Small/Base and 8 Big; the
-truncated mass is < 1e-16, see :mod:`.paths.gaussian_window`), ``conv`` (the HC paper's Section 6.3,
-window 3: the kernel [0.242, 0.399, 0.242] around the centre), ``index`` (a binary kernel: the
-head copies the value at its centre). All are computed from the true (padding-aware) positions
-and the per-call gamma; there is no weight cache.
-
-Offsets (``--S-gaussian-offsets``): a comma list used by every layer, or one comma list per layer
-separated by ';'. A layer's list is repeated over its heads (head h gets offsets[h % len]).
-Defaults reproduce the paper's best HC-SA (Appendix Table 6): encoder heads at i-1 and i+1,
-decoder heads at i-1 and i; cross-attention (HC-ALL) at -1, 0, +1.
-Parameters per layer: 2(D^2 + D), or D^2 + D without the value projection.
+No query/key projections; W^V is kept (``--S-gaussian-value-projection off`` drops it, HC footnote 6)
+and W^O mixes the heads. The weights are cut at the sentence borders (and, in the decoder, at the
+current position) and NOT renormalised (HC footnote 5): the head centred on its query gives
+[0.054, 0.24, 0.40, 0.24, 0.054] on its 5-token neighbourhood (HC footnote 1). The default offsets
+are HC's best HC-SA (Appendix Table 6) and HC-ALL's cross heads; head h takes offsets[h % len].
+``--S-gaussian-impl``: ``full`` (the reference), ``window`` (GPA Table 8's K_hat N D: the 2K + 1 keys
+around each centre, docs/choices.md), ``conv`` (HC Section 6.3: window 3), ``index`` (copy the centre
+value); all from the true positions and the per-call gamma, with no weight cache.
+Parameters per layer: 2(D^2 + D), or D^2 + D without W^V.
 """
 import math
 from typing import List

@@ -1,21 +1,13 @@
-"""``rposnet``: rPosNet of GPA Eqs. 9-10.
-The energies depend on positions only, never on token content:
+"""``rposnet``: rPosNet of GPA Eqs. 9-10. The energies depend on positions only, never on token content:
 
     e_nm = (W^Q n~)(d~_nm)^T / sqrt(D_h),    d~_nm = Emb_rel(clip(floor(gamma n) - m, K))
 
-n~ is the absolute query-position table shared across the layers of a side (learned by default,
-Section 5.2); W^Q and Emb_rel ((2K+1) x D, head h uses slice h: Table 8) are per layer.
-gamma = 1 in self-attention and the training-set length ratio in cross-attention (Section 4.2).
-Gating (Eq. 4) is on by default. Training-time parameters per layer (gated):
-4(D^2 + D) + 2D + (2K + 1) D (``--S-relative-embedding-heads shared``: (2K + 1) D_h).
-
-Mixing implementations (``--S-rposnet-impl``; the paths in mixers/paths/): ``dense`` (the (T, S)
-energies) or ``window`` (band + far sums, O(T (2K+3) D_h); the Triton kernel on a GPU); ``auto``
-(default) is dense on the CPU and, on a GPU, the defaults of kernels/choice.py; ``triton`` forces the
-Triton kernels (window form, decoding step, gating) on every device. The builder settles the choice
-once (kernels/choice.py ``choose``). Decoder self-attention always decodes with the constant state
-(last K values, far sum). Trained and frozen (``posmix-freeze``) energies share the table contract
-these paths read.
+n~ is the absolute query-position table shared by the layers of a side (learned by default, GPA
+Section 5.2); W^Q and Emb_rel ((2K+1) x D, head h uses slice h: GPA Table 8) are per layer; gamma is
+the training-set length ratio in cross-attention (GPA Section 4.2). Gating (Eq. 4) is on by default.
+Training-time parameters per layer (gated): 4(D^2 + D) + 2D + (2K + 1) D (shared relative
+embeddings: (2K + 1) D_h). ``--S-rposnet-impl`` picks the mixing paths (docs/search-time.md,
+docs/gpu.md); decoder self-attention always decodes with the constant state (last K values, far sum).
 """
 from torch import Tensor
 
@@ -26,12 +18,8 @@ from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, Pos
 from .paths.constant_state import ConstantStateDecoding
 from .paths.rposnet_band import RPosNetBandMixing
 
-#: implementations of rPosNet mixing (``--S-rposnet-impl``): ``auto`` runs ``dense`` on the CPU and, for
-#: CUDA tensors, the GPU defaults of posmix_fairseq/kernels/choice.py; ``triton`` forces the Triton kernels
 RPOSNET_IMPL_CHOICES = ("auto", "dense", "window", "triton")
-#: ``--S-rposnet-impl`` default: dense on the CPU, chosen by measurement (docs/search-time.md); for CUDA
-#: tensors the GPU defaults of kernels/choice.py (docs/gpu.md)
-DEFAULT_IMPL = "auto"
+DEFAULT_IMPL = "auto"  # dense on the CPU, chosen by measurement (docs/search-time.md); on a GPU, docs/gpu.md
 
 
 class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):

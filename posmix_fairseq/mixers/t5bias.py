@@ -1,35 +1,20 @@
 """``t5bias``: T5's scalar relative position bias (Raffel et al. 2020) and AT5, its learnable
-bucketisation (the baselines of the PosNet paper; Wu et al. 2021 for AT5).
+bucketisation (Wu et al. 2021; the baselines of PosNet Table 1):
 
     e^h_nm = (W^Q y_n)^h (W^K x_m)^h^T / sqrt(D_h) + b^h[bucket(n - m)]
 
-T5 buckets the distance d = n - m (query minus key): in the encoder (bidirectional) half of the
-B buckets serve keys after the query; within a direction, |d| < B'/2 gets its own bucket
-(B' = the buckets of that direction) and larger distances share log-spaced buckets up to
-``max_distance``, beyond which all distances share the last bucket. In the decoder
-(unidirectional) every bucket serves d >= 0. As in T5, one table b (B x H) is shared by all
-layers of the encoder (of the decoder). Unlike T5 (which folds 1/sqrt(D_h) into its
-initialisation) the content term keeps fairseq's 1/sqrt(D_h) scaling.
+T5's buckets of d = n - m: in the encoder half of the B buckets serve keys after the query; within
+a direction, |d| < B'/2 gets its own bucket (B' the buckets of that direction) and larger distances
+share log-spaced buckets up to ``max_distance``, beyond which the bucket is constant, so distances
+are clipped there exactly (any length extrapolates). One table b (B x H) is shared by the layers of
+a side, as in T5; unlike T5 (which folds 1/sqrt(D_h) into its initialisation) the content term
+keeps fairseq's scaling. AT5 (``--S-t5-adaptive on``) is in :mod:`.t5bias_soft_buckets`.
 
-AT5 (``--S-t5-adaptive on``) is Wu et al. (2021)'s soft bucketing, in :mod:`.t5bias_soft_buckets` (a
-per-head MLP of the soft bucket 1 - exp(-alpha |d|); ``--S-at5-hidden l1,l2``).
-
-The cumulative variant is what checkpoints stored without the readings marker built for
-``--S-t5-adaptive on`` (their stored legacy reading ``t5-adaptive cumulative``, set only by their
-upgrade; no command line asks for it): a learnable, monotone bucketisation that equals T5's at
-initialisation. The bucket coordinate of a distance a = |d| (per direction) is a running sum of
-non-negative increments,
-
-    u(a) = min(sum_{k=1..a} max(s_k, 0), B' - 1),   s_k initialised to T5's bucket(k) - bucket(k-1)
-
-so u is T5's integer bucket at initialisation and non-decreasing in a always; the bias is the
-linear interpolation of the table at u: b(a) = (1 - frac u) b[floor u] + (frac u) b[floor u + 1].
-Gradients reach s through the interpolation, so training moves T5's bucket boundaries while
-keeping its table (Wu et al. replace the table itself).
-
-Beyond ``max_distance`` T5's bucket is constant, so distances are clipped there exactly (any
-length extrapolates). Parameters: B * H per encoder/decoder (+ max_distance per direction for
-cumulative; AT5 see :mod:`.t5bias_soft_buckets`) on top of 4(D^2 + D) per layer.
+The cumulative variant (the stored legacy reading ``t5-adaptive cumulative`` of old checkpoints; no
+command line asks for it) keeps T5's table and learns its bucket boundaries: per direction, the
+coordinate of a = |d| is u(a) = min(sum_{k=1..a} max(s_k, 0), B' - 1), s_k initialised to T5's
+bucket(k) - bucket(k-1), and the bias is the table linearly interpolated at u (docs/choices.md).
+Parameters: B * H per side (+ max_distance per direction, cumulative) on top of 4(D^2 + D) per layer.
 """
 import math
 

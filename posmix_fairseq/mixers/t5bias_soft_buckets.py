@@ -1,30 +1,16 @@
-"""Adaptive-T5 (AT5): the soft, learnable bucketing of Wu, Zhang, Mao & Chen (2021), "On scalar
-embedding of relative positions in attention models" (AAAI), the AT5 baseline of the PosNet paper
-(PosNet Table 1 "Adaptive-T5").
-
-T5 maps a distance to one of B hard, log-spaced buckets and looks up a scalar per bucket and head.
-Wu et al. replace the hard bucket by a soft one and the lookup by a small MLP, per head h and per
-direction (keys after the query / keys at or before it):
+"""AT5's soft, learnable bucketing (Wu, Zhang, Mao & Chen 2021, "On scalar embedding of relative
+positions in attention models"; the AT5 baseline of PosNet Table 1), per head h and direction:
 
     f_h(a) = 1 - exp(-alpha_h a),   a = |n - m| >= 0        (beta_h for the other direction)
     b_h(a) = MLP_h(f_h(a)):  1 -> l_1 -> l_2 -> 1, ReLU after the two hidden layers
     e^h_nm = (W^Q y_n)^h (W^K x_m)^h^T / sqrt(D_h) + b_h(|n - m|)
 
-f is monotone in the distance and saturates at 1 (far distances share a value, as T5's last
-bucket); the slope alpha_h is learned, so each head learns where its "buckets" lie. The slopes are
-alpha_h = ReLU(alpha'_h) / 256 with alpha'_h ~ U(1, 15): the released code scales by 1/max_length
-(THUMT's default 256) and its translation scripts draw the slopes from U(1, 15). The MLP widths
-default to l_1 = 32, l_2 = 4 (the translation scripts' l2_width 4; l1_width swept over 16, 32),
-initialised N(0, 0.1^2) (truncated at 2 std), biases 0.1, with dropout on the first hidden layer
-(the sublayer's attention dropout). As in T5 (and the released code, which computes the bias once
-per encoder/decoder), one set of slopes and MLPs is shared by the layers of the encoder (of the
-decoder). The decoder (unidirectional) has only the "at or before" direction: later keys are
-masked. Parameters per side: directions * H * (2 l_1 + l_1 l_2 + 2 l_2 + 1 + 1); Base (H = 8):
-3,232 in the encoder + 1,616 in the decoder, so AT5 adds 0.005M to SAPE's 63.08M (Table 1: 63.08M).
-
-Our code, written from the paper's description and the structure of the authors' public
-TensorFlow code (BDBC-KG-NLP/AAAI2021-Scalar-Embedding-of-Relative-Positions,
-machine_translation/thumt/layers/soft_t5_attention.py).
+f saturates at 1 (far distances share a value, as T5's last bucket) and its slope is learned, so
+each head learns where its "buckets" lie. Shared by the layers of a side, as T5; the decoder has
+only the "at or before" direction (later keys are masked). Written from the paper and the structure
+of the authors' TensorFlow code (BDBC-KG-NLP/AAAI2021-Scalar-Embedding-of-Relative-Positions,
+thumt/layers/soft_t5_attention.py), whose constants these are (docs/choices.md). Parameters per
+side: directions * H * (2 l_1 + l_1 l_2 + 2 l_2 + 2); Base: 4,848, +0.005M (PosNet Table 1: 63.08M).
 """
 import torch
 from torch import Tensor, nn
