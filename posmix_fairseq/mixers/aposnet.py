@@ -1,5 +1,4 @@
-"""``aposnet``: aPosNet of GPA Eq. 8.
-The energies depend on positions only, never on token content:
+"""``aposnet``: aPosNet of GPA Eq. 8. The energies depend on positions only, never on token content:
 
     e_nm = (W^Q n~)(W^K m~)^T / sqrt(D_h)
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from .engine import (DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
-                     max_relative_position_option, register_mixer)
+                     max_relative_position_option, register_mixer, xavier_linear)
 from ..core.positions import relative_distance
 
 
@@ -65,7 +65,5 @@ def build_lightconv(spec: MixerSpec):
     weights = LightConvWeights(spec)
     if not glu:
         return EnergyMixingAttention(spec, weights)
-    projection = nn.Linear(spec.kdim, 2 * spec.embed_dim)
-    nn.init.xavier_uniform_(projection.weight)
-    nn.init.zeros_(projection.bias)
-    return EnergyMixingAttention(spec, weights, Values.of_spec(spec, projection=nn.Sequential(projection, nn.GLU(dim=-1))))
+    projection = nn.Sequential(xavier_linear(spec.kdim, 2 * spec.embed_dim), nn.GLU(dim=-1))
+    return EnergyMixingAttention(spec, weights, Values.of_spec(spec, projection=projection))

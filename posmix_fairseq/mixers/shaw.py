@@ -1,5 +1,4 @@
-"""``shaw``: relative position representations (Shaw et al. 2018, Eqs. 3-4; Gated position-based
-attention, Table 6 "Shaw"):
+"""``shaw``: relative position representations (Shaw et al. 2018, Eqs. 3-4; GPA Table 6 "Shaw"):
 
     e_nm = (W^Q y_n)(W^K x_m + a^K_nm)^T / sqrt(D_h)
     c_n  = sum_m a_nm (W^V x_m + a^V_nm)
