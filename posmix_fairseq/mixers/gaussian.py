@@ -31,7 +31,7 @@ IMPLEMENTATIONS = ("full", "window", "conv", "index")
 
 def parse_offsets(text: str, num_layers: int, num_heads: int, option: str) -> List[List[float]]:
     """'-1,1' or '-1,1;0,1;...' (one group per layer) -> per layer, per head offsets."""
-    groups = [g for g in str(text).split(";")]
+    groups = str(text).split(";")
     if len(groups) not in (1, num_layers):
         raise ValueError(f"{option}: give one offset list for all layers or one per layer "
                          f"({num_layers} groups separated by ';'); got {len(groups)} groups in {text!r}")
@@ -54,9 +54,8 @@ class GaussianWeights(DirectWeights, CentredEnergy):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         opts = spec.options
-        option = spec.flag("gaussian-offsets")
         offsets = parse_offsets(opts["gaussian-offsets"] or DEFAULT_OFFSETS[spec.placement.name],
-                                spec.num_layers, spec.num_heads, option)[spec.layer_idx]
+                                spec.num_layers, spec.num_heads, spec.flag("gaussian-offsets"))[spec.layer_idx]
         self.register_buffer("offsets", torch.tensor(offsets, dtype=torch.float64), persistent=False)
         self.sigma = float(opts["gaussian-sigma"])
         if not self.sigma > 0:
@@ -99,9 +98,8 @@ class GaussianWeights(DirectWeights, CentredEnergy):
                                       "(default: encoder -1,1; decoder -1,0; cross -1,0,1)"),
         "gaussian-sigma": dict(type=float, default=1.0, help="standard deviation of the hard-coded heads (default 1)"),
         "gaussian-impl": dict(choices=IMPLEMENTATIONS, default="full",
-                              help="full: whole sentence (default); window: only the 2K+1 keys around each "
-                                   "head's centre (K = --S-max-relative-position; GPA Table 8); conv: window-3 "
-                                   "kernel; index: copy the centre value"),
+                              help="full: whole sentence (default); window: the 2K+1 keys around each centre (K = "
+                                   "--S-max-relative-position; GPA Table 8); conv: window 3; index: the centre value"),
         **max_relative_position_option(),
         "gaussian-value-projection": dict(choices=("on", "off"), default="on",
                                  help="keep W^V (on) or use the inputs as values (off, footnote 6)"),

@@ -22,7 +22,6 @@ from ..core.position_figures import PositionFigure
 from ..core.position_tables import apply_position_kernels, position_kernels, refer_to_shared
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values, register_mixer
 
-ON_OFF = ("on", "off")
 DEFAULT_MAX_POSITIONS = 128  # P (see the module docstring and PosNet Table 1)
 PER_HEAD_KERNELS = "head"  # the stored legacy reading "posnet-kernel" of checkpoints made before the marker
 
@@ -83,11 +82,10 @@ class PositionKernelValues(Values):
                                                       f"{DEFAULT_MAX_POSITIONS}); the model's max source/target "
                                                       "positions may not exceed it"),
                     "posnet-dropout": dict(type=float, default=None, metavar="P",
-                                           help="dropout on the PosNet output before its residual (default: "
-                                                "--dropout, as PosNet-Embed's)"),
+                                           help="dropout on the PosNet output before its residual (default --dropout)"),
                     "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
                                               help="act of PosNet-Attn (Eq. 23; default relu, as PosNet-Embed's)"),
-                    "posnet-share-kernels": dict(choices=ON_OFF, default="on",
+                    "posnet-share-kernels": dict(choices=("on", "off"), default="on",
                                                  help="one PosNet-Attn kernel tensor for all layers of this "
                                                       "sublayer kind (default on) or one per layer"),
                 })
@@ -102,10 +100,10 @@ def build_posnet(spec: MixerSpec):
         if limit is not None and limit > max_positions:
             raise ValueError(
                 f"{side.max_positions_option} {limit} exceeds the PosNet-Attn kernel table of {max_positions} "
-                f"positions ({option}): set {side.max_positions_option} {max_positions} (fairseq then drops longer training "
-                f"sentences, rejects longer test sentences and stops decoding there; "
+                f"positions ({option}): set {side.max_positions_option} {max_positions} (fairseq then drops longer "
+                f"training sentences, rejects longer test sentences and stops decoding there; "
                 f"--skip-invalid-size-inputs-valid-test skips them) or raise {option}")
-    energy = ContentEnergy(spec)
+    energy = ContentEnergy(spec)  # built before the kernels: the parameters' initialisation order
     head_dim = spec.embed_dim // spec.num_heads
     shared = opts["posnet-share-kernels"] == "on"
     groups = spec.num_heads if opts.get("posnet-kernel") == PER_HEAD_KERNELS else 1

@@ -1,5 +1,4 @@
-"""``relattn``: token-position relative attention (GPA Section 7.2):
-queries from token content, keys from relative positions only (token-position interactions):
+"""``relattn``: token-position relative attention (GPA Section 7.2): content queries, relative keys:
 
     e_nm = (W^Q y_n)(a^K_nm)^T / sqrt(D_h)
 

@@ -49,11 +49,10 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                 options={**max_relative_position_option(), **absolute_table_options("learned"),
                          **relative_embeddings_options("sliced"),
                          "rposnet-impl": dict(choices=RPOSNET_IMPL_CHOICES, default=DEFAULT_IMPL,
-                                              help="rPosNet mixing: dense ((T, S) energies, the reference) or window "
-                                                   "(2K+1 band keys plus far-left/far-right sums, O(T (2K+3) D_h); "
-                                                   "no attention dropout, no attention weights: a call that asks "
-                                                   "for weights runs dense); auto: dense on the CPU, on a GPU the "
-                                                   "defaults of posmix_fairseq/kernels/choice.py; triton: the window "
+                                              help="rPosNet mixing: dense ((T, S) energies, the reference); window "
+                                                   "(2K+1 band keys + far sums, O(T (2K+3) D_h); no attention "
+                                                   "dropout; a call that asks for weights runs dense); auto: dense on "
+                                                   "the CPU, on a GPU kernels/choice.py's defaults; triton: the window "
                                                    "form, decoding step and gating by the Triton kernels, an error "
                                                    f"where they cannot run (default {DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec):
@@ -67,10 +66,8 @@ def build_rposnet(spec: MixerSpec):
 
 
 def rposnet_paths(placement, impl: str):
-    """The mixing paths of an rPosNet sublayer: constant-state decoding in decoder self-attention,
-    then the band form, which serves the calls on a device whose choice (kernels/choice.py) is the
-    window (``impl`` window or triton; auto: on a GPU where the defaults say so); dense mixing closes
-    every list."""
+    """Constant-state decoding in decoder self-attention, then the band form, which serves the calls
+    on a device whose kernel choice is the window; dense mixing closes every list."""
     flag = placement.flag("rposnet-impl")
     if impl not in RPOSNET_IMPL_CHOICES:
         raise ValueError(f"{flag}: {impl!r} is not a mixing implementation of rposnet; valid values: "

@@ -57,11 +57,10 @@ class ScalarRelativeBias(nn.Module):
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.bidirectional, self.adaptive = bidirectional, adaptive
         self.bias = nn.Parameter(torch.randn(num_buckets, num_heads) * embed_dim ** -0.5)  # T5's init
-        magnitudes = torch.arange(max_distance + 1)
         self.register_buffer("t5_buckets", t5_bucket(torch.arange(-max_distance, max_distance + 1),
                                                      bidirectional, num_buckets, max_distance), persistent=False)
         if adaptive:
-            per_direction = t5_bucket(magnitudes, False, self.direction_buckets, max_distance)
+            per_direction = t5_bucket(torch.arange(max_distance + 1), False, self.direction_buckets, max_distance)
             increments = (per_direction[1:] - per_direction[:-1]).float()
             directions = 2 if bidirectional else 1
             self.increments = nn.Parameter(increments.unsqueeze(0).repeat(directions, 1))
@@ -86,10 +85,8 @@ class ScalarRelativeBias(nn.Module):
         frac = (u - lower).unsqueeze(-1)
         lower = lower.long()
         upper = (lower + 1).clamp(max=half - 1)
-        per_direction = []
-        for direction in range(u.size(0)):  # 0: keys before/at the query (d >= 0), 1: after (d < 0)
-            table = self.bias[direction * half: (direction + 1) * half]
-            per_direction.append((1 - frac[direction]) * table[lower[direction]] + frac[direction] * table[upper[direction]])
+        tables = [self.bias[i * half: (i + 1) * half] for i in range(u.size(0))]  # keys at/before the query, after
+        per_direction = [(1 - f) * table[low] + f * table[up] for table, f, low, up in zip(tables, frac, lower, upper)]
         forward = per_direction[0]  # a = 0..m, for d = a
         if self.bidirectional:
             backward = per_direction[1][1:].flip(0)  # d = -m..-1
@@ -162,11 +159,9 @@ class T5BiasEnergy(ContentEnergy):
                     "t5-max-distance": dict(type=int, default=128, metavar="M",
                                             help="distance from which all share the last bucket (default 128)"),
                     "t5-adaptive": dict(choices=ADAPTIVE, default="off",
-                                        help="on: AT5, Wu et al. (2021)'s soft buckets and per-head MLP; "
-                                             "off: T5 (default)"),
+                                        help="on: AT5, Wu et al. (2021)'s soft buckets and MLP; off: T5 (default)"),
                     "at5-hidden": dict(type=str, default="32,4", metavar="L1,L2",
-                                       help="AT5 (--S-t5-adaptive on): hidden widths of the per-head MLP "
-                                            "(default 32,4)"),
+                                       help="AT5 (--S-t5-adaptive on): hidden widths of the MLP (default 32,4)"),
                 })
 def build_t5bias(spec: MixerSpec):
     return EnergyMixingAttention(spec, T5BiasEnergy(spec))
