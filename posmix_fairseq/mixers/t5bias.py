@@ -1,20 +1,28 @@
 """``t5bias``: T5's scalar relative position bias (Raffel et al. 2020) and AT5, its learnable
-bucketisation (Wu et al. 2021; the baselines of PosNet Table 1):
+bucketisation (Wu, Zhang, Mao & Chen 2021, "On scalar embedding of relative positions in attention
+models"); the baselines of PosNet Table 1:
 
-    e^h_nm = (W^Q y_n)^h (W^K x_m)^h^T / sqrt(D_h) + b^h[bucket(n - m)]
+    T5:  e^h_nm = (W^Q y_n)^h (W^K x_m)^h^T / sqrt(D_h) + b^h[bucket(n - m)]
+    AT5: e^h_nm = (W^Q y_n)^h (W^K x_m)^h^T / sqrt(D_h) + MLP_h(1 - exp(-alpha_h |n - m|))
 
 T5's buckets of d = n - m: in the encoder half of the B buckets serve keys after the query; within
 a direction, |d| < B'/2 gets its own bucket (B' the buckets of that direction) and larger distances
 share log-spaced buckets up to ``max_distance``, beyond which the bucket is constant, so distances
-are clipped there exactly (any length extrapolates). One table b (B x H) is shared by the layers of
-a side, as in T5; unlike T5 (which folds 1/sqrt(D_h) into its initialisation) the content term
-keeps fairseq's scaling. AT5 (``--S-t5-adaptive on``) is in :mod:`.t5bias_soft_buckets`.
+are clipped there exactly (any length extrapolates). Unlike T5 (which folds 1/sqrt(D_h) into its
+initialisation) the content term keeps fairseq's scaling. AT5 (``--S-t5-adaptive on``) learns, per
+head and direction (beta_h for the other one), the slope of a soft bucket that saturates at 1 (far
+distances share a value, as T5's last bucket) and maps it through an MLP 1 -> l_1 -> l_2 -> 1 (ReLU
+after the hidden layers); its constants are those of the authors' TensorFlow code
+(BDBC-KG-NLP/AAAI2021-Scalar-Embedding-of-Relative-Positions, thumt/layers/soft_t5_attention.py).
+Either is shared by the layers of a side, as in T5; the decoder has only keys at or before the query.
 
 The cumulative variant (the stored legacy reading ``t5-adaptive cumulative`` of old checkpoints; no
 command line asks for it) keeps T5's table and learns its bucket boundaries: per direction, the
 coordinate of a = |d| is u(a) = min(sum_{k=1..a} max(s_k, 0), B' - 1), s_k initialised to T5's
 bucket(k) - bucket(k-1), and the bias is the table linearly interpolated at u (docs/choices.md).
-Parameters: B * H per side (+ max_distance per direction, cumulative) on top of 4(D^2 + D) per layer.
+Parameters per side, on top of 4(D^2 + D) per layer: T5 B * H (+ max_distance per direction,
+cumulative); AT5 directions * H * (2 l_1 + l_1 l_2 + 2 l_2 + 2), at Base 4,848: +0.005M (PosNet
+Table 1: 63.08M).
 """
 import math
 
@@ -26,10 +34,12 @@ from ..core.position_figures import PositionFigure
 from ..core.position_tables import refer_to_shared
 from ..core.positions import relative_distance
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, register_mixer
-from .t5bias_soft_buckets import SoftBucketBias, parse_widths
 
 ADAPTIVE = ("off", "on")
 CUMULATIVE = "cumulative"  # the stored legacy reading "t5-adaptive" of checkpoints made before the marker
+SLOPE_SCALE = 1.0 / 256  # the released code's A = 1 / max_length (THUMT default max_length 256)
+SLOPE_INIT = (1.0, 15.0)  # bucket_slop_min / bucket_slop_max of the translation scripts
+INIT_STD, INIT_BIAS = 0.1, 0.1  # create_initializer(0.1), constant_initializer(0.1)
 
 
 def t5_bucket(distance: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
@@ -98,6 +108,66 @@ class ScalarRelativeBias(nn.Module):
         """(B, H, T, S) biases of every (query, key) pair."""
         d = relative_distance(query_positions, key_positions, 1.0).clamp(-self.max_distance, self.max_distance)
         return self.table()[d + self.max_distance].permute(0, 3, 1, 2)
+
+
+def parse_widths(text, option: str):
+    try:
+        widths = [int(v) for v in str(text).split(",")]
+    except ValueError:
+        widths = []
+    if len(widths) != 2 or min(widths) < 1:
+        raise ValueError(f"{option}: give the two hidden widths l1,l2 of the AT5 MLP as positive integers, e.g. "
+                         f"32,4 (got {text!r})")
+    return widths
+
+
+class SoftBucketBias(nn.Module):
+    """Per-head scalar bias b_h(|n - m|) = MLP_h(1 - exp(-slope_h |n - m|)), per direction."""
+
+    def __init__(self, num_heads: int, bidirectional: bool, widths=(32, 4), dropout: float = 0.0):
+        super().__init__()
+        l1, l2 = widths
+        dirs = 2 if bidirectional else 1  # direction 0: keys at or before the query; 1: after it
+        self.bidirectional = bidirectional
+        self.slopes = nn.Parameter(torch.empty(dirs, num_heads).uniform_(*SLOPE_INIT))
+        self.w1 = nn.Parameter(self._init(dirs, num_heads, l1))
+        self.b1 = nn.Parameter(torch.full((dirs, num_heads, l1), INIT_BIAS))
+        self.w2 = nn.Parameter(self._init(dirs, num_heads, l1, l2))
+        self.b2 = nn.Parameter(torch.full((dirs, num_heads, l2), INIT_BIAS))
+        self.w3 = nn.Parameter(self._init(dirs, num_heads, l2))
+        self.b3 = nn.Parameter(torch.full((dirs, num_heads), INIT_BIAS))
+        self.dropout = nn.Dropout(dropout)
+
+    @staticmethod
+    def _init(*shape):
+        return nn.init.trunc_normal_(torch.empty(*shape), std=INIT_STD, a=-2 * INIT_STD, b=2 * INIT_STD)
+
+    def soft_buckets(self, a: Tensor) -> Tensor:
+        """(dirs, H, A) soft buckets f(a) = 1 - exp(-slope a) of the distances a (A,) >= 0."""
+        slope = torch.relu(self.slopes) * SLOPE_SCALE
+        return 1.0 - torch.exp(-slope.unsqueeze(-1) * a.to(slope.dtype))
+
+    def mlp(self, f: Tensor) -> Tensor:
+        """(dirs, H, A) biases of the soft buckets f (dirs, H, A): the per-head MLP 1 -> l1 -> l2 -> 1."""
+        h1 = torch.relu(f.unsqueeze(-1) * self.w1.unsqueeze(2) + self.b1.unsqueeze(2))  # (dirs, H, A, l1)
+        h1 = self.dropout(h1)
+        h2 = torch.relu(torch.einsum("dhal,dhlm->dham", h1, self.w2) + self.b2.unsqueeze(2))
+        return (h2 * self.w3.unsqueeze(2)).sum(-1) + self.b3.unsqueeze(-1)
+
+    def table(self, longest: int) -> Tensor:
+        """(2 longest + 1, H): the bias of d = n - m for d = -longest..longest."""
+        a = torch.arange(longest + 1, device=self.slopes.device)
+        per_direction = self.mlp(self.soft_buckets(a))  # (dirs, H, longest + 1)
+        before = per_direction[0].t()  # d = 0..longest (keys at or before the query)
+        after = per_direction[1, :, 1:].t().flip(0) if self.bidirectional else before.new_zeros(longest, before.size(1))
+        return torch.cat([after, before], dim=0)  # d = -longest..-1, then 0..longest
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """(B, H, T, S) biases of every (query, key) pair (later keys are 0 in the decoder: masked)."""
+        d = relative_distance(query_positions, key_positions, 1.0)
+        longest = int(d.abs().max()) if d.numel() else 0
+        return self.table(longest)[d + longest].permute(0, 3, 1, 2)
+
 
 
 class T5BiasEnergy(ContentEnergy):
