@@ -5,7 +5,6 @@
 
 the real part of the unnormalised DFT over each sentence's TRUE length L (positions from the
 padding mask). It needs the whole sentence, so it is for encoder self-attention only.
-Parameters: 2(D^2 + D).
 """
 import math
 

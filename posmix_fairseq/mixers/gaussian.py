@@ -12,7 +12,6 @@ are HC's best HC-SA (Appendix Table 6) and HC-ALL's cross heads; head h takes of
 ``--S-gaussian-impl``: ``full`` (the reference), ``window`` (GPA Table 8's K_hat N D: the 2K + 1 keys
 around each centre, docs/choices.md), ``conv`` (HC Section 6.3: window 3), ``index`` (copy the centre
 value); all from the true positions and the per-call gamma, with no weight cache.
-Parameters per layer: 2(D^2 + D), or D^2 + D without W^V.
 """
 import math
 from typing import List

@@ -8,8 +8,7 @@ One kernel of 2K+1 taps per head, shared across the head's features; causal in d
 self-attention (K+1 taps over distances 0..K). Distances are n - m (floor(gamma n) - m in
 cross-attention) over true positions. With global context the outermost taps w[+K], w[-K] are
 spread evenly over all keys at distance >= K (resp. <= -K), so the kernel reaches the whole
-sentence and the weights of an interior query still sum to 1. Parameters: 3(D^2 + D) + H(2K+1)
-with GLU, 2(D^2 + D) + H(2K+1) without (H(K+1) in the causal decoder).
+sentence and the weights of an interior query still sum to 1.
 """
 import torch
 from torch import nn

@@ -11,8 +11,7 @@ The dropout (Section 3.3, "Residual Connection and Dropout") has its own rate ("
 that of Transformer"; default --dropout). Checkpoints stored without the readings marker read
 per-head kernels Phi[p_m, h] (the stored legacy reading ``posnet-kernel head``). The model's max
 positions may not exceed P (checked at build time), so fairseq's size filter handles longer
-sentences. Parameters: 4(D^2 + D) per layer, plus P d_k^2 per kernel tensor (P H D_h^2 per head):
-with P = 128 the encoder's and the decoder's add 1.05M (PosNet Table 1: +1.03M over SAPE).
+sentences. With P = 128 the encoder's and decoder's kernels add 1.05M (PosNet Table 1: +1.03M).
 """
 import torch
 from fairseq import utils
@@ -74,21 +73,20 @@ class PositionKernelValues(Values):
         return (self.dropout(self.activation_fn(kernelled)) + v).transpose(1, 2)
 
 
-@register_mixer("posnet", gated_by_default=False, uses_positions=True,
-                description="PosNet-Attn (PosNet Eqs. 20, 23): content attention over values with per-position kernels",
-                options={
-                    "posnet-max-positions": dict(type=int, default=DEFAULT_MAX_POSITIONS, metavar="P",
-                                                 help=f"positions covered by the PosNet kernel table (default "
-                                                      f"{DEFAULT_MAX_POSITIONS}); the model's max source/target "
-                                                      "positions may not exceed it"),
-                    "posnet-dropout": dict(type=float, default=None, metavar="P",
-                                           help="dropout on the PosNet output before its residual (default --dropout)"),
-                    "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
-                                              help="act of PosNet-Attn (Eq. 23; default relu, as PosNet-Embed's)"),
-                    "posnet-share-kernels": dict(choices=("on", "off"), default="on",
-                                                 help="one PosNet-Attn kernel tensor for all layers of this "
-                                                      "sublayer kind (default on) or one per layer"),
-                })
+@register_mixer(
+    "posnet", gated_by_default=False, uses_positions=True,
+    description="PosNet-Attn (PosNet Eqs. 20, 23): content attention over values with per-position kernels",
+    options={
+        "posnet-max-positions": dict(type=int, default=DEFAULT_MAX_POSITIONS, metavar="P",
+                                     help=f"positions covered by the PosNet kernel table (default "
+                                          f"{DEFAULT_MAX_POSITIONS}); the model's max positions may not exceed it"),
+        "posnet-dropout": dict(type=float, default=None, metavar="P",
+                               help="dropout on the PosNet output before its residual (default --dropout)"),
+        "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
+                                  help="act of PosNet-Attn (Eq. 23; default relu, as PosNet-Embed's)"),
+        "posnet-share-kernels": dict(choices=("on", "off"), default="on",
+                                     help="one kernel tensor for the layers of this sublayer kind (default on)"),
+    })
 def build_posnet(spec: MixerSpec):
     opts = spec.options
     option = spec.flag("posnet-max-positions")
@@ -104,13 +102,12 @@ def build_posnet(spec: MixerSpec):
                 f"training sentences, rejects longer test sentences and stops decoding there; "
                 f"--skip-invalid-size-inputs-valid-test skips them) or raise {option}")
     energy = ContentEnergy(spec)  # built before the kernels: the parameters' initialisation order
-    head_dim = spec.embed_dim // spec.num_heads
     shared = opts["posnet-share-kernels"] == "on"
     groups = spec.num_heads if opts.get("posnet-kernel") == PER_HEAD_KERNELS else 1
     dropout = spec.dropout if opts["posnet-dropout"] is None else float(opts["posnet-dropout"])
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"{spec.flag('posnet-dropout')} must be in [0, 1) (got {dropout})")
-    make = lambda: PositionKernels(max_positions, groups, head_dim)  # noqa: E731
+    make = lambda: PositionKernels(max_positions, groups, spec.embed_dim // spec.num_heads)  # noqa: E731
     kernels = spec.shared_tables.shared(f"posnet_{spec.placement.name}", make) if shared else make()
     values = PositionKernelValues.of_spec(spec, kernels=kernels, shared=shared,
                                           activation=opts["posnet-activation"], max_positions_option=option,

@@ -18,8 +18,7 @@ class RelativeKeyEnergy(SoftmaxEnergy):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         self.num_heads = spec.num_heads
-        head_dim = spec.embed_dim // spec.num_heads
-        self.scaling = head_scaling(head_dim)
+        self.scaling = head_scaling(spec.embed_dim // spec.num_heads)
         self.k, self.length_ratio = max_relative_position(spec), spec.length_ratio
         self.q_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
         self.relative_keys = relative_position_table(spec, self.k, spec.options["position-table"])

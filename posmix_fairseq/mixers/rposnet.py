@@ -5,9 +5,8 @@
 n~ is the absolute query-position table shared by the layers of a side (learned by default, GPA
 Section 5.2); W^Q and Emb_rel ((2K+1) x D, head h uses slice h: GPA Table 8) are per layer; gamma is
 the training-set length ratio in cross-attention (GPA Section 4.2). Gating (Eq. 4) is on by default.
-Training-time parameters per layer (gated): 4(D^2 + D) + 2D + (2K + 1) D (shared relative
-embeddings: (2K + 1) D_h). ``--S-rposnet-impl`` picks the mixing paths (docs/search-time.md,
-docs/gpu.md); decoder self-attention always decodes with the constant state (last K values, far sum).
+``--S-rposnet-impl`` picks the mixing paths (docs/search-time.md, docs/gpu.md); decoder
+self-attention always decodes with the constant state (last K values, far sum).
 """
 from torch import Tensor
 

@@ -5,24 +5,19 @@ models"); the baselines of PosNet Table 1:
     T5:  e^h_nm = (W^Q y_n)^h (W^K x_m)^h^T / sqrt(D_h) + b^h[bucket(n - m)]
     AT5: e^h_nm = (W^Q y_n)^h (W^K x_m)^h^T / sqrt(D_h) + MLP_h(1 - exp(-alpha_h |n - m|))
 
-T5's buckets of d = n - m: in the encoder half of the B buckets serve keys after the query; within
-a direction, |d| < B'/2 gets its own bucket (B' the buckets of that direction) and larger distances
-share log-spaced buckets up to ``max_distance``, beyond which the bucket is constant, so distances
-are clipped there exactly (any length extrapolates). Unlike T5 (which folds 1/sqrt(D_h) into its
-initialisation) the content term keeps fairseq's scaling. AT5 (``--S-t5-adaptive on``) learns, per
-head and direction (beta_h for the other one), the slope of a soft bucket that saturates at 1 (far
-distances share a value, as T5's last bucket) and maps it through an MLP 1 -> l_1 -> l_2 -> 1 (ReLU
-after the hidden layers); its constants are those of the authors' TensorFlow code
+T5 buckets d = n - m (``t5_bucket``) up to ``max_distance``, beyond which the bucket is constant, so
+distances are clipped there exactly (any length extrapolates). Unlike T5 (which folds 1/sqrt(D_h)
+into its initialisation) the content term keeps fairseq's scaling. AT5 (``--S-t5-adaptive on``)
+learns per head and direction the slope of a soft bucket that saturates at 1 (far distances share a
+value, as T5's last bucket), with the constants of the authors' TensorFlow code
 (BDBC-KG-NLP/AAAI2021-Scalar-Embedding-of-Relative-Positions, thumt/layers/soft_t5_attention.py).
 Either is shared by the layers of a side, as in T5; the decoder has only keys at or before the query.
+AT5 adds 4,848 parameters at Base: +0.005M (PosNet Table 1: 63.08M).
 
 The cumulative variant (the stored legacy reading ``t5-adaptive cumulative`` of old checkpoints; no
 command line asks for it) keeps T5's table and learns its bucket boundaries: per direction, the
 coordinate of a = |d| is u(a) = min(sum_{k=1..a} max(s_k, 0), B' - 1), s_k initialised to T5's
 bucket(k) - bucket(k-1), and the bias is the table linearly interpolated at u (docs/choices.md).
-Parameters per side, on top of 4(D^2 + D) per layer: T5 B * H (+ max_distance per direction,
-cumulative); AT5 directions * H * (2 l_1 + l_1 l_2 + 2 l_2 + 2), at Base 4,848: +0.005M (PosNet
-Table 1: 63.08M).
 """
 import math
 
@@ -44,7 +39,8 @@ INIT_STD, INIT_BIAS = 0.1, 0.1  # create_initializer(0.1), constant_initializer(
 
 def t5_bucket(distance: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
     """T5's bucket of each distance d = query - key position (Raffel et al. 2020, the
-    ``_relative_position_bucket`` of the reference implementation)."""
+    ``_relative_position_bucket`` of the reference implementation). Bidirectional, half the buckets
+    serve keys after the query; of a direction's B', |d| < B'/2 get their own, larger |d| log-spaced ones."""
     bucket = torch.zeros_like(distance)
     if bidirectional:
         num_buckets //= 2
@@ -59,7 +55,7 @@ def t5_bucket(distance: Tensor, bidirectional: bool, num_buckets: int, max_dista
 
 
 class ScalarRelativeBias(nn.Module):
-    """Per-head scalar bias of each clipped distance -max_distance..max_distance, T5 or AT5."""
+    """Per-head scalar bias of each clipped distance -max_distance..max_distance, T5 or cumulative."""
 
     def __init__(self, num_heads: int, num_buckets: int, max_distance: int, bidirectional: bool,
                  adaptive: bool, embed_dim: int):
@@ -80,7 +76,7 @@ class ScalarRelativeBias(nn.Module):
         return self.num_buckets // 2 if self.bidirectional else self.num_buckets
 
     def bucket_coordinates(self) -> Tensor:
-        """AT5: (directions, max_distance + 1) monotone coordinates u(a), a = 0..max_distance."""
+        """Cumulative: (directions, max_distance + 1) monotone coordinates u(a), a = 0..max_distance."""
         steps = self.increments.clamp(min=0)
         u = torch.cat([steps.new_zeros(steps.size(0), 1), torch.cumsum(steps, dim=1)], dim=1)
         return u.clamp(max=self.direction_buckets - 1)

@@ -31,9 +31,7 @@ class PositionEncodingSpec:
 
 @dataclass
 class PositionEncodingEntry(Entry):
-    """``builder`` returns None for fairseq's additive embeddings (``token_positions`` says which)."""
-
-    token_positions: Optional[str] = None  # fairseq's additive embeddings kept: "sinusoidal", "learned" or None
+    token_positions: Optional[str] = None  # fairseq's additive embeddings kept (the builder gives None): their kind
 
 
 POSITION_ENCODING_REGISTRY: Registry[PositionEncodingEntry] = Registry("position encoding")
@@ -63,8 +61,7 @@ def fairseq_positions(spec):
 
 
 class EmbeddingStage(nn.Module):
-    """Runs a position encoding on the embedded input (none for fairseq's additive encodings, which
-    fairseq adds before this stage), then the original embedding LayerNorm (if any)."""
+    """A position encoding on the embedded input (if any), then fairseq's embedding LayerNorm (if any)."""
 
     def __init__(self, encoding: Optional[nn.Module], route: PositionRoute, layer_norm: Optional[nn.Module]):
         super().__init__()

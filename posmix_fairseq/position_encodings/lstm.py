@@ -4,10 +4,9 @@ single LSTM layer between the embedding layer and the first decoder layer"):
     encoder: x'_j = W [LSTM_fwd(x_1..x_j) : LSTM_bwd(x_j..x_J)] + b   (U units per direction)
     decoder: x'_i = W LSTM(x_1..x_i) + b                               (U units; left to right)
 
-x' replaces x (no residual). U = ``--S-position-lstm-units``, 2D by default: the width that adds
-PEA's "20%" (docs/choices.md, "LSTM PE widths"); W, b (``proj``) exist only when the output is wider
-than D. Each sentence runs over its own tokens (packed), and the decoder keeps (h, c) in fairseq's
-incremental state, so a decoding step costs O(1) in the prefix length.
+x' replaces x (no residual); W, b (``proj``) exist only when the LSTM output is wider than D. U's
+default 2D gives PEA's "20%" (docs/choices.md). Each sentence runs over its own tokens (packed); the
+decoder keeps (h, c) in fairseq's incremental state, so a step costs O(1) in the prefix length.
 """
 import torch
 from torch import nn
@@ -23,9 +22,8 @@ from .base import PositionEncodingSpec, register_position_encoding
     options={"position-lstm-layers": dict(type=int, default=1, metavar="N",
                                           help="layers of the positional LSTM (default 1)"),
              "position-lstm-units": dict(type=int, default=None, metavar="U",
-                                         help="units of the positional LSTM per direction, its output projected "
-                                              "to the model dim when wider (default 2 x model dim: 1024 at Base, "
-                                              "the paper's +20%% parameters; docs/choices.md)")})
+                                         help="units of the positional LSTM per direction, projected to the model "
+                                              "dim when wider (default 2 x model dim, the paper's +20%% parameters)")})
 class LstmPositionEncoding(BatchFirstIncrementalState):
     def __init__(self, spec: PositionEncodingSpec):
         super().__init__()

@@ -8,14 +8,11 @@ x_j (D) is split into x^p_j (its first d_p dims) and x^r_j (its last d_r = t D /
     RPEHead: m_j = [p_j : r_j]                                      (Eq. 4)
     MPRHead: m_j = [p^1_j : r^1_j : ... : p^H_j : r^H_j]            (Eq. 5)
 
-with p^h (d_p/H) and r^h (d_r/H) the h-th slices. m_j is the input of the first layer, the
-Transformer's multi-head attention over all of m_j (the reading that gives the paper's parameter
-counts: docs/choices.md). f_RNN is a GRU cell by default, its recurrent input r_{j-1} as Eq. 1
-writes it; the decoder runs forward only, keeping r_{j-1} (and an LSTM cell's c) in fairseq's
-incremental state. The ``sliced-legacy`` reading of old checkpoints (the stored legacy reading
-``rpe-reading``, no command line asks for it) puts pe_j in the [sin | cos] layout, and the model
-computes head h of the side's first self-attention layer from slice h of m_j only.
-Parameters: the cell(s) (GRU: 3 (d_r d_r + d_r d_r + 2 d_r)) and W^r, b^r (d_r^2 + d_r).
+with p^h (d_p/H), r^h (d_r/H) the h-th slices. m_j enters the Transformer's first layer, every head
+over all of m_j (the reading of the paper's parameter counts: docs/choices.md). The decoder runs
+forward only, keeping r_{j-1} (and an LSTM cell's c) in fairseq's incremental state. Old
+checkpoints' ``sliced-legacy`` reading (the stored legacy reading ``rpe-reading``) puts pe_j in the
+[sin | cos] layout, and head h of the side's first self-attention layer reads slice h of m_j only.
 """
 import torch
 from torch import Tensor, nn
