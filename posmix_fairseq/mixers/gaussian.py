@@ -61,8 +61,7 @@ class GaussianWeights(DirectWeights, CentredEnergy):
             raise ValueError(f"{spec.flag('gaussian-sigma')} must be > 0 (got {self.sigma})")
         self.impl = opts["gaussian-impl"]
         if self.impl not in IMPLEMENTATIONS:
-            raise ValueError(f"{spec.flag('gaussian-impl')}: {self.impl!r} is not one of "
-                             f"{', '.join(IMPLEMENTATIONS)}")
+            raise ValueError(f"{spec.flag('gaussian-impl')}: {self.impl!r} is not one of {', '.join(IMPLEMENTATIONS)}")
         self.length_ratio = spec.length_ratio
         self.window = max_relative_position(spec) if self.impl == "window" else None
 
@@ -73,8 +72,7 @@ class GaussianWeights(DirectWeights, CentredEnergy):
 
     def window_centres(self, query_positions: Tensor) -> Tensor:
         """(B, H, T) integer centres floor(gamma * i + o_h)."""
-        scaled = query_positions.double().unsqueeze(1) * self.length_ratio + self.offsets.view(1, -1, 1)
-        return torch.floor(scaled)
+        return torch.floor(query_positions.double().unsqueeze(1) * self.length_ratio + self.offsets.view(1, -1, 1))
 
     def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
         distance = key_positions.double().view(key_positions.size(0), 1, 1, -1) - self.window_centres(

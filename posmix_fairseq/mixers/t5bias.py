@@ -10,9 +10,8 @@ distances are clipped there exactly (any length extrapolates). Unlike T5 (which 
 into its initialisation) the content term keeps fairseq's scaling. AT5 (``--S-t5-adaptive on``)
 learns per head and direction the slope of a soft bucket that saturates at 1 (far distances share a
 value, as T5's last bucket), with the constants of the authors' TensorFlow code
-(BDBC-KG-NLP/AAAI2021-Scalar-Embedding-of-Relative-Positions, thumt/layers/soft_t5_attention.py).
-Either is shared by the layers of a side, as in T5; the decoder has only keys at or before the query.
-AT5 adds 4,848 parameters at Base: +0.005M (PosNet Table 1: 63.08M).
+(BDBC-KG-NLP/AAAI2021-Scalar-Embedding-of-Relative-Positions, thumt/layers/soft_t5_attention.py);
+it adds 4,848 parameters at Base: +0.005M (PosNet Table 1: 63.08M). Both are shared by a side's layers.
 
 The cumulative variant (the stored legacy reading ``t5-adaptive cumulative`` of old checkpoints; no
 command line asks for it) keeps T5's table and learns its bucket boundaries: per direction, the
@@ -163,7 +162,6 @@ class SoftBucketBias(nn.Module):
         d = relative_distance(query_positions, key_positions, 1.0)
         longest = int(d.abs().max()) if d.numel() else 0
         return self.table(longest)[d + longest].permute(0, 3, 1, 2)
-
 
 
 class T5BiasEnergy(ContentEnergy):
