@@ -55,8 +55,7 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                                                    "form, decoding step and gating by the Triton kernels, an error "
                                                    f"where they cannot run (default {DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec):
-    # checkpoints made before the option get its default (MixerPlan.spec reads unset options as defaults): auto,
-    # which is dense on the CPU as then, and the same function everywhere
+    # a checkpoint stored without the option reads its default, auto: dense on the CPU, as it was trained
     impl, placement = spec.options["rposnet-impl"], spec.placement
     paths = rposnet_paths(placement, impl)
     choice = choose(impl, placement.flag("rposnet-impl"), decodes=placement.causal and not placement.cross,

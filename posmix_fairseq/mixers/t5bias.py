@@ -67,8 +67,7 @@ class ScalarRelativeBias(nn.Module):
         if adaptive:
             per_direction = t5_bucket(torch.arange(max_distance + 1), False, self.direction_buckets, max_distance)
             increments = (per_direction[1:] - per_direction[:-1]).float()
-            directions = 2 if bidirectional else 1
-            self.increments = nn.Parameter(increments.unsqueeze(0).repeat(directions, 1))
+            self.increments = nn.Parameter(increments.unsqueeze(0).repeat(2 if bidirectional else 1, 1))
 
     @property
     def direction_buckets(self) -> int:
@@ -137,22 +136,14 @@ class SoftBucketBias(nn.Module):
     def _init(*shape):
         return nn.init.trunc_normal_(torch.empty(*shape), std=INIT_STD, a=-2 * INIT_STD, b=2 * INIT_STD)
 
-    def soft_buckets(self, a: Tensor) -> Tensor:
-        """(dirs, H, A) soft buckets f(a) = 1 - exp(-slope a) of the distances a (A,) >= 0."""
-        slope = torch.relu(self.slopes) * SLOPE_SCALE
-        return 1.0 - torch.exp(-slope.unsqueeze(-1) * a.to(slope.dtype))
-
-    def mlp(self, f: Tensor) -> Tensor:
-        """(dirs, H, A) biases of the soft buckets f (dirs, H, A): the per-head MLP 1 -> l1 -> l2 -> 1."""
-        h1 = torch.relu(f.unsqueeze(-1) * self.w1.unsqueeze(2) + self.b1.unsqueeze(2))  # (dirs, H, A, l1)
-        h1 = self.dropout(h1)
-        h2 = torch.relu(torch.einsum("dhal,dhlm->dham", h1, self.w2) + self.b2.unsqueeze(2))
-        return (h2 * self.w3.unsqueeze(2)).sum(-1) + self.b3.unsqueeze(-1)
-
     def table(self, longest: int) -> Tensor:
         """(2 longest + 1, H): the bias of d = n - m for d = -longest..longest."""
         a = torch.arange(longest + 1, device=self.slopes.device)
-        per_direction = self.mlp(self.soft_buckets(a))  # (dirs, H, longest + 1)
+        slope = torch.relu(self.slopes) * SLOPE_SCALE
+        f = 1.0 - torch.exp(-slope.unsqueeze(-1) * a.to(slope.dtype))  # (dirs, H, A) soft buckets of a = 0..longest
+        h1 = self.dropout(torch.relu(f.unsqueeze(-1) * self.w1.unsqueeze(2) + self.b1.unsqueeze(2)))  # (dirs, H, A, l1)
+        h2 = torch.relu(torch.einsum("dhal,dhlm->dham", h1, self.w2) + self.b2.unsqueeze(2))  # (dirs, H, A, l2)
+        per_direction = (h2 * self.w3.unsqueeze(2)).sum(-1) + self.b3.unsqueeze(-1)  # (dirs, H, A)
         before = per_direction[0].t()  # d = 0..longest (keys at or before the query)
         after = per_direction[1, :, 1:].t().flip(0) if self.bidirectional else before.new_zeros(longest, before.size(1))
         return torch.cat([after, before], dim=0)  # d = -longest..-1, then 0..longest

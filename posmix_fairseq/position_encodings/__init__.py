@@ -1,4 +1,3 @@
-"""Embedding-level position modules (``--encoder-position-encoding``, ``--decoder-position-encoding``):
-each module registers its encodings with :func:`register_position_encoding`."""
+"""Embedding-level position modules (``--encoder-position-encoding``, ``--decoder-position-encoding``)."""
 from .base import POSITION_ENCODING_REGISTRY, register_position_encoding  # noqa: F401
 from . import lstm, mixer_table, posnet, recurrent  # noqa: F401

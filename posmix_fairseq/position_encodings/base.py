@@ -3,8 +3,7 @@ that runs the others on the embedded input x = embed_scale * E[tokens] before th
 
     x -> encoding(x, frame) -> [LayerNorm if --layernorm-embedding] -> dropout -> layer 1
 
-Why the stage sits in fairseq's ``layernorm_embedding`` slot: docs/choices.md ("Where the position
-encodings run"). The encodings and their flags: docs/position-encodings.md.
+Why the stage sits in fairseq's ``layernorm_embedding`` slot: docs/choices.md; the flags: docs/position-encodings.md.
 """
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional

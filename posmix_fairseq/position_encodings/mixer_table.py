@@ -2,10 +2,9 @@
 
     x_j -> x_j + s * n~[p_j],   s = embed_scale for a learned n~, 1 for a sinusoidal one
 
-n~ is the very table the side's self-attention mixer reads (the same parameters, not a copy); a side
-whose self-attention mixer has none (not aposnet, rposnet) is a build error. This is ``use_pos_embed``
-of GPA's released code, which scales E[w] + P[p] (learned) but only E[w] (sinusoidal) by sqrt(D),
-hence s (docs/choices.md, "The released GPA code"); GPA Section 5.2 names only the mixers' tables.
+n~ is the very table (the same parameters) that the side's self-attention mixer, aposnet or rposnet,
+reads; another mixer is a build error. This is ``use_pos_embed`` of GPA's released code, hence s
+(docs/choices.md, "The released GPA code"); GPA Section 5.2 names only the mixers' tables.
 """
 from torch import nn
 
