@@ -9,8 +9,7 @@ import torch.nn.functional as F
 from helpers import build_model, mix, random_batch
 from posmix_fairseq.core.placement import DECODER, ENCODER
 from posmix_fairseq.core.positions import PositionFrame
-from posmix_fairseq.mixers.t5bias_soft_buckets import SoftBucketBias
-from posmix_fairseq.mixers.t5bias import ScalarRelativeBias, t5_bucket
+from posmix_fairseq.mixers.t5bias import ScalarRelativeBias, SoftBucketBias, t5_bucket
 from posmix_fairseq.position_encodings.base import PositionEncodingSpec
 from posmix_fairseq.position_encodings.recurrent import RecurrentPositionalEmbedding
 

@@ -1,10 +1,6 @@
-"""Token mixers: interchangeable modules for the three attention sublayers.
-
-Each top-level module of this package is a variant (or, named ``<variant>_*.py``, a part of one) and
-registers its mixer with :func:`register_mixer`; every such module is imported here, so a new mixer
-is one new file. The machinery they share is in :mod:`.engine` (what a mixer is made of) and
-:mod:`.paths` (how a sublayer mixes).
-"""
+"""Token mixers for the three attention sublayers. Each module here is a variant (or, named
+``<variant>_*.py``, a part of one) registered with :func:`register_mixer`, and all are imported
+below, so a new mixer is one new file; :mod:`.engine` and :mod:`.paths` are what they share."""
 import importlib
 import pkgutil
 

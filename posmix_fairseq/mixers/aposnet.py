@@ -1,5 +1,4 @@
-"""``aposnet``: aPosNet of GPA Eq. 8.
-The energies depend on positions only, never on token content:
+"""``aposnet``: aPosNet of GPA Eq. 8. The energies depend on positions only, never on token content:
 
     e_nm = (W^Q n~)(W^K m~)^T / sqrt(D_h)
 
@@ -24,12 +23,8 @@ class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
         refer_to_shared(self, "_key_norm", table_norm(spec, spec.placement.key_side))
         self.k_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
 
-    @property
-    def key_table(self):
-        return self._key_table
-
     def key_features(self, key: Tensor, key_positions: Tensor) -> Tensor:
-        m = self.table_rows(self.key_table, self._key_norm, key_positions, self.k_proj.weight.dtype)
+        m = self.table_rows(self._key_table, self._key_norm, key_positions, self.k_proj.weight.dtype)
         return split_heads(self.k_proj(m).transpose(0, 1), self.num_heads)
 
     def logits(self, query, query_positions, keys, key_positions):
@@ -38,7 +33,7 @@ class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
     def energy_table(self, num_query_positions: int, num_key_positions: int) -> Tensor:
         """(H, Pq, Pk) energies e_nm of Eq. 8 for query positions n < Pq and key positions m < Pk."""
         positions = torch.arange(num_key_positions, device=self.k_proj.weight.device)
-        m = self.table_rows(self.key_table, self._key_norm, positions, self.k_proj.weight.dtype)  # (Pk, D)
+        m = self.table_rows(self._key_table, self._key_norm, positions, self.k_proj.weight.dtype)  # (Pk, D)
         keys = split_heads(self.k_proj(m).unsqueeze(1), self.num_heads)[0]  # (H, Pk, D_h)
         return self.position_query_table(num_query_positions) @ keys.transpose(-1, -2)
 

@@ -3,10 +3,8 @@
     c_n = Re( sum_m exp(-2 pi i n m / L) v_m ) = sum_m cos(2 pi n m / L) v_m,   v_m = W^V x_m
     out_n = W^O c_n
 
-a 1D discrete Fourier transform along the sequence (real part, unnormalised), over each
-sentence's TRUE length L (padding excluded, positions from the padding mask), with value and
-output projections. The transform needs the whole sentence, so FourierNet is for encoder
-self-attention only; the decoder keeps multi-head attention. Parameters: 2(D^2 + D).
+the real part of the unnormalised DFT over each sentence's TRUE length L (positions from the
+padding mask). It needs the whole sentence, so it is for encoder self-attention only.
 """
 import math
 

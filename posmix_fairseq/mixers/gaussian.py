@@ -1,30 +1,17 @@
-"""Hard-coded Gaussian attention (You, Sun & Iyyer 2020, "Hard-Coded Gaussian Attention for NMT").
-
-Each head h puts a FIXED Gaussian over key positions, centred at an offset from the query:
+"""``gaussian``: hard-coded Gaussian attention (HC). Each head h puts a FIXED Gaussian over key
+positions, centred at an offset from the query:
 
     a_h(i, j) = N(j; f_h(i), sigma^2) = exp(-(j - f_h(i))^2 / (2 sigma^2)) / (sigma sqrt(2 pi))
     f_h(i)    = floor(gamma * i + o_h)      (gamma = 1 in self-attention: f_h(i) = i + o_h)
 
-No query/key projections; the value projection is kept (an option drops it, the paper's
-footnote 6) and the output projection W^O mixes the heads. The distribution is cut at the
-sentence borders (and, in the decoder, at the current position) and NOT renormalised (footnote 5):
-the head centred on its query gives [0.054, 0.24, 0.40, 0.24, 0.054] on its 5-token neighbourhood
-(footnote 1). Cross-attention (HC-ALL) centres heads at floor(gamma*i - 1), floor(gamma*i),
-floor(gamma*i + 1) with gamma the training-set length ratio.
-
-Implementations (``--S-gaussian-impl``): ``full`` (weights over the whole sentence, the
-reference and the default), ``window`` (GPA Table 8's K_hat N D computation: only the 2K + 1 keys
-around each head's centre, K = ``--S-max-relative-position``, 16 Small/Base and 8 Big; the
-truncated mass is < 1e-16, see :mod:`.paths.gaussian_window`), ``conv`` (the HC paper's Section 6.3,
-window 3: the kernel [0.242, 0.399, 0.242] around the centre), ``index`` (a binary kernel: the
-head copies the value at its centre). All are computed from the true (padding-aware) positions
-and the per-call gamma; there is no weight cache.
-
-Offsets (``--S-gaussian-offsets``): a comma list used by every layer, or one comma list per layer
-separated by ';'. A layer's list is repeated over its heads (head h gets offsets[h % len]).
-Defaults reproduce the paper's best HC-SA (Appendix Table 6): encoder heads at i-1 and i+1,
-decoder heads at i-1 and i; cross-attention (HC-ALL) at -1, 0, +1.
-Parameters per layer: 2(D^2 + D), or D^2 + D without the value projection.
+No query/key projections; W^V is kept (``--S-gaussian-value-projection off`` drops it, HC footnote 6)
+and W^O mixes the heads. The weights are cut at the sentence borders (and, in the decoder, at the
+current position) and NOT renormalised (HC footnote 5): the head centred on its query gives
+[0.054, 0.24, 0.40, 0.24, 0.054] on its 5-token neighbourhood (HC footnote 1). The default offsets
+are HC's best HC-SA (Appendix Table 6) and HC-ALL's cross heads; head h takes offsets[h % len].
+``--S-gaussian-impl``: ``full`` (the reference), ``window`` (GPA Table 8's K_hat N D: the 2K + 1 keys
+around each centre, docs/choices.md), ``conv`` (HC Section 6.3: window 3), ``index`` (copy the centre
+value); all from the true positions and the per-call gamma, with no weight cache.
 """
 import math
 from typing import List
@@ -43,7 +30,7 @@ IMPLEMENTATIONS = ("full", "window", "conv", "index")
 
 def parse_offsets(text: str, num_layers: int, num_heads: int, option: str) -> List[List[float]]:
     """'-1,1' or '-1,1;0,1;...' (one group per layer) -> per layer, per head offsets."""
-    groups = [g for g in str(text).split(";")]
+    groups = str(text).split(";")
     if len(groups) not in (1, num_layers):
         raise ValueError(f"{option}: give one offset list for all layers or one per layer "
                          f"({num_layers} groups separated by ';'); got {len(groups)} groups in {text!r}")
@@ -66,17 +53,15 @@ class GaussianWeights(DirectWeights, CentredEnergy):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         opts = spec.options
-        option = spec.flag("gaussian-offsets")
         offsets = parse_offsets(opts["gaussian-offsets"] or DEFAULT_OFFSETS[spec.placement.name],
-                                spec.num_layers, spec.num_heads, option)[spec.layer_idx]
+                                spec.num_layers, spec.num_heads, spec.flag("gaussian-offsets"))[spec.layer_idx]
         self.register_buffer("offsets", torch.tensor(offsets, dtype=torch.float64), persistent=False)
         self.sigma = float(opts["gaussian-sigma"])
         if not self.sigma > 0:
             raise ValueError(f"{spec.flag('gaussian-sigma')} must be > 0 (got {self.sigma})")
         self.impl = opts["gaussian-impl"]
         if self.impl not in IMPLEMENTATIONS:
-            raise ValueError(f"{spec.flag('gaussian-impl')}: {self.impl!r} is not one of "
-                             f"{', '.join(IMPLEMENTATIONS)}")
+            raise ValueError(f"{spec.flag('gaussian-impl')}: {self.impl!r} is not one of {', '.join(IMPLEMENTATIONS)}")
         self.length_ratio = spec.length_ratio
         self.window = max_relative_position(spec) if self.impl == "window" else None
 
@@ -87,8 +72,7 @@ class GaussianWeights(DirectWeights, CentredEnergy):
 
     def window_centres(self, query_positions: Tensor) -> Tensor:
         """(B, H, T) integer centres floor(gamma * i + o_h)."""
-        scaled = query_positions.double().unsqueeze(1) * self.length_ratio + self.offsets.view(1, -1, 1)
-        return torch.floor(scaled)
+        return torch.floor(query_positions.double().unsqueeze(1) * self.length_ratio + self.offsets.view(1, -1, 1))
 
     def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
         distance = key_positions.double().view(key_positions.size(0), 1, 1, -1) - self.window_centres(
@@ -111,9 +95,8 @@ class GaussianWeights(DirectWeights, CentredEnergy):
                                       "(default: encoder -1,1; decoder -1,0; cross -1,0,1)"),
         "gaussian-sigma": dict(type=float, default=1.0, help="standard deviation of the hard-coded heads (default 1)"),
         "gaussian-impl": dict(choices=IMPLEMENTATIONS, default="full",
-                              help="full: whole sentence (default); window: only the 2K+1 keys around each "
-                                   "head's centre (K = --S-max-relative-position; GPA Table 8); conv: window-3 "
-                                   "kernel; index: copy the centre value"),
+                              help="full: whole sentence (default); window: the 2K+1 keys around each centre (K = "
+                                   "--S-max-relative-position; GPA Table 8); conv: window 3; index: the centre value"),
         **max_relative_position_option(),
         "gaussian-value-projection": dict(choices=("on", "off"), default="on",
                                  help="keep W^V (on) or use the inputs as values (off, footnote 6)"),

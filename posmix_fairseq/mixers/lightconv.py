@@ -1,28 +1,20 @@
-"""``lightconv``: light convolution (Wu et al. 2019) as a token mixer, Gated position-based
-attention Eq. 14 and the ablation chain of its Appendix E (Table 7).
+"""``lightconv``: light convolution (Wu et al. 2019) as a token mixer, GPA Eq. 14 and the ablation
+chain of GPA Appendix E (Table 7; its flag sets: docs/architectures.md):
 
     c_n^h = sum_{|n - m| <= K} softmax(w^h)[n - m] v_m^h,    v = GLU(W^{2D} x)   (GLU on the inputs)
     out_n = W^O c_n
 
-One kernel of 2K+1 taps per head, softmax-normalised over its taps and shared across the head's
-features (K = 16 Small/Base, 8 Big). In decoder self-attention the kernel is causal: K+1 taps
-over distances 0..K. Distances are n - m (with floor(gamma n) - m in cross-attention), over true
-positions. The ablation chain, each a flag set on the same sublayer S:
-
-  Light Convolution             --S-lightconv-glu off
-  + GeLU gating (Eq. 4)          --S-lightconv-glu off --S-gating on
-  + global context               ... --S-lightconv-global-context on
-
-With global context the outermost taps w[+K], w[-K] are spread evenly over all keys at distance
->= K (resp. <= -K) instead of only the key at exactly K, so the kernel reaches the whole sentence
-and the weights of an interior query still sum to 1. Parameters: 3(D^2 + D) + H(2K+1) with GLU,
-2(D^2 + D) + H(2K+1) without (H(K+1) in the causal decoder).
+One kernel of 2K+1 taps per head, shared across the head's features; causal in decoder
+self-attention (K+1 taps over distances 0..K). Distances are n - m (floor(gamma n) - m in
+cross-attention) over true positions. With global context the outermost taps w[+K], w[-K] are
+spread evenly over all keys at distance >= K (resp. <= -K), so the kernel reaches the whole
+sentence and the weights of an interior query still sum to 1.
 """
 import torch
 from torch import nn
 
 from .engine import (DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
-                     max_relative_position_option, register_mixer)
+                     max_relative_position_option, register_mixer, xavier_linear)
 from ..core.positions import relative_distance
 
 
@@ -72,7 +64,5 @@ def build_lightconv(spec: MixerSpec):
     weights = LightConvWeights(spec)
     if not glu:
         return EnergyMixingAttention(spec, weights)
-    projection = nn.Linear(spec.kdim, 2 * spec.embed_dim)
-    nn.init.xavier_uniform_(projection.weight)
-    nn.init.zeros_(projection.bias)
-    return EnergyMixingAttention(spec, weights, Values.of_spec(spec, projection=nn.Sequential(projection, nn.GLU(dim=-1))))
+    projection = nn.Sequential(xavier_linear(spec.kdim, 2 * spec.embed_dim), nn.GLU(dim=-1))
+    return EnergyMixingAttention(spec, weights, Values.of_spec(spec, projection=projection))

@@ -2,18 +2,11 @@
 
     c_n^h = sum_m W^h[n, m] v_m^h,   v_m = W^V x_m,   out_n = W^O c_n
 
-a learnable spatial mixing matrix per head over (query position, key position), indexed by
-true positions (padding excluded), used as is (no softmax). Causal in decoder self-attention
-(the future mask zeroes W[n, m > n]). The matrix covers positions below
-``--S-linear-max-positions`` P (default 128: GPA Table 2's totals imply H N^2 with N = 128, e.g.
-Base 61.8M = Transformer 66.5M - 12 (D^2 + D) + 12 H 128^2; Table 8 counts H N^2 + 2D^2).
-
-Length limit: the model's ``--max-source-positions`` / ``--max-target-positions`` may not exceed P
-(checked when the model is built; the ``linearnet_*``/``glinearnet_*`` archs default them to P), so
-fairseq's own size filter drops longer training sentences and rejects longer test sentences
-before generation starts (``--skip-invalid-size-inputs-valid-test`` skips them instead). Called
-directly with a longer sentence, the mixer still raises a clear error naming the option.
-Parameters: 2(D^2 + D) + H * P^2 for P positions.
+a learnable matrix per head over true (query, key) positions, used as is (no softmax; the future
+mask makes it causal in decoder self-attention). It covers positions below
+``--S-linear-max-positions`` P, 128 by default: GPA Table 2's totals imply H N^2 with N = 128
+(docs/choices.md). The model's max positions may not exceed P (checked at build time), so
+fairseq's size filter handles longer sentences. Parameters: 2(D^2 + D) + H P^2.
 """
 import torch
 from torch import nn

@@ -14,12 +14,6 @@ from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, register_mi
 def build_mha(spec: MixerSpec):
     if spec.gated:
         return EnergyMixingAttention(spec, ContentEnergy(spec))
-    return MultiheadAttention(
-        spec.embed_dim,
-        spec.num_heads,
-        kdim=spec.kdim,
-        vdim=spec.kdim,
-        dropout=spec.attention_dropout,
-        self_attention=not spec.placement.cross,
-        encoder_decoder_attention=spec.placement.cross,
-    )
+    return MultiheadAttention(spec.embed_dim, spec.num_heads, kdim=spec.kdim, vdim=spec.kdim,
+                              dropout=spec.attention_dropout, self_attention=not spec.placement.cross,
+                              encoder_decoder_attention=spec.placement.cross)

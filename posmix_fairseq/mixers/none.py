@@ -2,7 +2,6 @@
 
 The mixer contributes nothing, and the posmix layers replace that sublayer's LayerNorm by the
 identity, so ``x + 0`` passes through unchanged: exactly a layer without the sublayer.
-For cross-attention use ``--decoder-cross-heads`` with 0 in the layers that have none.
 """
 import torch
 

@@ -1,32 +1,17 @@
-"""``posnet``: PosNet-Attn, positional kernels on the attention values (PosNet, Eqs. 20 and 23).
+"""``posnet``: PosNet-Attn, positional kernels on the attention values (PosNet Eqs. 20 and 23):
 
-    head_h(n)     = sum_m softmax_m(q^h_n k^h_m^T / sqrt(d_k)) PosNet(v^h_m; Phi)     (Eq. 20)
-    PosNet(v; Phi) = act(v^h_m Phi[p_m, h]) + v^h_m                                    (Eq. 23)
+    head_h(n)      = sum_m softmax_m(q^h_n k^h_m^T / sqrt(d_k)) PosNet(v^h_m; Phi)     (Eq. 20)
+    PosNet(v; Phi) = Dropout(act(v^h_m Phi[p_m])) + v^h_m                              (Eq. 23)
 
-with q, k, v the usual projections. act is ReLU by default (``--S-posnet-activation``):
-"attention-level PosNet is identical to embedding-level PosNet, excluding W_1 and W_2" (the
-paper's Figure 5), and PosNet-Embed's act is ReLU in the authors' released code; checkpoints
-stored with defaults version < 12 keep the GeLU they were trained with (models/upgrades.py). The
-paper's kernel tensor is Phi in R^{L x d_k x d_k} (PosNet paper, Section 3.3, "Attention-Level"):
-one (d_k x d_k) kernel per key position p_m, the same for every head. Dropout
-(``--S-posnet-dropout``, its own rate, "independent from that of Transformer", the paper giving no
-value; default ``--dropout``, as PosNet-Embed's ``--<side>-posnet-embed-dropout``) is applied to the
-PosNet output act(v Phi) right before the residual (Section 3.3, "Residual Connection and Dropout"):
-PosNet(v) = Dropout(act(v Phi[p_m])) + v.
-A per-head kernel, Phi[p_m, h] of shape (P x H x D_h x D_h), is what checkpoints stored without the
-readings marker use (their stored legacy reading ``posnet-kernel head``, set only by their upgrade).
-
-p_m is the key's TRUE position (padding excluded; fairseq left-pads sources). By default one
-kernel tensor is shared by the layers of each sublayer kind (``--S-posnet-share-kernels``); the
-encoder and the decoder never share one. The table covers positions below
-``--S-posnet-max-positions`` P (default 128). The model's max source/target positions may not
-exceed P (checked at build time; the ``posnet_attn_*`` archs default them to P), so fairseq's
-size filter handles longer sentences and generation stops at P tokens; called directly with a
-longer sentence the mixer raises a clear error naming the option.
-
-Parameters: 4(D^2 + D) per layer, plus P * d_k^2 per kernel tensor (P * H * D_h^2 per head).
-Table 1 of the paper: PosNet-Attn 64.11M vs SAPE 63.08M, +1.03M; with P = 128 the encoder's and
-the decoder's tensors add 2 * 128 * 64^2 = 1.05M (tests/test_paper_counts.py).
+Phi in R^{P x d_k x d_k} (PosNet Section 3.3, "Attention-Level"): one kernel per key position p_m
+(the TRUE position), the same for every head, shared by the layers of a sublayer kind by default.
+act is ReLU, as PosNet-Embed's ("attention-level PosNet is identical to embedding-level PosNet,
+excluding W_1 and W_2", PosNet Figure 5); checkpoints stored with defaults version < 12 keep GeLU.
+The dropout (Section 3.3, "Residual Connection and Dropout") has its own rate ("independent from
+that of Transformer"; default --dropout). Checkpoints stored without the readings marker read
+per-head kernels Phi[p_m, h] (the stored legacy reading ``posnet-kernel head``). The model's max
+positions may not exceed P (checked at build time), so fairseq's size filter handles longer
+sentences. With P = 128 the encoder's and decoder's kernels add 1.05M (PosNet Table 1: +1.03M).
 """
 import torch
 from fairseq import utils
@@ -36,7 +21,6 @@ from ..core.position_figures import PositionFigure
 from ..core.position_tables import apply_position_kernels, position_kernels, refer_to_shared
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values, register_mixer
 
-ON_OFF = ("on", "off")
 DEFAULT_MAX_POSITIONS = 128  # P (see the module docstring and PosNet Table 1)
 PER_HEAD_KERNELS = "head"  # the stored legacy reading "posnet-kernel" of checkpoints made before the marker
 
@@ -89,22 +73,20 @@ class PositionKernelValues(Values):
         return (self.dropout(self.activation_fn(kernelled)) + v).transpose(1, 2)
 
 
-@register_mixer("posnet", gated_by_default=False, uses_positions=True,
-                description="PosNet-Attn (PosNet Eqs. 20, 23): content attention over values with per-position kernels",
-                options={
-                    "posnet-max-positions": dict(type=int, default=DEFAULT_MAX_POSITIONS, metavar="P",
-                                                 help=f"positions covered by the PosNet kernel table (default "
-                                                      f"{DEFAULT_MAX_POSITIONS}); the model's max source/target "
-                                                      "positions may not exceed it"),
-                    "posnet-dropout": dict(type=float, default=None, metavar="P",
-                                           help="dropout on the PosNet output before its residual (default: "
-                                                "--dropout, as PosNet-Embed's)"),
-                    "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
-                                              help="act of PosNet-Attn (Eq. 23; default relu, as PosNet-Embed's)"),
-                    "posnet-share-kernels": dict(choices=ON_OFF, default="on",
-                                                 help="one PosNet-Attn kernel tensor for all layers of this "
-                                                      "sublayer kind (default on) or one per layer"),
-                })
+@register_mixer(
+    "posnet", gated_by_default=False, uses_positions=True,
+    description="PosNet-Attn (PosNet Eqs. 20, 23): content attention over values with per-position kernels",
+    options={
+        "posnet-max-positions": dict(type=int, default=DEFAULT_MAX_POSITIONS, metavar="P",
+                                     help=f"positions covered by the PosNet kernel table (default "
+                                          f"{DEFAULT_MAX_POSITIONS}); the model's max positions may not exceed it"),
+        "posnet-dropout": dict(type=float, default=None, metavar="P",
+                               help="dropout on the PosNet output before its residual (default --dropout)"),
+        "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
+                                  help="act of PosNet-Attn (Eq. 23; default relu, as PosNet-Embed's)"),
+        "posnet-share-kernels": dict(choices=("on", "off"), default="on",
+                                     help="one kernel tensor for the layers of this sublayer kind (default on)"),
+    })
 def build_posnet(spec: MixerSpec):
     opts = spec.options
     option = spec.flag("posnet-max-positions")
@@ -116,17 +98,16 @@ def build_posnet(spec: MixerSpec):
         if limit is not None and limit > max_positions:
             raise ValueError(
                 f"{side.max_positions_option} {limit} exceeds the PosNet-Attn kernel table of {max_positions} "
-                f"positions ({option}): set {side.max_positions_option} {max_positions} (fairseq then drops longer training "
-                f"sentences, rejects longer test sentences and stops decoding there; "
+                f"positions ({option}): set {side.max_positions_option} {max_positions} (fairseq then drops longer "
+                f"training sentences, rejects longer test sentences and stops decoding there; "
                 f"--skip-invalid-size-inputs-valid-test skips them) or raise {option}")
-    energy = ContentEnergy(spec)
-    head_dim = spec.embed_dim // spec.num_heads
+    energy = ContentEnergy(spec)  # built before the kernels: the parameters' initialisation order
     shared = opts["posnet-share-kernels"] == "on"
     groups = spec.num_heads if opts.get("posnet-kernel") == PER_HEAD_KERNELS else 1
     dropout = spec.dropout if opts["posnet-dropout"] is None else float(opts["posnet-dropout"])
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"{spec.flag('posnet-dropout')} must be in [0, 1) (got {dropout})")
-    make = lambda: PositionKernels(max_positions, groups, head_dim)  # noqa: E731
+    make = lambda: PositionKernels(max_positions, groups, spec.embed_dim // spec.num_heads)  # noqa: E731
     kernels = spec.shared_tables.shared(f"posnet_{spec.placement.name}", make) if shared else make()
     values = PositionKernelValues.of_spec(spec, kernels=kernels, shared=shared,
                                           activation=opts["posnet-activation"], max_positions_option=option,

@@ -1,5 +1,4 @@
-"""``relattn``: token-position relative attention (GPA Section 7.2):
-queries from token content, keys from relative positions only (token-position interactions):
+"""``relattn``: token-position relative attention (GPA Section 7.2): content queries, relative keys:
 
     e_nm = (W^Q y_n)(a^K_nm)^T / sqrt(D_h)
 
@@ -19,8 +18,7 @@ class RelativeKeyEnergy(SoftmaxEnergy):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         self.num_heads = spec.num_heads
-        head_dim = spec.embed_dim // spec.num_heads
-        self.scaling = head_scaling(head_dim)
+        self.scaling = head_scaling(spec.embed_dim // spec.num_heads)
         self.k, self.length_ratio = max_relative_position(spec), spec.length_ratio
         self.q_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
         self.relative_keys = relative_position_table(spec, self.k, spec.options["position-table"])

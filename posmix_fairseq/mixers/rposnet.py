@@ -1,21 +1,12 @@
-"""``rposnet``: rPosNet of GPA Eqs. 9-10.
-The energies depend on positions only, never on token content:
+"""``rposnet``: rPosNet of GPA Eqs. 9-10. The energies depend on positions only, never on token content:
 
     e_nm = (W^Q n~)(d~_nm)^T / sqrt(D_h),    d~_nm = Emb_rel(clip(floor(gamma n) - m, K))
 
-n~ is the absolute query-position table shared across the layers of a side (learned by default,
-Section 5.2); W^Q and Emb_rel ((2K+1) x D, head h uses slice h: Table 8) are per layer.
-gamma = 1 in self-attention and the training-set length ratio in cross-attention (Section 4.2).
-Gating (Eq. 4) is on by default. Training-time parameters per layer (gated):
-4(D^2 + D) + 2D + (2K + 1) D (``--S-relative-embedding-heads shared``: (2K + 1) D_h).
-
-Mixing implementations (``--S-rposnet-impl``; the paths in mixers/paths/): ``dense`` (the (T, S)
-energies) or ``window`` (band + far sums, O(T (2K+3) D_h); the Triton kernel on a GPU); ``auto``
-(default) is dense on the CPU and, on a GPU, the defaults of kernels/choice.py; ``triton`` forces the
-Triton kernels (window form, decoding step, gating) on every device. The builder settles the choice
-once (kernels/choice.py ``choose``). Decoder self-attention always decodes with the constant state
-(last K values, far sum). Trained and frozen (``posmix-freeze``) energies share the table contract
-these paths read.
+n~ is the absolute query-position table shared by the layers of a side (learned by default, GPA
+Section 5.2); W^Q and Emb_rel ((2K+1) x D, head h uses slice h: GPA Table 8) are per layer; gamma is
+the training-set length ratio in cross-attention (GPA Section 4.2). Gating (Eq. 4) is on by default.
+``--S-rposnet-impl`` picks the mixing paths (docs/search-time.md, docs/gpu.md); decoder
+self-attention always decodes with the constant state (last K values, far sum).
 """
 from torch import Tensor
 
@@ -26,12 +17,8 @@ from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, Pos
 from .paths.constant_state import ConstantStateDecoding
 from .paths.rposnet_band import RPosNetBandMixing
 
-#: implementations of rPosNet mixing (``--S-rposnet-impl``): ``auto`` runs ``dense`` on the CPU and, for
-#: CUDA tensors, the GPU defaults of posmix_fairseq/kernels/choice.py; ``triton`` forces the Triton kernels
 RPOSNET_IMPL_CHOICES = ("auto", "dense", "window", "triton")
-#: ``--S-rposnet-impl`` default: dense on the CPU, chosen by measurement (docs/search-time.md); for CUDA
-#: tensors the GPU defaults of kernels/choice.py (docs/gpu.md)
-DEFAULT_IMPL = "auto"
+DEFAULT_IMPL = "auto"  # dense on the CPU, chosen by measurement (docs/search-time.md); on a GPU, docs/gpu.md
 
 
 class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
@@ -61,16 +48,14 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                 options={**max_relative_position_option(), **absolute_table_options("learned"),
                          **relative_embeddings_options("sliced"),
                          "rposnet-impl": dict(choices=RPOSNET_IMPL_CHOICES, default=DEFAULT_IMPL,
-                                              help="rPosNet mixing: dense ((T, S) energies, the reference) or window "
-                                                   "(2K+1 band keys plus far-left/far-right sums, O(T (2K+3) D_h); "
-                                                   "no attention dropout, no attention weights: a call that asks "
-                                                   "for weights runs dense); auto: dense on the CPU, on a GPU the "
-                                                   "defaults of posmix_fairseq/kernels/choice.py; triton: the window "
+                                              help="rPosNet mixing: dense ((T, S) energies, the reference); window "
+                                                   "(2K+1 band keys + far sums, O(T (2K+3) D_h); no attention "
+                                                   "dropout; a call that asks for weights runs dense); auto: dense on "
+                                                   "the CPU, on a GPU kernels/choice.py's defaults; triton: the window "
                                                    "form, decoding step and gating by the Triton kernels, an error "
                                                    f"where they cannot run (default {DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec):
-    # checkpoints made before the option get its default (MixerPlan.spec reads unset options as defaults): auto,
-    # which is dense on the CPU as then, and the same function everywhere
+    # a checkpoint stored without the option reads its default, auto: dense on the CPU, as it was trained
     impl, placement = spec.options["rposnet-impl"], spec.placement
     paths = rposnet_paths(placement, impl)
     choice = choose(impl, placement.flag("rposnet-impl"), decodes=placement.causal and not placement.cross,
@@ -79,10 +64,8 @@ def build_rposnet(spec: MixerSpec):
 
 
 def rposnet_paths(placement, impl: str):
-    """The mixing paths of an rPosNet sublayer: constant-state decoding in decoder self-attention,
-    then the band form, which serves the calls on a device whose choice (kernels/choice.py) is the
-    window (``impl`` window or triton; auto: on a GPU where the defaults say so); dense mixing closes
-    every list."""
+    """Constant-state decoding in decoder self-attention, then the band form, which serves the calls
+    on a device whose kernel choice is the window; dense mixing closes every list."""
     flag = placement.flag("rposnet-impl")
     if impl not in RPOSNET_IMPL_CHOICES:
         raise ValueError(f"{flag}: {impl!r} is not a mixing implementation of rposnet; valid values: "

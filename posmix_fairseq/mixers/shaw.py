@@ -1,17 +1,13 @@
-"""``shaw``: relative position representations (Shaw et al. 2018, Eqs. 3-4; Gated position-based
-attention, Table 6 "Shaw"):
+"""``shaw``: relative position representations (Shaw et al. 2018, Eqs. 3-4; GPA Table 6 "Shaw"):
 
     e_nm = (W^Q y_n)(W^K x_m + a^K_nm)^T / sqrt(D_h)
     c_n  = sum_m a_nm (W^V x_m + a^V_nm)
 
-with a^K, a^V learned embeddings of the clipped distance clip(floor(gamma n) - m, K), one table
-pair per layer. ``--S-relative-embedding-heads`` lays them out: shared across heads (Shaw et al.;
-the mixer's default; 4(D^2 + D) + 2(2K + 1) D_h parameters) or sliced (one D-vector per distance,
-head h uses slice h; 4(D^2 + D) + 2(2K + 1) D). Variants: K-only (``--S-shaw-value-term off``, the
-a^V term omitted: 4(D^2 + D) + (2K + 1) D_h shared, 4(D^2 + D) + (2K + 1) D sliced: GPA Table 8's
-"(2K+1) D + 4D^2", the reading of the ``shaw_<size>`` archs) and relative sinusoidal
-(``--S-position-table sinusoidal``: a^K, a^V are the first D_h dims of the D-dim sinusoidal
-encoding of the clipped distance, PEA Eqs. 8-9; no parameters).
+with a^K, a^V learned embeddings of the clipped distance clip(floor(gamma n) - m, K), one table pair
+per layer, shared across heads (Shaw et al.) or sliced (``--S-relative-embedding-heads``). Variants:
+K-only (``--S-shaw-value-term off``: GPA Table 8's "(2K+1) D + 4D^2", the ``shaw_<size>`` archs) and
+relative sinusoidal (``--S-position-table sinusoidal``, PEA Eqs. 8-9; no parameters). Parameters of
+each layout: docs/architectures.md; why GPA's Shaw has no a^V: docs/choices.md.
 """
 from torch import nn
 

@@ -1,35 +1,22 @@
 """``t5bias``: T5's scalar relative position bias (Raffel et al. 2020) and AT5, its learnable
-bucketisation (the baselines of the PosNet paper; Wu et al. 2021 for AT5).
+bucketisation (Wu, Zhang, Mao & Chen 2021, "On scalar embedding of relative positions in attention
+models"); the baselines of PosNet Table 1:
 
-    e^h_nm = (W^Q y_n)^h (W^K x_m)^h^T / sqrt(D_h) + b^h[bucket(n - m)]
+    T5:  e^h_nm = (W^Q y_n)^h (W^K x_m)^h^T / sqrt(D_h) + b^h[bucket(n - m)]
+    AT5: e^h_nm = (W^Q y_n)^h (W^K x_m)^h^T / sqrt(D_h) + MLP_h(1 - exp(-alpha_h |n - m|))
 
-T5 buckets the distance d = n - m (query minus key): in the encoder (bidirectional) half of the
-B buckets serve keys after the query; within a direction, |d| < B'/2 gets its own bucket
-(B' = the buckets of that direction) and larger distances share log-spaced buckets up to
-``max_distance``, beyond which all distances share the last bucket. In the decoder
-(unidirectional) every bucket serves d >= 0. As in T5, one table b (B x H) is shared by all
-layers of the encoder (of the decoder). Unlike T5 (which folds 1/sqrt(D_h) into its
-initialisation) the content term keeps fairseq's 1/sqrt(D_h) scaling.
+T5 buckets d = n - m (``t5_bucket``) up to ``max_distance``, beyond which the bucket is constant, so
+distances are clipped there exactly (any length extrapolates). Unlike T5 (which folds 1/sqrt(D_h)
+into its initialisation) the content term keeps fairseq's scaling. AT5 (``--S-t5-adaptive on``)
+learns per head and direction the slope of a soft bucket that saturates at 1 (far distances share a
+value, as T5's last bucket), with the constants of the authors' TensorFlow code
+(BDBC-KG-NLP/AAAI2021-Scalar-Embedding-of-Relative-Positions, thumt/layers/soft_t5_attention.py);
+it adds 4,848 parameters at Base: +0.005M (PosNet Table 1: 63.08M). Both are shared by a side's layers.
 
-AT5 (``--S-t5-adaptive on``) is Wu et al. (2021)'s soft bucketing, in :mod:`.t5bias_soft_buckets` (a
-per-head MLP of the soft bucket 1 - exp(-alpha |d|); ``--S-at5-hidden l1,l2``).
-
-The cumulative variant is what checkpoints stored without the readings marker built for
-``--S-t5-adaptive on`` (their stored legacy reading ``t5-adaptive cumulative``, set only by their
-upgrade; no command line asks for it): a learnable, monotone bucketisation that equals T5's at
-initialisation. The bucket coordinate of a distance a = |d| (per direction) is a running sum of
-non-negative increments,
-
-    u(a) = min(sum_{k=1..a} max(s_k, 0), B' - 1),   s_k initialised to T5's bucket(k) - bucket(k-1)
-
-so u is T5's integer bucket at initialisation and non-decreasing in a always; the bias is the
-linear interpolation of the table at u: b(a) = (1 - frac u) b[floor u] + (frac u) b[floor u + 1].
-Gradients reach s through the interpolation, so training moves T5's bucket boundaries while
-keeping its table (Wu et al. replace the table itself).
-
-Beyond ``max_distance`` T5's bucket is constant, so distances are clipped there exactly (any
-length extrapolates). Parameters: B * H per encoder/decoder (+ max_distance per direction for
-cumulative; AT5 see :mod:`.t5bias_soft_buckets`) on top of 4(D^2 + D) per layer.
+The cumulative variant (the stored legacy reading ``t5-adaptive cumulative`` of old checkpoints; no
+command line asks for it) keeps T5's table and learns its bucket boundaries: per direction, the
+coordinate of a = |d| is u(a) = min(sum_{k=1..a} max(s_k, 0), B' - 1), s_k initialised to T5's
+bucket(k) - bucket(k-1), and the bias is the table linearly interpolated at u (docs/choices.md).
 """
 import math
 
@@ -41,15 +28,18 @@ from ..core.position_figures import PositionFigure
 from ..core.position_tables import refer_to_shared
 from ..core.positions import relative_distance
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, register_mixer
-from .t5bias_soft_buckets import SoftBucketBias, parse_widths
 
 ADAPTIVE = ("off", "on")
 CUMULATIVE = "cumulative"  # the stored legacy reading "t5-adaptive" of checkpoints made before the marker
+SLOPE_SCALE = 1.0 / 256  # the released code's A = 1 / max_length (THUMT default max_length 256)
+SLOPE_INIT = (1.0, 15.0)  # bucket_slop_min / bucket_slop_max of the translation scripts
+INIT_STD, INIT_BIAS = 0.1, 0.1  # create_initializer(0.1), constant_initializer(0.1)
 
 
 def t5_bucket(distance: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
     """T5's bucket of each distance d = query - key position (Raffel et al. 2020, the
-    ``_relative_position_bucket`` of the reference implementation)."""
+    ``_relative_position_bucket`` of the reference implementation). Bidirectional, half the buckets
+    serve keys after the query; of a direction's B', |d| < B'/2 get their own, larger |d| log-spaced ones."""
     bucket = torch.zeros_like(distance)
     if bidirectional:
         num_buckets //= 2
@@ -64,7 +54,7 @@ def t5_bucket(distance: Tensor, bidirectional: bool, num_buckets: int, max_dista
 
 
 class ScalarRelativeBias(nn.Module):
-    """Per-head scalar bias of each clipped distance -max_distance..max_distance, T5 or AT5."""
+    """Per-head scalar bias of each clipped distance -max_distance..max_distance, T5 or cumulative."""
 
     def __init__(self, num_heads: int, num_buckets: int, max_distance: int, bidirectional: bool,
                  adaptive: bool, embed_dim: int):
@@ -72,21 +62,19 @@ class ScalarRelativeBias(nn.Module):
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.bidirectional, self.adaptive = bidirectional, adaptive
         self.bias = nn.Parameter(torch.randn(num_buckets, num_heads) * embed_dim ** -0.5)  # T5's init
-        magnitudes = torch.arange(max_distance + 1)
         self.register_buffer("t5_buckets", t5_bucket(torch.arange(-max_distance, max_distance + 1),
                                                      bidirectional, num_buckets, max_distance), persistent=False)
         if adaptive:
-            per_direction = t5_bucket(magnitudes, False, self.direction_buckets, max_distance)
+            per_direction = t5_bucket(torch.arange(max_distance + 1), False, self.direction_buckets, max_distance)
             increments = (per_direction[1:] - per_direction[:-1]).float()
-            directions = 2 if bidirectional else 1
-            self.increments = nn.Parameter(increments.unsqueeze(0).repeat(directions, 1))
+            self.increments = nn.Parameter(increments.unsqueeze(0).repeat(2 if bidirectional else 1, 1))
 
     @property
     def direction_buckets(self) -> int:
         return self.num_buckets // 2 if self.bidirectional else self.num_buckets
 
     def bucket_coordinates(self) -> Tensor:
-        """AT5: (directions, max_distance + 1) monotone coordinates u(a), a = 0..max_distance."""
+        """Cumulative: (directions, max_distance + 1) monotone coordinates u(a), a = 0..max_distance."""
         steps = self.increments.clamp(min=0)
         u = torch.cat([steps.new_zeros(steps.size(0), 1), torch.cumsum(steps, dim=1)], dim=1)
         return u.clamp(max=self.direction_buckets - 1)
@@ -101,10 +89,8 @@ class ScalarRelativeBias(nn.Module):
         frac = (u - lower).unsqueeze(-1)
         lower = lower.long()
         upper = (lower + 1).clamp(max=half - 1)
-        per_direction = []
-        for direction in range(u.size(0)):  # 0: keys before/at the query (d >= 0), 1: after (d < 0)
-            table = self.bias[direction * half: (direction + 1) * half]
-            per_direction.append((1 - frac[direction]) * table[lower[direction]] + frac[direction] * table[upper[direction]])
+        tables = [self.bias[i * half: (i + 1) * half] for i in range(u.size(0))]  # keys at/before the query, after
+        per_direction = [(1 - f) * table[low] + f * table[up] for table, f, low, up in zip(tables, frac, lower, upper)]
         forward = per_direction[0]  # a = 0..m, for d = a
         if self.bidirectional:
             backward = per_direction[1][1:].flip(0)  # d = -m..-1
@@ -116,6 +102,57 @@ class ScalarRelativeBias(nn.Module):
         """(B, H, T, S) biases of every (query, key) pair."""
         d = relative_distance(query_positions, key_positions, 1.0).clamp(-self.max_distance, self.max_distance)
         return self.table()[d + self.max_distance].permute(0, 3, 1, 2)
+
+
+def parse_widths(text, option: str):
+    try:
+        widths = [int(v) for v in str(text).split(",")]
+    except ValueError:
+        widths = []
+    if len(widths) != 2 or min(widths) < 1:
+        raise ValueError(f"{option}: give the two hidden widths l1,l2 of the AT5 MLP as positive integers, e.g. "
+                         f"32,4 (got {text!r})")
+    return widths
+
+
+class SoftBucketBias(nn.Module):
+    """Per-head scalar bias b_h(|n - m|) = MLP_h(1 - exp(-slope_h |n - m|)), per direction."""
+
+    def __init__(self, num_heads: int, bidirectional: bool, widths=(32, 4), dropout: float = 0.0):
+        super().__init__()
+        l1, l2 = widths
+        dirs = 2 if bidirectional else 1  # direction 0: keys at or before the query; 1: after it
+        self.bidirectional = bidirectional
+        self.slopes = nn.Parameter(torch.empty(dirs, num_heads).uniform_(*SLOPE_INIT))
+        self.w1 = nn.Parameter(self._init(dirs, num_heads, l1))
+        self.b1 = nn.Parameter(torch.full((dirs, num_heads, l1), INIT_BIAS))
+        self.w2 = nn.Parameter(self._init(dirs, num_heads, l1, l2))
+        self.b2 = nn.Parameter(torch.full((dirs, num_heads, l2), INIT_BIAS))
+        self.w3 = nn.Parameter(self._init(dirs, num_heads, l2))
+        self.b3 = nn.Parameter(torch.full((dirs, num_heads), INIT_BIAS))
+        self.dropout = nn.Dropout(dropout)
+
+    @staticmethod
+    def _init(*shape):
+        return nn.init.trunc_normal_(torch.empty(*shape), std=INIT_STD, a=-2 * INIT_STD, b=2 * INIT_STD)
+
+    def table(self, longest: int) -> Tensor:
+        """(2 longest + 1, H): the bias of d = n - m for d = -longest..longest."""
+        a = torch.arange(longest + 1, device=self.slopes.device)
+        slope = torch.relu(self.slopes) * SLOPE_SCALE
+        f = 1.0 - torch.exp(-slope.unsqueeze(-1) * a.to(slope.dtype))  # (dirs, H, A) soft buckets of a = 0..longest
+        h1 = self.dropout(torch.relu(f.unsqueeze(-1) * self.w1.unsqueeze(2) + self.b1.unsqueeze(2)))  # (dirs, H, A, l1)
+        h2 = torch.relu(torch.einsum("dhal,dhlm->dham", h1, self.w2) + self.b2.unsqueeze(2))  # (dirs, H, A, l2)
+        per_direction = (h2 * self.w3.unsqueeze(2)).sum(-1) + self.b3.unsqueeze(-1)  # (dirs, H, A)
+        before = per_direction[0].t()  # d = 0..longest (keys at or before the query)
+        after = per_direction[1, :, 1:].t().flip(0) if self.bidirectional else before.new_zeros(longest, before.size(1))
+        return torch.cat([after, before], dim=0)  # d = -longest..-1, then 0..longest
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """(B, H, T, S) biases of every (query, key) pair (later keys are 0 in the decoder: masked)."""
+        d = relative_distance(query_positions, key_positions, 1.0)
+        longest = int(d.abs().max()) if d.numel() else 0
+        return self.table(longest)[d + longest].permute(0, 3, 1, 2)
 
 
 class T5BiasEnergy(ContentEnergy):
@@ -177,11 +214,9 @@ class T5BiasEnergy(ContentEnergy):
                     "t5-max-distance": dict(type=int, default=128, metavar="M",
                                             help="distance from which all share the last bucket (default 128)"),
                     "t5-adaptive": dict(choices=ADAPTIVE, default="off",
-                                        help="on: AT5, Wu et al. (2021)'s soft buckets and per-head MLP; "
-                                             "off: T5 (default)"),
+                                        help="on: AT5, Wu et al. (2021)'s soft buckets and MLP; off: T5 (default)"),
                     "at5-hidden": dict(type=str, default="32,4", metavar="L1,L2",
-                                       help="AT5 (--S-t5-adaptive on): hidden widths of the per-head MLP "
-                                            "(default 32,4)"),
+                                       help="AT5 (--S-t5-adaptive on): hidden widths of the MLP (default 32,4)"),
                 })
 def build_t5bias(spec: MixerSpec):
     return EnergyMixingAttention(spec, T5BiasEnergy(spec))

@@ -1,19 +1,9 @@
-"""Embedding-level position modules: the registry, and the stage that runs them.
-
-An encoder or a decoder takes one position encoding (``--encoder-position-encoding``,
-``--decoder-position-encoding``). Additive ones (``sinusoidal``, ``learned``) are fairseq's
-own position embeddings; ``none`` removes them. The others transform the embedded input
-x = embed_scale * E[tokens] (B, T, D) before the first layer, replacing the additive positions:
+"""Embedding-level position modules: the registry, fairseq's own additive embeddings, and the stage
+that runs the others on the embedded input x = embed_scale * E[tokens] before the first layer:
 
     x -> encoding(x, frame) -> [LayerNorm if --layernorm-embedding] -> dropout -> layer 1
 
-They run in the encoder's / decoder's ``position_encoding`` submodule, an :class:`EmbeddingStage`
-that also holds fairseq's embedding LayerNorm; fairseq's forward reaches it through its
-``layernorm_embedding`` slot (the one point where both ``TransformerEncoderBase.forward_embedding``
-and the decoder's ``extract_features`` transform the embedded input), which the encoder and the
-decoder expose as a view of ``position_encoding``. ``frame`` is the
-:class:`~posmix_fairseq.core.positions.PositionFrame` of the running encoder/decoder call: true
-positions, padding mask and (decoding) fairseq's incremental state.
+Why the stage sits in fairseq's ``layernorm_embedding`` slot: docs/choices.md; the flags: docs/position-encodings.md.
 """
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
@@ -40,9 +30,7 @@ class PositionEncodingSpec:
 
 @dataclass
 class PositionEncodingEntry(Entry):
-    """``builder`` returns None for fairseq's additive embeddings (``token_positions`` says which)."""
-
-    token_positions: Optional[str] = None  # fairseq's additive embeddings kept: "sinusoidal", "learned" or None
+    token_positions: Optional[str] = None  # fairseq's additive embeddings kept (the builder gives None): their kind
 
 
 POSITION_ENCODING_REGISTRY: Registry[PositionEncodingEntry] = Registry("position encoding")
@@ -60,9 +48,19 @@ def register_position_encoding(name: str, *, description: str, token_positions: 
     return wrap
 
 
+@register_position_encoding("sinusoidal", token_positions="sinusoidal",
+                            description="sinusoidal absolute position embeddings (Vaswani et al. 2017)")
+@register_position_encoding("learned", token_positions="learned",
+                            description="learned absolute position embeddings (one vector per position)")
+@register_position_encoding("none", description="no position embeddings")
+def fairseq_positions(spec):
+    """No module: fairseq's own embeddings (beyond a learned table, a clear error names the option
+    that sizes it), or none, switched per side by ``token_positions``."""
+    return None
+
+
 class EmbeddingStage(nn.Module):
-    """Runs a position encoding on the embedded input (none for fairseq's additive encodings, which
-    fairseq adds before this stage), then the original embedding LayerNorm (if any)."""
+    """A position encoding on the embedded input (if any), then fairseq's embedding LayerNorm (if any)."""
 
     def __init__(self, encoding: Optional[nn.Module], route: PositionRoute, layer_norm: Optional[nn.Module]):
         super().__init__()

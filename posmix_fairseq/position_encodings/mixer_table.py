@@ -2,17 +2,9 @@
 
     x_j -> x_j + s * n~[p_j],   s = embed_scale for a learned n~, 1 for a sinusoidal one
 
-n~ is the very table the side's self-attention mixer reads (the same parameters, not a copy), at the
-token's true position p_j. This is ``use_pos_embed`` of the released code of Gated position-based
-attention (github.com/apptek/posnet-position_based_attention; ``use_pos_embed`` defaults to True in
-models/posnet/models/posnet.py and no config turns it off): its ``PositionalEmbedding``
-(pytorchmt/pytorchmt/model/modules.py) returns sqrt(D) (E[w] + P[p]) and hands the same P[p] to the
-attention, its ``SinusodialPositionalEmbedding`` returns sqrt(D) E[w] + S[p] and hands S[p] on. x here
-is already embed_scale * E[w], hence s. The paper (Section 5.2) names only the tables of the mixers,
-which is what the ``aposnet`` / ``rposnet`` archs use (``--S-position-encoding none``).
-
-No parameters of its own; the side's self-attention mixer must have an absolute table (aposnet,
-rposnet), or building the model is an error.
+n~ is the very table (the same parameters) that the side's self-attention mixer, aposnet or rposnet,
+reads; another mixer is a build error. This is ``use_pos_embed`` of GPA's released code, hence s
+(docs/choices.md, "The released GPA code"); GPA Section 5.2 names only the mixers' tables.
 """
 from torch import nn
 

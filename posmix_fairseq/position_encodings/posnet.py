@@ -1,21 +1,13 @@
-"""``posnet``: PosNet-Embed, positional kernels at the embeddings (PosNet, Eq. 24).
+"""``posnet``: PosNet-Embed, positional kernels at the embeddings (PosNet Eq. 24), in place of the
+absolute position embedding:
 
     H = Dropout(act((X W_1) (x) Phi) W_2) + X,   ((X W_1) (x) Phi)_j = (x_j W_1) Phi[p_j]
 
-W_1 (D x d_p), W_2 (d_p x D) and a kernel Phi[p] (d_p x d_p) per position p; d_p =
-``--S-posnet-embed-dim`` (default 128, or 256 when the embedding dim is >= 1024: the paper's Base
-and Big); its own dropout ``--S-posnet-embed-dropout`` (default: --dropout) before the residual. It
-replaces the absolute position embedding. p_j is the token's TRUE position (padding excluded:
-the paper's code turned left padding off instead, and shared one PosNet between encoder and
-decoder, leaving the decoder without a position signal; here each side has its own). The
-kernel table covers positions below ``--S-posnet-embed-max-positions`` (default 256); a longer
-sentence raises a clear error naming it. Parameters: 2 D d_p + P d_p^2 per side. (S is
-``encoder`` or ``decoder``; PosNet-Attn's options are the sublayers' ``--S-posnet-*``.)
-
-act is ReLU by default: the paper names only "the non-linear activation" sigma (Eq. 23); its
-released code (vesterchang/interpret_positional_encoding, posnet/modules.py) uses ReLU, with the
-order W_1 -> Phi[p] -> ReLU -> W_2 -> Dropout -> + X, as here. The code applies PosNet after the
-embedding dropout; here it runs in the side's position_encoding stage, before it (docs/choices.md).
+W_1 (D x d_p), W_2 (d_p x D), a kernel Phi[p] (d_p x d_p) per position p below
+``--S-posnet-embed-max-positions`` (a longer sentence is a clear error naming it). p_j is the token's
+TRUE position, and each side has its own PosNet: the paper's code shared one and left the decoder
+without a position signal. act is ReLU, the released code's (the paper names only sigma); that code
+and how this module differs from it: docs/choices.md.
 """
 import torch
 from fairseq import utils
@@ -26,6 +18,18 @@ from ..core.position_tables import apply_position_kernels, position_kernels
 from .base import PositionEncodingSpec, register_position_encoding
 
 
+@register_position_encoding(
+    "posnet", description="PosNet-Embed (PosNet Eq. 24): per-position kernels at the embeddings",
+    options={
+        "posnet-embed-dim": dict(type=int, default=None, metavar="D_P",
+                                 help="d_p of PosNet-Embed (default 128; 256 when the embedding dim >= 1024)"),
+        "posnet-embed-max-positions": dict(type=int, default=256, metavar="P",
+                                           help="positions covered by the PosNet-Embed kernel table (default 256)"),
+        "posnet-embed-dropout": dict(type=float, default=None, metavar="P",
+                                     help="dropout of PosNet-Embed before its residual (default: --dropout)"),
+        "posnet-embed-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
+                                        help="act of PosNet-Embed (default relu, the paper's released code)"),
+    })
 class PosNetEmbedding(nn.Module):
     def __init__(self, spec: PositionEncodingSpec):
         super().__init__()
@@ -65,18 +69,3 @@ class PosNetEmbedding(nn.Module):
                                            self.kernels, self.max_positions_option).squeeze(2)
         return self.dropout(self.w2(self.activation_fn(kernelled))) + x
 
-
-@register_position_encoding(
-    "posnet", description="PosNet-Embed (PosNet Eq. 24): per-position kernels at the embeddings",
-    options={
-        "posnet-embed-dim": dict(type=int, default=None, metavar="D_P",
-                                 help="d_p of PosNet-Embed (default 128; 256 when the embedding dim >= 1024)"),
-        "posnet-embed-max-positions": dict(type=int, default=256, metavar="P",
-                                           help="positions covered by the PosNet-Embed kernel table (default 256)"),
-        "posnet-embed-dropout": dict(type=float, default=None, metavar="P",
-                                     help="dropout of PosNet-Embed before its residual (default: --dropout)"),
-        "posnet-embed-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
-                                        help="act of PosNet-Embed (default relu, the paper's released code)"),
-    })
-def build_posnet_embed(spec: PositionEncodingSpec):
-    return PosNetEmbedding(spec)

@@ -1,8 +1,6 @@
-"""The machinery of ``rpehead`` and ``mprhead`` (their modules register them): recurrent positional
-embedding (Chen et al. 2019, EMNLP; RecPE).
-
-Each embedded word vector x_j (D) is split into x^p_j (its first d_p dims) and x^r_j (its last
-d_r dims), d_r = t D / H for t = ``--S-rpe-heads``:
+"""``rpehead`` and ``mprhead``: recurrent positional embedding (RecPE). Each embedded word vector
+x_j (D) is split into x^p_j (its first d_p dims) and x^r_j (its last d_r = t D / H dims, t =
+``--S-rpe-heads``):
 
     r_j = tanh(f_RNN(x^r_j, r_{j-1}) W^r + b^r)                    (Eq. 1)
     p_j = x^p_j + pe_j                                              (Eq. 3)
@@ -10,24 +8,11 @@ d_r dims), d_r = t D / H for t = ``--S-rpe-heads``:
     RPEHead: m_j = [p_j : r_j]                                      (Eq. 4)
     MPRHead: m_j = [p^1_j : r^1_j : ... : p^H_j : r^H_j]            (Eq. 5)
 
-with p^h (d_p/H) and r^h (d_r/H) the h-th slices. m_j is the input of the first layer, whose
-multi-head self-attention is the Transformer's (Eqs. 4-5: O_h = Att(Q W^Q_h, K W^K_h, V W^V_h)
-with Q, K, V "depending on" T or M, i.e. every head projects all of m_j): the paper's
-parameter counts grow (+0.49M RPEHead, +0.37M MPRHead at Base on WMT14 En-De) by the recurrent
-part only. With the interleaved layout of Eq. 2 every slice p^h holds sine-cosine pairs.
-
-Choices (the paper leaves them open): f_RNN is a GRU cell by default (``--S-rpe-cell``
-gru|lstm|rnn) with d_r units, whose recurrent input is r_{j-1} as Eq. 1 writes (an LSTM cell
-also carries its memory c). Direction (``--S-rpe-direction``): forward by default; the encoder
-may run backward or bidirectionally (two cells of d_r/2 units, r = [r_fwd : r_bwd]); the decoder
-must be forward (left to right), which makes decoding incremental: r_{j-1} (and c) are kept
-in fairseq's incremental state. Ablations: ``--S-rpe-sinusoids off`` drops pe_j (the "-PE"
-rows); a RecPE-free side is simply ``--S-position-encoding sinusoidal``.
-The ``sliced-legacy`` RecPE reading (the stored legacy reading ``rpe-reading`` of checkpoints made
-before the readings marker, set only by their upgrade) puts pe_j in the [sin | cos] layout, and the
-model computes head h of the side's first self-attention layer from slice h of m_j only; no command
-line asks for it.
-Parameters: the cell(s) (GRU: 3 (d_r d_r + d_r d_r + 2 d_r)) and W^r, b^r (d_r^2 + d_r).
+with p^h (d_p/H), r^h (d_r/H) the h-th slices. m_j enters the Transformer's first layer, every head
+over all of m_j (the reading of the paper's parameter counts: docs/choices.md). The decoder runs
+forward only, keeping r_{j-1} (and an LSTM cell's c) in fairseq's incremental state. Old
+checkpoints' ``sliced-legacy`` reading (the stored legacy reading ``rpe-reading``) puts pe_j in the
+[sin | cos] layout, and head h of the side's first self-attention layer reads slice h of m_j only.
 """
 import torch
 from torch import Tensor, nn
@@ -35,7 +20,7 @@ from torch import Tensor, nn
 from ..core.incremental import BatchFirstIncrementalState
 from ..core.position_tables import interleaved_sinusoids, sinusoidal_encoding
 from ..core.positions import gather_rows, left_aligned, reversed_within_length
-from .base import PositionEncodingSpec
+from .base import PositionEncodingSpec, register_position_encoding
 
 CELLS = {"gru": nn.GRUCell, "lstm": nn.LSTMCell, "rnn": nn.RNNCell}
 DIRECTIONS = ("forward", "backward", "bidirectional")
@@ -113,17 +98,10 @@ class RecurrentPositionalEmbedding(BatchFirstIncrementalState):
     def forward(self, x, frame):
         x_p, x_r = x[..., : self.d_p], x[..., self.d_p:]
         p = x_p + self.position_sinusoids(frame.positions).to(x.dtype) if self.sinusoids else x_p
-        if frame.incremental_state is not None:
-            r = self._step(x_r, frame)
-        else:
-            r = self._sentences(x_r, frame)
-        return self.combine(p, r)
-
-    def combine(self, p: Tensor, r: Tensor) -> Tensor:
-        """Eq. 4 ([P : R]) or Eq. 5 (per-head [p^h : r^h])."""
-        if not self.per_head:
+        r = self._step(x_r, frame) if frame.incremental_state is not None else self._sentences(x_r, frame)
+        if not self.per_head:  # Eq. 4: [P : R]
             return torch.cat([p, r], dim=-1)
-        heads = self.num_heads
+        heads = self.num_heads  # Eq. 5: per-head [p^h : r^h]
         p = p.reshape(*p.shape[:-1], heads, self.d_p // heads)
         r = r.reshape(*r.shape[:-1], heads, self.d_r // heads)
         return torch.cat([p, r], dim=-1).flatten(-2)
@@ -133,16 +111,14 @@ class RecurrentPositionalEmbedding(BatchFirstIncrementalState):
         order, lengths = left_aligned(frame.padding_mask, batch, length, x_r.device)
         aligned = gather_rows(x_r, order)
         outputs = []
-        for cell, backward in zip(self.cells, self._backward_flags()):
+        backward_flags = {"forward": (False,), "backward": (True,), "bidirectional": (False, True)}[self.direction]
+        for cell, backward in zip(self.cells, backward_flags):
             if backward:
                 flip = reversed_within_length(lengths, length)
                 outputs.append(gather_rows(cell.run(gather_rows(aligned, flip)), flip))
             else:
                 outputs.append(cell.run(aligned))
         return gather_rows(torch.cat(outputs, dim=-1), frame.positions)
-
-    def _backward_flags(self):
-        return {"forward": (False,), "backward": (True,), "bidirectional": (False, True)}[self.direction]
 
     def _step(self, x_r, frame):
         """One decoding step (B, 1, d_r); a padding token leaves the state unchanged."""
@@ -166,3 +142,15 @@ RPE_OPTIONS = {
     "rpe-sinusoids": dict(choices=("on", "off"), default="on",
                           help="add the d_p-dim sinusoids to P (Eqs. 2-3; off: the -PE ablation)"),
 }
+
+
+@register_position_encoding("rpehead", options=RPE_OPTIONS,
+                            description="RPEHead (Chen et al. 2019, Eq. 4): t heads fed by a recurrent embedding")
+def build_rpehead(spec: PositionEncodingSpec):
+    return RecurrentPositionalEmbedding(spec, per_head=False)
+
+
+@register_position_encoding("mprhead", options=RPE_OPTIONS,
+                            description="MPRHead (Chen et al. 2019, Eq. 5): every head gets a slice of P and of R")
+def build_mprhead(spec: PositionEncodingSpec):
+    return RecurrentPositionalEmbedding(spec, per_head=True)
