@@ -13,7 +13,7 @@ from posmix_fairseq import USER_DIR
 from posmix_fairseq.harness.testing import build_stored_model, stored_arguments
 from posmix_fairseq.models import upgrades
 from posmix_fairseq.models.architectures import ARCHITECTURES
-from posmix_fairseq.models.readings import LEGACY_READINGS, READINGS_MARKER, READINGS_VERSION
+from posmix_fairseq.models.stored_args import LEGACY_READINGS, DEFAULTS_VERSION_KEY, DEFAULTS_VERSION
 from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask
 
 LEGACY = os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints")
@@ -38,9 +38,9 @@ def test_fairseq_train_registers_no_legacy_only_flag_or_value(arch):
     assert not [f for f in flags if f.endswith(LEGACY_ONLY_FLAGS)]
     offered = {str(v) for action in parser._actions for v in (action.choices or ())}
     assert not offered & set(LEGACY_ONLY_VALUES)
-    assert not [a.dest for a in parser._actions if a.dest in (READINGS_MARKER, LEGACY_READINGS)]
+    assert not [a.dest for a in parser._actions if a.dest in (DEFAULTS_VERSION_KEY, LEGACY_READINGS)]
     # the marker is a parser default: every command line of this code carries the current version
-    assert getattr(args, READINGS_MARKER) == READINGS_VERSION and not hasattr(args, LEGACY_READINGS)
+    assert getattr(args, DEFAULTS_VERSION_KEY) == DEFAULTS_VERSION and not hasattr(args, LEGACY_READINGS)
 
 
 @pytest.mark.parametrize("flags", [["--encoder-self-mixer", "sliced_mha"],
@@ -91,11 +91,11 @@ def test_a_checkpoint_of_older_code_is_upgraded_exactly_once_per_load(name, monk
     _, cfg, _ = checkpoint_utils.load_model_ensemble_and_task([os.path.join(LEGACY, f"{name}.pt")],
                                                               arg_overrides=overrides)
     assert len(args_upgrades) == 1 and len(parameter_upgrades) == 1
-    assert getattr(cfg.model, READINGS_MARKER) == READINGS_VERSION
+    assert getattr(cfg.model, DEFAULTS_VERSION_KEY) == DEFAULTS_VERSION
 
 
 def test_legacy_readings_are_stored_state_only_the_upgrade_writes():
-    """Stored without the marker, a PosNet-Attn and an RPE model get their per-head kernels and
+    """Stored without a defaults version, a PosNet-Attn and an RPE model get their per-head kernels and
     head-sliced first layer as legacy readings; the same arch from a command line has neither."""
     flags = ["--arch", "mprhead_iwslt_de_en", "--decoder-self-mixer", "posnet", "--decoder-position-encoding",
              "sinusoidal", "--decoder-self-posnet-max-positions", "64"]
@@ -126,5 +126,5 @@ def test_build_model_refuses_stored_arguments_that_skipped_the_arch_function():
     from posmix_fairseq.models.posmix_transformer import PosMixTransformerModel
     d = make_dictionary()
     task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, d)
-    with pytest.raises(ValueError, match="without the current readings marker"):
+    with pytest.raises(ValueError, match="without the current defaults version"):
         PosMixTransformerModel.build_model(stored_arguments(["--arch", "posnet_attn_iwslt_de_en"]), task)

@@ -14,7 +14,7 @@ import posmix_fairseq
 from helpers import build_model, build_model_from_args, mix, mixer_spec, parse_model_args, random_batch
 from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.harness.testing import stored_arguments
-from posmix_fairseq.models.readings import READINGS_VERSION
+from posmix_fairseq.models.stored_args import DEFAULTS_VERSION
 from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.mixers.engine import DirectWeights, Energy, SoftmaxEnergy
 
@@ -65,7 +65,7 @@ def test_parameters_stored_in_fairseqs_layernorm_embedding_slot_load_into_positi
                                                    "decoder_self": {"t5-adaptive": "cumulative"}}}),
 ])
 def test_checkpoint_without_the_readings_marker_keeps_its_defaults_and_translates_as_it_did(name, pinned):
-    """Made by the code that stored no readings marker (gLinearNet with P = 256 and no token positions, PosNet-Embed
+    """Made by the code that stored no defaults version (gLinearNet with P = 256 and no token positions, PosNet-Embed
     with GeLU, the cumulative AT5 under --S-t5-adaptive on): stored without posmix_paper_readings,
     its arguments get the defaults it was trained with, and the log-probs recorded then come back."""
     expected = torch.load(os.path.join(LEGACY, "expected_log_probs.pt"), weights_only=False)[name]
@@ -80,27 +80,27 @@ def test_checkpoint_without_the_readings_marker_keeps_its_defaults_and_translate
     torch.testing.assert_close(F.log_softmax(logits.double(), -1), expected["log_probs"], atol=1e-5, rtol=0)
 
 
-def stored_args(flags, readings, **unset_then):
-    """Arguments as a checkpoint stored them: parsed from ``flags``, with the readings marker
-    ``readings`` (None: absent) and the given attributes as stored (None: unset)."""
-    args = stored_arguments(flags, readings=readings)
+def stored_args(flags, version, **unset_then):
+    """Arguments as a checkpoint stored them: parsed from ``flags``, with the defaults version
+    ``version`` (None: absent) and the given attributes as stored (None: unset)."""
+    args = stored_arguments(flags, defaults_version=version)
     for key, value in unset_then.items():
         setattr(args, key, value)
     return args
 
 
-@pytest.mark.parametrize("readings, activation", [(None, "gelu"), (11, "gelu"), (12, "relu")])
-def test_posnet_attn_activation_follows_the_stored_readings(readings, activation):
-    """PosNet-Attn's act is ReLU for new models; stored arguments without the marker, or with a
-    readings version below 12, keep the GeLU they were trained with."""
-    args = stored_args(["--arch", "posnet_attn_iwslt_de_en"], readings,
+@pytest.mark.parametrize("version, activation", [(None, "gelu"), (11, "gelu"), (12, "relu")])
+def test_posnet_attn_activation_follows_the_stored_defaults_version(version, activation):
+    """PosNet-Attn's act is ReLU for new models; stored arguments without a defaults version, or with a
+    defaults version below 12, keep the GeLU they were trained with."""
+    args = stored_args(["--arch", "posnet_attn_iwslt_de_en"], version,
                        encoder_self_posnet_activation=None, decoder_self_posnet_activation=None)
     model, _ = build_model_from_args(args)
     for layer in (model.encoder.layers[0], model.decoder.layers[1]):
         act = layer.self_attn.values.activation_fn(torch.tensor([-1.0]))
         assert torch.allclose(act, F.gelu(torch.tensor([-1.0])) if activation == "gelu" else torch.zeros(1))
     assert args.encoder_self_posnet_activation == (None if activation == "relu" else "gelu")
-    assert args.posmix_paper_readings == READINGS_VERSION
+    assert args.posmix_paper_readings == DEFAULTS_VERSION
 
 
 def test_posnet_embed_options_stored_under_their_old_names_are_renamed():
@@ -312,7 +312,7 @@ def test_gaussian_k_is_taken_with_the_window_form_and_dropped_from_older_stored_
     model, _ = build_model(["--arch", "hc_sa_iwslt_de_en", "--encoder-self-gaussian-impl", "window",
                             "--encoder-self-max-relative-position", "4"])
     assert model.encoder.layers[0].self_attn.energy.window == 4
-    stored = stored_arguments(["--arch", "hc_sa_iwslt_de_en"], readings=12)
+    stored = stored_arguments(["--arch", "hc_sa_iwslt_de_en"], defaults_version=12)
     stored.encoder_self_max_relative_position = 16  # what the arch function wrote for every implementation
     build_model_from_args(stored)
     assert stored.encoder_self_max_relative_position is None

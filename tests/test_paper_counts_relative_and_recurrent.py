@@ -19,7 +19,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY
 from helpers import build_model_from_args, meta_model, mixer_spec, num_parameters, parse_model_args
 from posmix_fairseq.core.placement import ENCODER
 from posmix_fairseq.mixers import build_mixer
-from posmix_fairseq.models.readings import READINGS_MARKER as MARKER
+from posmix_fairseq.models.stored_args import DEFAULTS_VERSION_KEY as MARKER
 from posmix_fairseq.position_encodings.base import POSITION_ENCODING_REGISTRY, PositionEncodingSpec
 from posmix_fairseq.position_encodings.recurrent import RPE_OPTIONS
 
@@ -208,7 +208,7 @@ def test_arguments_stored_without_the_readings_marker_rebuild_their_shapes():
 @pytest.mark.parametrize("name", ["shaw", "shaw_sin", "relattn", "rposnet", "rpehead", "mprhead", "lstmpe"])
 def test_models_stored_without_the_readings_marker_rebuild_and_give_the_same_log_probs(name):
     """tests/data/legacy_checkpoints/archs_without_readings_marker.pt was written by the code that
-    stored no readings marker (make_archs_without_readings_marker.py): its stored arguments, run through
+    stored no defaults version (make_archs_without_readings_marker.py): its stored arguments, run through
     the arch function as fairseq's
     loading does, rebuild a model that takes the old weights (strict) and gives the same log-probs."""
     record = torch.load(os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints",

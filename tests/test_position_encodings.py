@@ -185,7 +185,7 @@ def test_rpehead_first_layer_is_the_transformers_multi_head_attention():
 
 
 def test_rpehead_sliced_legacy_first_layer_feeds_t_heads_from_the_recurrent_part_only():
-    """The reading of checkpoints stored without the readings marker (their stored legacy reading
+    """The reading of checkpoints stored without the defaults version (their stored legacy reading
     rpe-reading sliced-legacy): with d_r = t D / H, perturbing R changes the attention of the last t heads only."""
     from posmix_fairseq.harness.testing import build_stored_model, stored_arguments
     model, d = build_stored_model(stored_arguments(["--arch", "rpehead_iwslt_de_en"],

@@ -14,7 +14,7 @@ from posmix_fairseq.core.placement import PLACEMENT_BY_NAME, SIDES  # noqa: E402
 from posmix_fairseq.core.position_tables import SharedPositionTables  # noqa: E402
 from posmix_fairseq.core.positions import PositionFrame, PositionRoute  # noqa: E402
 from posmix_fairseq.models.architectures import ARCHITECTURES  # noqa: E402
-from posmix_fairseq.models.upgrades import READINGS_MARKER  # noqa: E402
+from posmix_fairseq.models.upgrades import DEFAULTS_VERSION_KEY  # noqa: E402
 from posmix_fairseq.mixers import MIXER_REGISTRY, MixerSpec  # noqa: E402
 from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask  # noqa: E402
 
@@ -228,7 +228,7 @@ EXTRA_CONFIGS.update({
 })
 ALL_CONFIGS.update(EXTRA_CONFIGS)
 
-# stored arguments of checkpoints made before the readings marker: (flags, attributes those checkpoints
+# stored arguments of checkpoints made before the defaults version: (flags, attributes those checkpoints
 # lacked). Built through fairseq's load path (:func:`build_stored_model`), they are upgraded to the
 # readings of their time: RPE's head-sliced first layer, per-head PosNet-Attn kernels, the cumulative T5
 # variant, per-head relative sinusoids with relative embeddings shared by the heads.
@@ -248,18 +248,18 @@ STORED_CONFIGS = {
 }
 
 
-def stored_arguments(flags, unset=(), readings=None, tiny=True):
+def stored_arguments(flags, unset=(), defaults_version=None, tiny=True):
     """Model arguments as a checkpoint stored them: parsed from ``flags``, the attributes ``unset``
-    left unset (None: options its code did not have), and the readings marker ``readings`` (None:
-    absent, as in checkpoints made before it)."""
+    left unset (None: options its code did not have), and ``defaults_version`` (None: absent, as in
+    checkpoints made before it)."""
     args = parse_model_args(flags, tiny)
     for key in unset:
         setattr(args, key, None)
-    if readings is None:
-        if hasattr(args, READINGS_MARKER):
-            delattr(args, READINGS_MARKER)
+    if defaults_version is None:
+        if hasattr(args, DEFAULTS_VERSION_KEY):
+            delattr(args, DEFAULTS_VERSION_KEY)
     else:
-        setattr(args, READINGS_MARKER, readings)
+        setattr(args, DEFAULTS_VERSION_KEY, defaults_version)
     return args
 
 

@@ -8,7 +8,7 @@ Phi in R^{P x d_k x d_k} (PosNet Section 3.3, "Attention-Level"): one kernel per
 act is ReLU, as PosNet-Embed's ("attention-level PosNet is identical to embedding-level PosNet,
 excluding W_1 and W_2", PosNet Figure 5); checkpoints stored with defaults version < 12 keep GeLU.
 The dropout (Section 3.3, "Residual Connection and Dropout") has its own rate ("independent from
-that of Transformer"; default --dropout). Checkpoints stored without the readings marker read
+that of Transformer"; default --dropout). Checkpoints stored without the defaults version read
 per-head kernels Phi[p_m, h] (the stored legacy reading ``posnet-kernel head``). The model's max
 positions may not exceed P (checked at build time), so fairseq's size filter handles longer
 sentences. With P = 128 the encoder's and decoder's kernels add 1.05M (PosNet Table 1: +1.03M).

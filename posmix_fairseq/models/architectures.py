@@ -12,7 +12,7 @@ from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .options import default_mixers, posmix_base_architecture
 from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers the model first)
 from . import upgrades
-from .readings import made_by_this_code
+from .stored_args import made_by_this_code
 
 
 def both_sides(**options):
@@ -210,7 +210,7 @@ for _variant, (_paper, _what, _defaults) in VARIANTS.items():
 
 def upgrading_stored_arguments(architecture):
     """The registered arch function. fairseq runs it first on a loaded checkpoint's arguments, so those
-    stored by older code (readings marker below the current version) are upgraded here, once, before any
+    stored by older code (defaults version below the current version) are upgraded here, once, before any
     default fills them; arguments of this code's command lines run no upgrade code."""
     @functools.wraps(architecture)
     def registered(args):

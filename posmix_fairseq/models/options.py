@@ -11,7 +11,7 @@ from ..length_ratio import check_length_ratio
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .readings import READINGS_MARKER, READINGS_VERSION
+from .stored_args import DEFAULTS_VERSION_KEY, DEFAULTS_VERSION
 
 GATING_CHOICES = ("default", "on", "off")
 
@@ -44,7 +44,7 @@ def add_posmix_args(parser):
                        help="remove the feed-forward sublayers of the encoder (the -FF ablation)")
     group.add_argument("--no-decoder-ffn", action="store_true",
                        help="remove the feed-forward sublayers of the decoder (the -FF ablation)")
-    group.set_defaults(**{READINGS_MARKER: READINGS_VERSION})  # a parser default, no flag: see .readings
+    group.set_defaults(**{DEFAULTS_VERSION_KEY: DEFAULTS_VERSION})  # a parser default, no flag: see .stored_args
     group.add_argument("--length-ratio", type=float, metavar="GAMMA",
                        help="gamma of cross-attention positions floor(gamma*n); default: mean source "
                             "length / mean target length of the binarized training set (stored in the "

@@ -13,7 +13,7 @@ from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY, EmbeddingStage, PositionEncodingSpec
 from ..position_encodings.recurrent import SLICED_LEGACY
 from .options import cross_heads
-from .readings import legacy_readings, read_options
+from .stored_args import legacy_readings, read_options
 from .sliced_first_layer import build_sliced_attention
 
 

@@ -20,7 +20,7 @@ from ..tasks.translation import check_source_prefix
 from .layers import PosMixDecoderLayer, PosMixEncoderLayer, wrap_layer
 from .options import add_posmix_args, cross_heads, validate_posmix_args
 from .plan import MixerPlan
-from .readings import READINGS_MARKER, made_by_this_code
+from .stored_args import DEFAULTS_VERSION_KEY, made_by_this_code
 from .upgrades import upgrade_stored_parameters
 
 logger = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class PosMixTransformerModel(Bf16Inference, TransformerModel):
     def build_model(cls, args, task):
         """Builds from arguments the arch function has completed (and upgraded, if stored by older code)."""
         if not made_by_this_code(args):
-            raise ValueError(f"model arguments without the current readings marker ({READINGS_MARKER}): "
+            raise ValueError(f"model arguments without the current defaults version ({DEFAULTS_VERSION_KEY}): "
                              "arguments stored by older code are upgraded by the arch function; build them "
                              "through fairseq (fairseq.models.build_model / task.build_model), not "
                              "PosMixTransformerModel.build_model")

@@ -1,5 +1,5 @@
 """Multi-head attention whose head h is computed from slice h of its input: the first self-attention
-layer of RecPE models stored before the readings marker (their legacy reading ``rpe-reading
+layer of RecPE models stored before the defaults version (their legacy reading ``rpe-reading
 sliced-legacy``, which only their upgrade sets).
 
 RecPE (Chen et al. 2019) Eqs. 4-5 feed self-attention m_j = [P : R] (RPEHead) or

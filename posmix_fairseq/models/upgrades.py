@@ -2,8 +2,8 @@
 
 An unset option takes today's default when a model is built, so a changed default or a renamed option
 would silently build another model. Ordered steps, each named by what changed, recognise what they
-concern: a renamed option by its old attribute, a changed default by a readings marker (:mod:`.readings`)
-below ``readings_below``; a computation no command line asks for any more becomes a stored legacy reading.
+concern: a renamed option by its old attribute, a changed default by a defaults version (:mod:`.stored_args`)
+below ``defaults_below``; a computation no command line asks for any more becomes a stored legacy reading.
 """
 import logging
 from dataclasses import dataclass
@@ -14,7 +14,7 @@ from ..mixers.engine import MIXER_REGISTRY, EnergyMixingAttention
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .options import side_has_position_signal
-from .readings import READINGS_MARKER, READINGS_VERSION, stored_readings, write_legacy_reading
+from .stored_args import DEFAULTS_VERSION_KEY, DEFAULTS_VERSION, stored_defaults_version, write_legacy_reading
 from .sublayers import sublayers
 
 logger = logging.getLogger(__name__)
@@ -174,10 +174,10 @@ def _legacy_values_leave_the_command_line(args) -> bool:
 class ArgsUpgrade:
     name: str  # what changed
     apply: Callable  # args -> whether anything was written
-    readings_below: Optional[int] = None  # changed defaults: stored defaults version < this
+    defaults_below: Optional[int] = None  # changed defaults: stored defaults version < this
 
     def concerns(self, args) -> bool:
-        return self.readings_below is None or stored_readings(args) < self.readings_below
+        return self.defaults_below is None or stored_defaults_version(args) < self.defaults_below
 
 
 ARGS_UPGRADES: List[ArgsUpgrade] = [
@@ -193,43 +193,43 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                 "--encoder-frozen-energy-positions N --decoder-frozen-energy-positions N", _frozen_positions_per_side),
     # defaults that changed with the paper readings (docs/choices.md)
     ArgsUpgrade("relative-distance embeddings laid out as each arch's paper does (were shared by the heads)",
-                pin("relative-embedding-heads", lambda args, p: "shared"), readings_below=11),
+                pin("relative-embedding-heads", lambda args, p: "shared"), defaults_below=11),
     ArgsUpgrade("sinusoidal relative tables take the first D_h dims of the D-dim encoding (were a D_h-dim one)",
                 pin("relative-sinusoids", lambda args, p: "head" if p.read(args, "position-table") == "sinusoidal"
-                    else None, among=("shaw", "relattn")), readings_below=11),
+                    else None, among=("shaw", "relattn")), defaults_below=11),
     ArgsUpgrade("the shaw archs drop Shaw's a^V term (GPA Table 8)",
-                pin("shaw-value-term", lambda args, p: "on"), readings_below=11),
+                pin("shaw-value-term", lambda args, p: "on"), defaults_below=11),
     ArgsUpgrade("RecPE's first layer is multi-head attention over all of m_j (was head-sliced)",
                 pin("rpe-reading", lambda args, side: "sliced-legacy", ENCODINGS, among=("rpehead", "mprhead")),
-                readings_below=11),
+                defaults_below=11),
     ArgsUpgrade("RecPE's recurrent heads t default per arch (was 1)",
-                pin("rpe-heads", lambda args, side: 1, ENCODINGS), readings_below=11),
+                pin("rpe-heads", lambda args, side: 1, ENCODINGS), defaults_below=11),
     ArgsUpgrade("LSTM position encoding width 2D per direction (was D/2 in the encoder, D in the decoder)",
                 pin("position-lstm-units", lambda args, side: side.read(args, "embed-dim") // (1 if side.causal else 2),
-                    ENCODINGS), readings_below=11),
+                    ENCODINGS), defaults_below=11),
     ArgsUpgrade("LinearNet's matrix covers 128 positions (was 256), and the model's max positions stay within it",
                 all_of(pin("linear-max-positions", lambda args, p: 256),
-                       keep_positions_within("linear-max-positions", "linear")), readings_below=11),
+                       keep_positions_within("linear-max-positions", "linear")), defaults_below=11),
     ArgsUpgrade("PosNet-Attn's kernel is shared by the heads, covers 128 positions and has dropout (was per head, "
                 "256, none), and the model's max positions stay within it",
                 all_of(pin("posnet-kernel", lambda args, p: "head", among=("posnet",)),
                        pin("posnet-max-positions", lambda args, p: 256),
                        pin("posnet-dropout", lambda args, p: 0.0),
-                       keep_positions_within("posnet-max-positions", "posnet")), readings_below=11),
+                       keep_positions_within("posnet-max-positions", "posnet")), defaults_below=11),
     ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (were T5's table with cumulative bucket increments)",
-                _t5_adaptive_cumulative, readings_below=11),
+                _t5_adaptive_cumulative, defaults_below=11),
     ArgsUpgrade("PosNet-Embed's activation is ReLU (was GeLU)",
-                pin("posnet-embed-activation", lambda args, side: "gelu", ENCODINGS), readings_below=11),
+                pin("posnet-embed-activation", lambda args, side: "gelu", ENCODINGS), defaults_below=11),
     ArgsUpgrade("PosNet-Attn's activation is ReLU, as PosNet-Embed's (was GeLU)",
-                pin("posnet-activation", lambda args, p: "gelu"), readings_below=12),
+                pin("posnet-activation", lambda args, p: "gelu"), defaults_below=12),
     ArgsUpgrade("K (--S-max-relative-position) of hard-coded Gaussian heads is stored only with --S-gaussian-impl "
                 "window, the one implementation that reads it (was stored for every implementation)",
-                _drop_unread_conditional_options, readings_below=13),
+                _drop_unread_conditional_options, defaults_below=13),
     # last: the values only older checkpoints use leave the command line for stored legacy readings
     ArgsUpgrade("--S-relative-sinusoids, --S-posnet-kernel, --<side>-rpe-reading and --S-t5-adaptive cumulative "
                 "are stored legacy readings (no command line asks for per-head sinusoids or kernels, RecPE's "
                 "head-sliced first layer or cumulative T5 buckets)",
-                _legacy_values_leave_the_command_line, readings_below=13),
+                _legacy_values_leave_the_command_line, defaults_below=13),
 ]
 
 
@@ -238,8 +238,8 @@ def upgrade_stored_args(args) -> List[str]:
     Returns the names of the steps that changed something (empty for arguments of this code, and for
     older arguments whose sublayers read none of the changed options)."""
     ran = [step.name for step in ARGS_UPGRADES if step.concerns(args) and step.apply(args)]
-    if stored_readings(args) < READINGS_VERSION:
-        setattr(args, READINGS_MARKER, READINGS_VERSION)
+    if stored_defaults_version(args) < DEFAULTS_VERSION:
+        setattr(args, DEFAULTS_VERSION_KEY, DEFAULTS_VERSION)
     for name in ran:
         logger.info("stored arguments upgraded: %s", name)
     return ran

@@ -34,7 +34,7 @@ def relative_embeddings_options(default: str):
 
 def relative_position_table(spec: MixerSpec, k: int, kind: str):
     """The relative-distance table of ``spec``'s mixer, laid out by its own options and, for checkpoints
-    stored without the readings marker, their stored legacy reading ``relative-sinusoids head``."""
+    stored without the defaults version, their stored legacy reading ``relative-sinusoids head``."""
     sinusoids = spec.options.get("relative-sinusoids")
     return RelativePositionTable(k, spec.embed_dim, spec.num_heads, kind, spec.options["relative-embedding-heads"],
                                  sinusoids or "d-model")

@@ -1,27 +1,28 @@
 """What stored model arguments say about the code that made them (docs/choices.md, "Old checkpoints").
 
-``posmix_paper_readings`` is the version of the defaults and option values the arguments were made
-with: no flag, a parser default (:func:`.options.add_posmix_args`), so every command line of this code
-carries :data:`READINGS_VERSION`, while arguments stored by older code carry a lower version or none
+The defaults version (stored under the key ``posmix_paper_readings``) is the version of the defaults
+and option values the arguments were made with: no flag, a parser default
+(:func:`.options.add_posmix_args`), so every command line of this code
+carries :data:`DEFAULTS_VERSION`, while arguments stored by older code carry a lower version or none
 and are upgraded (:mod:`.upgrades`). ``posmix_legacy_readings`` (``{scope: {option: value}}``, written
 by the upgrade only) holds the computations of older checkpoints that no command line can ask for;
 builders read them as one more option value (:func:`read_options`).
 """
 from typing import Dict
 
-READINGS_MARKER = "posmix_paper_readings"
-#: the version of the defaults this code builds; upgrade steps with ``readings_below`` <= it pin former ones
-READINGS_VERSION = 13
+DEFAULTS_VERSION_KEY = "posmix_paper_readings"  # the attribute checkpoints store the defaults version under
+#: the version of the defaults this code builds; upgrade steps with ``defaults_below`` <= it pin former ones
+DEFAULTS_VERSION = 13
 LEGACY_READINGS = "posmix_legacy_readings"
 
 
-def stored_readings(args) -> int:
-    """The readings version stored with ``args`` (0: stored without the marker)."""
-    return getattr(args, READINGS_MARKER, None) or 0
+def stored_defaults_version(args) -> int:
+    """The defaults version stored with ``args`` (0: stored without one)."""
+    return getattr(args, DEFAULTS_VERSION_KEY, None) or 0
 
 
 def made_by_this_code(args) -> bool:
-    return stored_readings(args) >= READINGS_VERSION
+    return stored_defaults_version(args) >= DEFAULTS_VERSION
 
 
 def legacy_readings(args, scope) -> Dict:
