@@ -17,7 +17,7 @@ from helpers import build_model, mix, mixer_spec, random_batch
 from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.kernels.decode_step import position_decode_weights, weighted_decode_step
 from posmix_fairseq.mixers import build_mixer
-from posmix_fairseq.mixers.engine.decode_weights import TABLE_KEY
+from posmix_fairseq.mixers.engine.table_energy import TABLE_KEY
 from posmix_fairseq.mixers.engine import relative_search
 from posmix_fairseq.mixers.engine.relative_search import STATE_KEYS
 from posmix_fairseq.mixers.rposnet import rposnet_paths

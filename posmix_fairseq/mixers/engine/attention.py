@@ -1,16 +1,14 @@
-"""The mixing engine: an :class:`~.energy.Energy` giving mixing weights, the :class:`~.values.Values`
-they mix, a mixing path, and the output:
+"""Token mixers: fairseq's attention interface (:class:`TokenMixer`) and the generic mixing engine
+(:class:`EnergyMixingAttention`, docs/contributing.md, "One way to mix, several paths"):
 
     a_nm   = energy.mixing_weights(...)                       (per head; softmax or direct)
     c_n    = sum_m a_nm v_m  (+ values.relative_term, e.g. Shaw et al. Eq. 3)
     out_n  = W^O c_n                      ungated
     out_n  = W^O (c_n * GeLU(W^G y_n))    gated, with v_m = LayerNorm(GeLU(W^V x_m))  (GPA Eq. 4)
 
-How c_n is computed is the path's (:mod:`posmix_fairseq.mixers.paths`): dense weights by default;
-a mixer's builder may put faster paths first (rPosNet's window form and constant-state decoding,
-the Gaussian window), each serving the calls it reproduces exactly. The engine keeps the parts
-every path shares: the positions of the call, the values and key features with their incremental
-cache, the gate and W^O.
+How c_n is computed is the first of the mixer's paths that serves the call (:mod:`.mixing`); the engine
+keeps what every path shares: the positions of the call, the values and key features with their
+incremental cache, the gate and W^O.
 """
 from typing import Optional, Sequence, Tuple
 
@@ -20,12 +18,37 @@ from torch import Tensor, nn
 from ...core.positions import PositionFrame
 from ...kernels.choice import SublayerKernels, choose
 from ...kernels.dispatch import KernelBackendError
-from .mixing import DenseMixing, MixingCall, MixingPath
+from ...core.incremental import BatchFirstIncrementalState
 from .energy import Energy, xavier_linear
-from .gating import ContextGate
+from .mixing import DenseMixing, MixingCall, MixingPath
 from .registry import MixerSpec
-from .token_mixer import TokenMixer
-from .values import Values
+from .values import ContextGate, Values
+
+
+class TokenMixer(BatchFirstIncrementalState):
+    """A mixer in place of one attention sublayer, called as fairseq calls its ``MultiheadAttention``::
+
+        out, attn = mixer(query, key, value, key_padding_mask=..., incremental_state=...,
+                          need_weights=..., static_kv=..., attn_mask=..., need_head_weights=...)
+
+    query (T, B, D), key/value (S, B, kdim), key_padding_mask (B, S) True at padding, attn_mask an
+    additive (T, S) mask (0 or -inf). fairseq's decoder layer reads ``num_heads`` and ``head_dim``;
+    beam search calls ``reorder_incremental_state``. Positions come from the running forward's
+    :class:`~posmix_fairseq.core.positions.PositionFrame`.
+    """
+
+    #: the mixer stands for a removed sublayer (it adds 0): the layer replaces its LayerNorm by the identity
+    removes_sublayer = False
+
+    def __init__(self, embed_dim: int, num_heads: int):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(
+                f"embed_dim {embed_dim} is not divisible by the number of attention heads {num_heads}"
+            )
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
 
 
 class EnergyMixingAttention(TokenMixer):

@@ -1,27 +1,7 @@
-"""Search-time rPosNet mixing: the O(K) window form and constant-state decoding.
-
-GPA Eqs. 9-10: the
-energy of query n and key m is E[n, clip(floor(gamma n) - m, K) + K], a function of the query
-position and the clipped distance only (Section 4.2: a table after training). Both paths below
-read the energies only through the :class:`~..engine.table_energy.RelativeTableEnergy` contract
-(``energy_table`` / ``energy_rows`` / ``decode_weights``), so they serve trained and frozen energies
-alike, and mix with the primitives of :mod:`posmix_fairseq.kernels` (PyTorch or Triton, see its dispatch).
-
-* :func:`window_context` (``--S-rposnet-impl window``): every key farther than K left of
-  floor(gamma n) shares the energy E[n, 2K], every key farther than K right of it E[n, 0], so the
-  softmax has 2K+1 band terms plus count x exp(E) for the two far groups and the context reads the
-  far groups from prefix / suffix sums of the values: O(T (2K+3) D_h) instead of O(T S D_h).
-* :func:`constant_state_step` (decoder self-attention while decoding, gamma = 1, causal): the
-  query at position t needs the last K values (distances 0..K-1) and the sum of the older ones
-  (distance >= K, energy index 2K; there are max(0, t + 1 - K) of them): O(K D_h) time and memory
-  per step, whatever t.
-
-Padding queries: a query at a padding slot is never read (padding keys are excluded from every
-mixer and the loss ignores padding targets). The window form gives it the same context as the
-dense form in the encoder and in cross-attention (a padding query has position 0 and sees every
-real key) and 0 in decoder self-attention (the dense form's causal mask in column space gives 0
-to left padding and a position-0 read of the whole sentence to right padding); constant-state
-decoding gives 0 at a padding step (the dense cache gives a position-0 read of the prefix there).
+"""Search-time rPosNet mixing (GPA Eqs. 9-10, Section 4.2): the O(K) window form and constant-state
+decoding (docs/search-time.md, "rPosNet's window form and constant-state decoding": the algorithms and
+what padding queries get). Both read the energies only through the
+:class:`~.table_energy.RelativeTableEnergy` contract, so they serve trained and frozen energies alike.
 """
 from typing import Dict, Optional
 
@@ -29,10 +9,10 @@ import torch
 from torch import Tensor
 
 from ... import kernels
-from ...core.positions import left_aligned
+from ...core.positions import PositionFrame, left_aligned
 from ...kernels import common as kernel_common
 from ...kernels.decode_step import packed_state, push_packed, unpack_state, weighted_decode_step
-from .table_energy import RelativeTableEnergy
+from .table_energy import RelativeTableEnergy, table_positions
 
 #: the buffer entry of the constant decoding state: (B, H, K+1, D_h), batch-first (beam search reorders it)
 STATE_KEYS = ("window_and_far_sum",)
@@ -82,39 +62,14 @@ def window_context(energy: RelativeTableEnergy, query_positions: Tensor, query_p
     return context
 
 
-def table_positions(energy: RelativeTableEnergy, query_positions: Tensor, position_bound: Optional[int]) -> int:
-    """How many query positions the energy table of a call covers: up to the last query position
-    (not T: a decoding step has T = 1 at position t), from ``position_bound`` without reading the
-    positions where it is known (capped at the energy's limit: positions beyond it are the position
-    table's error), else from the positions."""
-    if position_bound is not None:
-        limit = energy.decode_weight_limit()
-        return max(1, position_bound if limit is None else min(position_bound, limit))
-    return int(query_positions.max()) + 1 if query_positions.numel() else 1
-
-
-def constant_state(buffer: Dict[str, Tensor], batch: int, heads: int, k: int, head_dim: int,
-                   like: Tensor) -> Tensor:
-    """The packed state kept in the incremental buffer (``kernels.decode_step.packed_state``: the
-    last K values and the sum of the older ones), or an empty one at the first step."""
-    state = buffer.get(STATE_KEYS[0])
-    if state is None:
-        state = packed_state(batch, heads, k, head_dim, dtype=like.dtype, device=like.device)
-    return state
-
-
-def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], query_positions: Tensor,
-                        padding_mask: Tensor, values: Tensor, constants: Optional[Dict[str, Tensor]] = None,
-                        padded: Optional[bool] = None, backend: str = "torch",
-                        position_bound: Optional[int] = None) -> Tensor:
+def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], frame: PositionFrame, values: Tensor,
+                        constants: Dict[str, Tensor], backend: str) -> Tensor:
     """Decoder self-attention of the new token(s) with the constant state; updates ``buffer``.
 
-    ``query_positions`` and ``padding_mask`` (B, T) of the new tokens (T = 1 in fairseq's search;
-    several tokens are taken one after the other), ``values`` (B, H, T, D_h) their values.
+    ``frame`` holds the positions and padding (B, T) of the new tokens (T = 1 in fairseq's search;
+    several tokens are taken one after the other), ``values`` (B, H, T, D_h) are their values.
     Returns (B, H, T, D_h). A padding token leaves the state unchanged and gets 0. ``constants``:
-    the running decode's constants (where the decode-weight table lives: built on the first step,
-    mixers/engine/decode_weights.py); ``padded``: whether ``padding_mask`` holds any padding, when
-    the caller knows it already (the decoder's layers share one answer per step; None: asked here).
+    the running decode's constants (where the decode-weight table lives, table_energy.py).
 
     The state holds every real token before the current one (decoding starts at the first target
     token: checked), so a step's weights depend on its position only (``energy.decode_weights``)
@@ -123,21 +78,20 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     one batched product. With ``backend`` ``triton`` or ``auto`` (the sublayer's choice of the Triton
     decoding step, kernels/choice.py) each token goes through ``kernels.relative_decode_step``.
     """
+    positions, padding_mask = frame.positions, frame.padding_mask
     batch, heads, steps, head_dim = values.shape
-    if STATE_KEYS[0] not in buffer:
-        check_first_step(query_positions, padding_mask)
-    state = constant_state(buffer, batch, heads, energy.k, head_dim, values)
+    state = buffer.get(STATE_KEYS[0])
+    if state is None:
+        check_first_step(positions, padding_mask)
+        state = packed_state(batch, heads, energy.k, head_dim, dtype=values.dtype, device=values.device)
     torch_kernels = backend == "torch"
     if steps == 1 and torch_kernels:  # a step of the search: as few operations as possible
-        if padded is None:
-            padded = has_padding(padding_mask)
-        valid = ~padding_mask.view(-1) if padded else None
-        weights = energy.decode_weights(query_positions, constants, position_bound)
-        context, buffer[STATE_KEYS[0]] = weighted_decode_step(weights,
-                                                              values, state, valid)
+        valid = ~padding_mask.view(-1) if frame.has_padding else None
+        weights = energy.decode_weights(positions, constants, frame.position_bound)
+        context, buffer[STATE_KEYS[0]] = weighted_decode_step(weights, values, state, valid)
         return context
-    weights = (energy.decode_weights(query_positions, constants, position_bound) if torch_kernels
-               else energy.energy_rows(query_positions))
+    weights = (energy.decode_weights(positions, constants, frame.position_bound) if torch_kernels
+               else energy.energy_rows(positions))
     outputs = []
     for t in range(steps):
         pad = padding_mask[:, t]
@@ -146,8 +100,8 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
             out, state = weighted_decode_step(weights[:, :, t:t + 1], values[:, :, t:t + 1], state, valid)
         else:
             state = push_packed(state, values[:, :, t:t + 1], valid)
-            out = kernels.relative_decode_step(weights[:, :, t], *unpack_state(state, query_positions[:, t],
-                                                                              values.dtype), backend=backend)
+            out = kernels.relative_decode_step(weights[:, :, t], *unpack_state(state, positions[:, t], values.dtype),
+                                               backend=backend)
             out = (out if valid is None else out.masked_fill(pad[:, None, None], 0.0))[:, :, None]
         outputs.append(out)
     buffer[STATE_KEYS[0]] = state
