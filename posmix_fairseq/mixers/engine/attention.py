@@ -84,27 +84,22 @@ class EnergyMixingAttention(TokenMixer):
 
     def keys_and_values(self, call: MixingCall):
         """Values, cached key features, key positions and key padding, extended (self-attention) or
-        reused (cross-attention, ``static_kv``) across incremental decoding steps."""
-        incremental_state, static_kv = call.incremental_state, call.static_kv
-        buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
-        if buffer is not None and static_kv and "values" in buffer:
-            # cross-attention during decoding: the source keys/values are computed once
-            return buffer["values"], buffer.get("keys"), buffer["key_positions"], buffer["key_padding_mask"]
-        key_positions, key_padding_mask = self._key_side(call.frame, call.key, call.key_padding_mask)
-        values = self.values(call.value, key_positions, key_padding_mask)
-        keys = self.energy.key_features(call.key, key_positions)
-        if buffer is not None and not static_kv and "values" in buffer:
-            values = torch.cat([buffer["values"], values], dim=2)
-            if keys is not None:
-                keys = torch.cat([buffer["keys"], keys], dim=2)
-            key_positions = torch.cat([buffer["key_positions"], key_positions], dim=1)
-            key_padding_mask = torch.cat([buffer["key_padding_mask"], key_padding_mask], dim=1)
-        if buffer is not None:
-            buffer = {"values": values, "key_positions": key_positions, "key_padding_mask": key_padding_mask}
-            if keys is not None:
-                buffer["keys"] = keys
-            self._set_input_buffer(incremental_state, buffer)
-        return values, keys, key_positions, key_padding_mask
+        reused (cross-attention, ``static_kv``: the source's are computed once) across decoding steps."""
+        buffer = self._get_input_buffer(call.incremental_state) if call.incremental_state is not None else None
+        cached = buffer is not None and "values" in buffer
+        if not cached or not call.static_kv:
+            key_positions, key_padding_mask = self._key_side(call.frame, call.key, call.key_padding_mask)
+            new = {"values": self.values(call.value, key_positions, key_padding_mask),
+                   "keys": self.energy.key_features(call.key, key_positions),
+                   "key_positions": key_positions, "key_padding_mask": key_padding_mask}
+            new = {name: tensor for name, tensor in new.items() if tensor is not None}
+            if cached:  # (B, H, S, D_h) values and keys, (B, S) positions and padding
+                new = {name: torch.cat([buffer[name], tensor], dim=2 if tensor.dim() == 4 else 1)
+                       for name, tensor in new.items()}
+            if buffer is not None:
+                self._set_input_buffer(call.incremental_state, new)
+            buffer = new
+        return buffer["values"], buffer.get("keys"), buffer["key_positions"], buffer["key_padding_mask"]
 
     def _key_side(self, frame: PositionFrame, key: Tensor, key_padding_mask: Optional[Tensor]):
         """Positions and padding (B, S) of the new keys: the queries themselves in self-attention,

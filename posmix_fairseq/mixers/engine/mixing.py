@@ -1,12 +1,8 @@
-"""The mixing-path interface: how one sublayer turns its energy and values into contexts.
-
-An :class:`~posmix_fairseq.mixers.engine.attention.EnergyMixingAttention` holds an ordered list of
-paths chosen when the model is built (by the mixer's builder, from its options); for each call
-the first path that ``serves`` it computes the contexts, and the engine applies the gate and W^O.
-Dense mixing (:class:`DenseMixing`, the reference: a_nm = energy.mixing_weights(...),
-c_n = sum_m a_nm v_m + values.relative_term) closes every list and serves every call, so a faster
-path may decline the calls it cannot reproduce (attention weights asked for, another mask).
-A new path is one small class in ``mixers/paths/``: ``serves(mixer, call)`` and ``mix(mixer, call)``.
+"""The mixing-path interface: how one sublayer turns its energy and values into contexts (docs/contributing.md,
+"One way to mix, several paths"). The first of a mixer's paths that ``serves`` a call computes its contexts;
+:class:`DenseMixing` (the reference: a_nm = energy.mixing_weights(...), c_n = sum_m a_nm v_m +
+values.relative_term) closes every list and serves every call, so a faster path may decline the calls it
+cannot reproduce. A new path is one small class in ``mixers/paths/``.
 """
 from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass

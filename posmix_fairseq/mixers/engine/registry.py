@@ -1,10 +1,4 @@
-"""The token-mixer registry and the spec a mixer is built from.
-
-A variant registers ``builder(spec) -> module`` with :func:`register_mixer`, declaring its own
-command-line options (``--S-<option>`` for each sublayer S) and, for a mixer whose energies depend on
-positions only, the frozen energy a search-time model (``posmix-freeze``) builds instead of the
-trained one.
-"""
+"""The token-mixer registry and the spec a mixer is built from (:func:`register_mixer`)."""
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional, Tuple
 
