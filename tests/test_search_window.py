@@ -294,7 +294,7 @@ def test_constant_state_checks_its_start_and_the_frozen_table():
 
 def test_decode_weight_table_equals_the_rows_of_each_step():
     """Without gradients (search) the decode weights come from a table of every position kept in
-    the decode's constants (mixers/engine/decode_weights.py): equal to the weights from the step's
+    the decode's constants (mixers/engine/table_energy.py): equal to the weights from the step's
     own energy rows (the path with gradients), also beyond its first 64 positions (the table grows,
     up to a learned n~ table's size), and a new decode after the trained weights change in place
     (as fairseq's optimizers change them, through ``.data``) reads the new weights."""

@@ -26,16 +26,10 @@ from .values import ContextGate, Values
 
 
 class TokenMixer(BatchFirstIncrementalState):
-    """A mixer in place of one attention sublayer, called as fairseq calls its ``MultiheadAttention``::
-
-        out, attn = mixer(query, key, value, key_padding_mask=..., incremental_state=...,
-                          need_weights=..., static_kv=..., attn_mask=..., need_head_weights=...)
-
-    query (T, B, D), key/value (S, B, kdim), key_padding_mask (B, S) True at padding, attn_mask an
-    additive (T, S) mask (0 or -inf). fairseq's decoder layer reads ``num_heads`` and ``head_dim``;
-    beam search calls ``reorder_incremental_state``. Positions come from the running forward's
-    :class:`~posmix_fairseq.core.positions.PositionFrame`.
-    """
+    """A mixer in place of one attention sublayer, called as fairseq calls its ``MultiheadAttention``:
+    query (T, B, D), key/value (S, B, kdim), key_padding_mask (B, S) True at padding, attn_mask an additive
+    (T, S) mask (0 or -inf). fairseq's decoder layer reads ``num_heads`` and ``head_dim``; beam search
+    calls ``reorder_incremental_state``. Positions come from the running forward's ``PositionFrame``."""
 
     #: the mixer stands for a removed sublayer (it adds 0): the layer replaces its LayerNorm by the identity
     removes_sublayer = False
@@ -43,9 +37,7 @@ class TokenMixer(BatchFirstIncrementalState):
     def __init__(self, embed_dim: int, num_heads: int):
         super().__init__()
         if embed_dim % num_heads != 0:
-            raise ValueError(
-                f"embed_dim {embed_dim} is not divisible by the number of attention heads {num_heads}"
-            )
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by the number of attention heads {num_heads}")
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
@@ -112,20 +104,11 @@ class EnergyMixingAttention(TokenMixer):
             key_padding_mask = torch.zeros(key.size(1), key.size(0), dtype=torch.bool, device=key.device)
         return frame.source_positions, key_padding_mask
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Optional[Tensor],
-        value: Optional[Tensor],
-        key_padding_mask: Optional[Tensor] = None,
-        incremental_state=None,
-        need_weights: bool = True,
-        static_kv: bool = False,
-        attn_mask: Optional[Tensor] = None,
-        before_softmax: bool = False,
-        need_head_weights: bool = False,
-        positions: Optional[PositionFrame] = None,
-    ) -> Tuple[Tensor, Optional[Tensor]]:
+    def forward(self, query: Tensor, key: Optional[Tensor], value: Optional[Tensor],
+                key_padding_mask: Optional[Tensor] = None, incremental_state=None, need_weights: bool = True,
+                static_kv: bool = False, attn_mask: Optional[Tensor] = None, before_softmax: bool = False,
+                need_head_weights: bool = False, positions: Optional[PositionFrame] = None
+                ) -> Tuple[Tensor, Optional[Tensor]]:
         """fairseq's attention call; ``positions`` defaults to the frame of the running forward."""
         if before_softmax:
             raise ValueError("before_softmax=True is not supported by posmix mixers")
@@ -139,16 +122,12 @@ class EnergyMixingAttention(TokenMixer):
         try:
             path = next(path for path in self.paths if path.serves(self, call))
             context, attn = path.mix(self, call)
-            return self._output(context, query), attn
+            # W^O of the (gated) context (B, H, T, D_h) -> (T, B, D) (GPA Eq. 4)
+            context = context.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
+            if self.gating is not None:
+                context = self.gating(context, query)
+            return self.out_proj(context), attn
         except KernelBackendError as exc:  # a forced Triton kernel that cannot run: name the option
             if not self.kernel_choice.forced:
                 raise
             raise KernelBackendError(f"{self.kernel_choice.forced}: {exc}") from exc
-
-    def _output(self, context: Tensor, query: Tensor) -> Tensor:
-        """W^O of the (gated) context (B, H, T, D_h) -> (T, B, D) (GPA Eq. 4)."""
-        batch, _, tgt_len, _ = context.shape
-        context = context.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
-        if self.gating is not None:
-            context = self.gating(context, query)
-        return self.out_proj(context)

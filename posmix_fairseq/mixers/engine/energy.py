@@ -10,7 +10,6 @@ import abc
 import math
 from typing import Optional
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -33,24 +32,18 @@ def head_scaling(head_dim: int) -> float:
 
 
 class Energy(nn.Module, metaclass=abc.ABCMeta):
-    """Mixing weights of one sublayer.
-
-    ``key_features`` maps new keys (states and/or positions) to what incremental decoding caches
-    per key (None when the energy needs no per-key tensor).
-    """
+    """Mixing weights of one sublayer."""
 
     def key_features(self, key: Tensor, key_positions: Tensor) -> Optional[Tensor]:
+        """What incremental decoding caches per new key (states and/or positions); None: nothing."""
         return None
 
     @abc.abstractmethod
     def mixing_weights(self, query: Tensor, query_positions: Tensor, keys: Optional[Tensor], key_positions: Tensor,
                        key_padding_mask: Tensor, excluded: Tensor) -> Tensor:
-        """(B, H, T, S) float32 weights, 0 wherever ``excluded`` (B, 1, T, S) is True (padding keys,
-        future keys).
-
-        query (T, B, D); query_positions (B, T); keys the cached ``key_features`` (or None);
-        key_positions and key_padding_mask (B, S).
-        """
+        """(B, H, T, S) float32 weights, 0 wherever ``excluded`` (B, 1, T, S) is True (padding keys, future
+        keys). query (T, B, D); query_positions (B, T); keys the cached ``key_features`` (or None);
+        key_positions and key_padding_mask (B, S)."""
 
 
 class CentredEnergy(Energy):

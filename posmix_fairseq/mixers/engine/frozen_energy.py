@@ -1,15 +1,12 @@
-"""Search-time (frozen) energies of aPosNet and rPosNet: the trained energy replaced by its table
-(GPA Sections 4.1-4.2; docs/search-time.md).
+"""Search-time (frozen) energies of aPosNet and rPosNet (GPA Sections 4.1-4.2; docs/search-time.md):
 
 * aPosNet (Eq. 8): e_nm = (W^Q n~)(W^K m~)^T / sqrt(D_h) becomes a table E of shape (H, N_q, N_k).
 * rPosNet (Eqs. 9-10): e_nm = (W^Q n~) Emb_rel(clip(floor(gamma n) - m, K))^T / sqrt(D_h) becomes a
   table E of shape (H, N_q, 2K+1), indexed by n and j = clip(floor(gamma n) - m, K) + K (gamma applied
   in the index, as in training).
 
-N_q and N_k are the sizes of the query's and the key's side (``--encoder/decoder-frozen-energy-positions``,
-set by ``posmix-freeze``). The tables implement the contract of :mod:`.table_energy`, so every mixing path
-of the trained energies runs on them. A position beyond a table is never clipped: it raises a ValueError
-naming the table, its option, whether the original model would have handled it, and the fix.
+N_q, N_k: the query's and key's side sizes (``--encoder/decoder-frozen-energy-positions``). Every mixing
+path runs on these tables (the contract of :mod:`.table_energy`); a position beyond one is an error.
 """
 from abc import ABCMeta, abstractmethod
 from typing import Dict, Tuple

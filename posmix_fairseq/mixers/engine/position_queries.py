@@ -65,19 +65,15 @@ def table_norm(spec: MixerSpec, side):
     return spec.shared_tables.layer_norm(key, spec.embed_dim)
 
 
-def table_dropout(spec: MixerSpec) -> float:
-    p = spec.options.get("position-table-dropout", 0.0)
-    if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-        raise ValueError(f"{spec.flag('position-table-dropout')} must be in [0, 1) (got {p!r})")
-    return float(p)
-
-
 class PositionQueries(SoftmaxEnergy):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         self.num_heads = spec.num_heads
         self.scaling = head_scaling(spec.embed_dim // spec.num_heads)
-        self.table_dropout = table_dropout(spec)
+        p = spec.options.get("position-table-dropout", 0.0)
+        if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+            raise ValueError(f"{spec.flag('position-table-dropout')} must be in [0, 1) (got {p!r})")
+        self.table_dropout = float(p)
         # Only the query side's table is built here: rPosNet never reads the key side's (a cross-attention
         # rPosNet would otherwise build an unused source table in the decoder).
         refer_to_shared(self, "query_table", shared_table(spec, spec.placement.query_side))

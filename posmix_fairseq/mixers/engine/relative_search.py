@@ -1,9 +1,7 @@
-"""Search-time rPosNet mixing (GPA Eqs. 9-10, Section 4.2): the O(K) window form and constant-state
-decoding (docs/search-time.md, "rPosNet's window form and constant-state decoding": the algorithms and
-what padding queries get). Both read the energies only through the
-:class:`~.table_energy.RelativeTableEnergy` contract, so they serve trained and frozen energies alike.
-"""
-from typing import Dict, Optional
+"""Search-time rPosNet mixing (GPA Eqs. 9-10, Section 4.2): the O(K) window form and constant-state decoding
+(docs/search-time.md: the algorithms, what padding queries get). Both read the energies only through the
+:class:`~.table_energy.RelativeTableEnergy` contract, so they serve trained and frozen energies alike."""
+from typing import Dict
 
 import torch
 from torch import Tensor
@@ -19,10 +17,9 @@ STATE_KEYS = ("window_and_far_sum",)
 
 
 def is_future_mask(attn_mask: Tensor) -> bool:
-    """True when fairseq's additive (T, T) mask excludes exactly the keys after each query
-    (the decoder's ``buffered_future_mask``), the only mask the causal window form reproduces.
-    Off the CPU only the shape is checked (comparing the values would synchronise with the device
-    on every call): fairseq's decoder layer passes its self-attention no other (T, T) mask."""
+    """True when fairseq's additive (T, T) mask excludes exactly the keys after each query (the decoder's
+    ``buffered_future_mask``, the only mask the causal window form reproduces). Off the CPU only the shape
+    is checked (the values would synchronise): fairseq's decoder passes its self-attention no other."""
     if attn_mask.dim() != 2 or attn_mask.size(0) != attn_mask.size(1):
         return False
     if not kernel_common.host_checks(attn_mask.device):
@@ -32,51 +29,36 @@ def is_future_mask(attn_mask: Tensor) -> bool:
     return bool(torch.equal(excluded, future))
 
 
-def left_align_values(values: Tensor, key_padding_mask: Tensor):
-    """(values (B, H, S, D_h) with key slot m = key position m, key_lengths (B,)) from values in
-    column order and their (B, S) padding mask (left, right or any padding: positions count the
-    real tokens, core/positions.py)."""
+def window_context(energy: RelativeTableEnergy, frame: PositionFrame, values: Tensor, key_padding_mask: Tensor,
+                   causal: bool, backend: str) -> Tensor:
+    """(B, H, T, D_h) contexts of Eq. 10's softmax over the real keys, by the window form, for the queries
+    of ``frame``. ``values`` (B, H, S, D_h) in column order with their padding ``key_padding_mask`` (B, S);
+    ``causal`` for decoder self-attention (the dense form's future mask over real tokens); ``backend``
+    that of ``kernels.relative_position_mixing`` (the sublayer's choice)."""
+    query_positions = frame.positions
+    table = energy.energy_table(table_positions(energy, query_positions, frame.position_bound))
+    # key slot m = key position m (left, right or any padding: positions count the real tokens)
     batch, heads, keys, dim = values.shape
     order, lengths = left_aligned(key_padding_mask, batch, keys, values.device)
-    index = order[:, None, :, None].expand(batch, heads, keys, dim)
-    return torch.gather(values, 2, index), lengths
-
-
-def window_context(energy: RelativeTableEnergy, query_positions: Tensor, query_padding_mask: Optional[Tensor],
-                   values: Tensor, key_padding_mask: Tensor, causal: bool, backend: str = "torch",
-                   position_bound: Optional[int] = None) -> Tensor:
-    """(B, H, T, D_h) contexts of Eq. 10's softmax over the real keys, by the window form.
-
-    ``query_positions`` (B, T) in column order; ``values`` (B, H, S, D_h) in column order with
-    their padding ``key_padding_mask`` (B, S); ``causal`` for decoder self-attention (key
-    position <= query position, the dense form's future mask over real tokens); ``backend`` that of
-    ``kernels.relative_position_mixing`` (the sublayer's choice); ``position_bound`` the frame's
-    host-known bound on the query positions (None: read from them, a device synchronisation).
-    """
-    table = energy.energy_table(table_positions(energy, query_positions, position_bound))
-    aligned, lengths = left_align_values(values, key_padding_mask)
+    aligned = torch.gather(values, 2, order[:, None, :, None].expand(batch, heads, keys, dim))
     context = kernels.relative_position_mixing(table, query_positions, aligned, lengths, energy.length_ratio,
                                                causal=causal, backend=backend, impl="window")
-    if causal and query_padding_mask is not None:
-        context = context.masked_fill(query_padding_mask[:, None, :, None], 0.0)
+    if causal:
+        context = context.masked_fill(frame.padding_mask[:, None, :, None], 0.0)
     return context
 
 
 def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], frame: PositionFrame, values: Tensor,
                         constants: Dict[str, Tensor], backend: str) -> Tensor:
-    """Decoder self-attention of the new token(s) with the constant state; updates ``buffer``.
-
-    ``frame`` holds the positions and padding (B, T) of the new tokens (T = 1 in fairseq's search;
-    several tokens are taken one after the other), ``values`` (B, H, T, D_h) are their values.
-    Returns (B, H, T, D_h). A padding token leaves the state unchanged and gets 0. ``constants``:
-    the running decode's constants (where the decode-weight table lives, table_energy.py).
+    """Decoder self-attention of the new token(s) of ``frame`` (T = 1 in fairseq's search; several are
+    taken one after the other) with the constant state, which it updates in ``buffer``; ``values``
+    (B, H, T, D_h) are theirs, ``constants`` the running decode's (the decode-weight table's home).
+    Returns (B, H, T, D_h); a padding token leaves the state unchanged and gets 0.
 
     The state holds every real token before the current one (decoding starts at the first target
-    token: checked), so a step's weights depend on its position only (``energy.decode_weights``)
-    and the state is the K window values and the far sum in one tensor. With the PyTorch kernels a
-    token is :func:`~posmix_fairseq.kernels.decode_step.weighted_decode_step`: a concatenation and
-    one batched product. With ``backend`` ``triton`` or ``auto`` (the sublayer's choice of the Triton
-    decoding step, kernels/choice.py) each token goes through ``kernels.relative_decode_step``.
+    token: checked), so a step's weights depend on its position only (``energy.decode_weights``).
+    With the PyTorch kernels a token is ``kernels.decode_step.weighted_decode_step`` (a concatenation and
+    one batched product); with ``backend`` ``triton`` or ``auto`` it is ``kernels.relative_decode_step``.
     """
     positions, padding_mask = frame.positions, frame.padding_mask
     batch, heads, steps, head_dim = values.shape
@@ -95,7 +77,8 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     outputs = []
     for t in range(steps):
         pad = padding_mask[:, t]
-        valid = ~pad if has_padding(pad) else None
+        # off the CPU, asking whether there is padding would synchronise: the masked update is exact either way
+        valid = ~pad if not kernel_common.host_checks(pad.device) or bool(pad.any()) else None
         if torch_kernels:
             out, state = weighted_decode_step(weights[:, :, t:t + 1], values[:, :, t:t + 1], state, valid)
         else:
@@ -106,13 +89,6 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
         outputs.append(out)
     buffer[STATE_KEYS[0]] = state
     return torch.cat(outputs, dim=2)
-
-
-def has_padding(padding_mask: Tensor) -> bool:
-    """Whether any token of ``padding_mask`` is padding; True on devices other than the CPU, where
-    asking would cost a device synchronisation (the masked update is exact either way). Search
-    never feeds padding, so the unmasked update is the common one."""
-    return not kernel_common.host_checks(padding_mask.device) or bool(padding_mask.any())
 
 
 def check_first_step(query_positions: Tensor, padding_mask: Tensor) -> None:

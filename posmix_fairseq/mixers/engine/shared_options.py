@@ -2,14 +2,11 @@
 from ...core.position_tables import RELATIVE_EMBEDDING_HEADS, RelativePositionTable
 from .registry import MixerSpec
 
-DEFAULT_MAX_RELATIVE_POSITION = 16
-
 
 def max_relative_position_option():
     """K, the clipping distance of relative positions (declared by the mixers that read it)."""
-    return {"max-relative-position": dict(type=int, default=DEFAULT_MAX_RELATIVE_POSITION, metavar="K",
-                                          help=f"clip relative distances to [-K, K] (default "
-                                               f"{DEFAULT_MAX_RELATIVE_POSITION}; 8 in *_big)")}
+    return {"max-relative-position": dict(type=int, default=16, metavar="K",
+                                          help="clip relative distances to [-K, K] (default 16; 8 in *_big)")}
 
 
 def position_table_option(default: str):

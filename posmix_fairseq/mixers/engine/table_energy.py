@@ -1,17 +1,13 @@
 """Position-only energies as tables: the contract shared by trained and frozen aPosNet / rPosNet.
 
-GPA Sections 4.1-4.2: the energies of aPosNet (Eq. 8) and rPosNet (Eqs. 9-10) depend on positions
-only, functions of the query position and the key position or the clipped distance. Everything that
-mixes with them (the dense softmax, the window form, constant-state decoding, the kernels, the frozen
-tables) goes through ``energy_rows`` / ``energy_table``, whether the energy computes its table from
-W^Q n~ (training) or stores it (frozen).
+GPA Sections 4.1-4.2: the energies of aPosNet (Eq. 8) and rPosNet (Eqs. 9-10) depend on positions only,
+so everything that mixes with them (dense softmax, window form, constant-state decoding, kernels, frozen
+tables) goes through ``energy_rows`` / ``energy_table``, computed from W^Q n~ (training) or stored (frozen).
 
-A constant-state decoding step's weights (GPA Eq. 10 with gamma = 1) depend on its position t only, so
-at search a sublayer reads them from a (P, H, 1, K+1) table of every position, built from
-``energy_table(P)`` on the first step of each decode and kept in that decode's incremental state,
-outside the entries beam search reorders. It lives exactly as long as the decode, so optimizer steps
-(fairseq writes through ``p.data``, invisible to any key on the tensors), loaded or converted weights
-all reach the next decode; see docs/search-time.md, "The step's weights depend on the position only".
+A constant-state decoding step's weights (Eq. 10, gamma = 1) depend on its position only: at search they
+are read from a table of every position, built once per decode and living exactly as long as the decode,
+so optimizer steps (through ``p.data``, invisible to any key on the tensors) and loaded or converted
+weights reach the next decode (docs/search-time.md, "The step's weights depend on the position only").
 """
 import abc
 from typing import Dict, Optional
@@ -84,11 +80,9 @@ class RelativeTableEnergy(SoftmaxEnergy):
 
     def decode_weights(self, query_positions: Tensor, constants: Optional[Dict[str, Tensor]] = None,
                        position_bound: Optional[int] = None) -> Tensor:
-        """(B, H, T, K+1) weights of constant-state decoding for queries at ``query_positions`` (B, T):
-        window slots 0..K-1, then one far key (``kernels.decode_step.position_decode_weights``). Without
-        gradients and with ``constants`` (the running decode's entries in fairseq's incremental state)
-        they are read from the decode's table (built on the first step, grown when a later position needs
-        it); otherwise computed from the step's own energy rows."""
+        """(B, H, T, K+1) constant-state decoding weights (window slots 0..K-1, then one far key) of the
+        queries at ``query_positions`` (B, T): without gradients and with ``constants`` (the running decode's)
+        read from the decode's table, else computed from their energy rows (``position_decode_weights``)."""
         if constants is None or torch.is_grad_enabled():
             return position_decode_weights(self.energy_rows(query_positions), query_positions[:, None, :])
         table = constants.get(TABLE_KEY)
@@ -108,10 +102,9 @@ class RelativeTableEnergy(SoftmaxEnergy):
         return rows if steps == 1 else rows.view(batch, steps, *table.shape[1:]).squeeze(3).transpose(1, 2)
 
     def _decode_table(self, needed: int, current: int) -> Tensor:
-        """The (P, H, 1, K+1) decode-weight table for at least ``needed`` positions: P is at least
-        :data:`MIN_POSITIONS` and twice ``current`` (the size of the table it replaces), capped at
-        :meth:`decode_weight_limit` unless the position needs more (then ``energy_table`` raises the
-        energy's error for it)."""
+        """The (P, H, 1, K+1) decode-weight table for at least ``needed`` positions: P at least MIN_POSITIONS
+        and twice ``current`` (the table it replaces), capped at :meth:`decode_weight_limit` unless the
+        position needs more (then ``energy_table`` raises the energy's error for it)."""
         size = max(needed, MIN_POSITIONS, 2 * current)
         limit = self.decode_weight_limit()
         if limit is not None:

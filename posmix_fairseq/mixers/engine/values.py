@@ -1,13 +1,10 @@
 """The values of the mixing step and the output gate, the two halves of GPA Eq. 4:
 
-    v_m = W^V x_m                        ungated
-    v_m = LayerNorm(GeLU(W^V x_m))       gated
-    o_n = W^O ( c_n * GeLU(W^G y_n) )    gated (c_n the mixed context of query n)
+    v_m = W^V x_m  ungated,  v_m = LayerNorm(GeLU(W^V x_m))  gated;   o_n = W^O ( c_n * GeLU(W^G y_n) )  gated
 
-``projection`` is W^V by default; a mixer may give another map (light convolution's GLU, the
-head-sliced map of RecPE, the identity of hard-coded Gaussian heads without a value projection).
-Subclasses may make values depend on the keys' positions (PosNet-Attn, Eq. 23) and may add a
-relative term sum_m a_nm r_nm to each context (Shaw et al. 2018, Eq. 3).
+``projection`` is W^V by default, or another map (light convolution's GLU, RecPE's head-sliced map, the
+identity of Gaussian heads without a value projection). Subclasses may make values depend on the keys'
+positions (PosNet-Attn, Eq. 23) and add a relative term sum_m a_nm r_nm to each context (Shaw et al. Eq. 3).
 """
 from typing import Optional
 

@@ -35,28 +35,22 @@ class GaussianWindowMixing(MixingPath):
         return not call.weights_requested  # the weights themselves: dense mixing (window-cut)
 
     def mix(self, mixer, call: MixingCall):
-        query, attn_mask = call.query, call.attn_mask
-        tgt_len, batch, _ = query.shape
+        tgt_len, batch, _ = call.query.shape
         values, _, key_positions, key_pad = mixer.keys_and_values(call)
         heads, src_len = values.size(1), values.size(2)
-
-        excluded = key_pad[:, None, :].expand(batch, tgt_len, src_len)
-        if attn_mask is not None:
-            excluded = excluded | (attn_mask.float() < -1e3)[None]
         # column of each (sentence, key position); src_len = a zero value (outside the sentence, padding)
         longest = int(key_positions.max()) + 1 if key_positions.numel() else 1
         column = torch.full((batch, longest + 1), src_len, dtype=torch.long, device=values.device)
         real = ~key_pad
         column.scatter_(1, torch.where(real, key_positions, longest), torch.arange(src_len, device=values.device)
                         .expand(batch, src_len).where(real, src_len))
-        column[:, longest] = src_len
         centres = mixer.energy.window_centres(call.frame.positions).long()  # (B, H, T)
         offsets = torch.arange(-self.window, self.window + 1, device=values.device)
         wanted = centres.unsqueeze(-1) + offsets  # (B, H, T, K_hat) key positions
         inside = (wanted >= 0) & (wanted < longest)
         cols = column.gather(1, torch.where(inside, wanted, longest).view(batch, -1)).view(wanted.shape)
         # excluded keys (future keys of decoder self-attention, padding) by (query, column)
-        excluded = torch.cat([excluded, excluded.new_ones(batch, tgt_len, 1)], dim=2)
+        excluded = torch.cat([call.excluded_keys(key_pad), key_pad.new_ones(batch, tgt_len, 1)], dim=2)
         cut = excluded.unsqueeze(1).expand(batch, heads, tgt_len, src_len + 1).gather(3, cols)
         weights = self.taps.to(torch.float32).expand_as(cols).masked_fill(cut, 0.0)
         weights = F.dropout(weights, p=mixer.attention_dropout, training=mixer.training).to(values.dtype)

@@ -31,8 +31,5 @@ class RPosNetBandMixing(MixingPath):
     def mix(self, mixer, call: MixingCall):
         values, _, _, key_pad = mixer.keys_and_values(call)
         causal = call.attn_mask is not None  # the decoder's future mask (checked by serves)
-        backend = mixer.kernel_choice.backend(values.device, "kernels")
-        context = window_context(mixer.energy, call.frame.positions, call.frame.padding_mask if causal else None,
-                                 values, key_pad, causal=causal, backend=backend,
-                                 position_bound=call.frame.position_bound)
-        return context, None
+        return window_context(mixer.energy, call.frame, values, key_pad, causal=causal,
+                              backend=mixer.kernel_choice.backend(values.device, "kernels")), None
