@@ -6,7 +6,7 @@ optimizer's copy of its fp32 master weights, the memory-efficient fp16 optimizer
 updated fp32 values), which changes neither their storage nor their version counter. In-process
 decoding after training steps is what ``--eval-bleu`` validation (and ``--best-checkpoint-metric
 bleu``) runs. The model is rPosNet, whose decoder self-attention reads its decoding-step weights
-from a table of every position (mixers/engine/decode_weights.py).
+from a table of every position (mixers/engine/table_energy.py).
 """
 import json
 import os

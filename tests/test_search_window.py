@@ -17,7 +17,7 @@ from helpers import build_model, mix, mixer_spec, random_batch
 from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.kernels.decode_step import position_decode_weights, weighted_decode_step
 from posmix_fairseq.mixers import build_mixer
-from posmix_fairseq.mixers.engine.decode_weights import TABLE_KEY
+from posmix_fairseq.mixers.engine.table_energy import TABLE_KEY
 from posmix_fairseq.mixers.engine import relative_search
 from posmix_fairseq.mixers.engine.relative_search import STATE_KEYS
 from posmix_fairseq.mixers.rposnet import rposnet_paths
@@ -294,7 +294,7 @@ def test_constant_state_checks_its_start_and_the_frozen_table():
 
 def test_decode_weight_table_equals_the_rows_of_each_step():
     """Without gradients (search) the decode weights come from a table of every position kept in
-    the decode's constants (mixers/engine/decode_weights.py): equal to the weights from the step's
+    the decode's constants (mixers/engine/table_energy.py): equal to the weights from the step's
     own energy rows (the path with gradients), also beyond its first 64 positions (the table grows,
     up to a learned n~ table's size), and a new decode after the trained weights change in place
     (as fairseq's optimizers change them, through ``.data``) reads the new weights."""

@@ -85,7 +85,7 @@ def filled_state(kind, module, t, args):
     else:
         # the packed state (kernels.decode_step.packed_state): K window slots and the far sum
         module._set_input_buffer(state, {STATE_KEYS[0]: torch.randn(b, h, args.k + 1, dh, generator=g)})
-        # the decode-weight table, built on the decode's first step (mixers/engine/decode_weights.py)
+        # the decode-weight table, built on the decode's first step (mixers/engine/table_energy.py)
         with torch.no_grad():
             module.energy.decode_weights(torch.full((b, 1), t), module._get_decode_constants(state))
     return state

@@ -1,16 +1,14 @@
-"""The mixing engine: an :class:`~.energy.Energy` giving mixing weights, the :class:`~.values.Values`
-they mix, a mixing path, and the output:
+"""Token mixers: fairseq's attention interface (:class:`TokenMixer`) and the generic mixing engine
+(:class:`EnergyMixingAttention`, docs/contributing.md, "One way to mix, several paths"):
 
     a_nm   = energy.mixing_weights(...)                       (per head; softmax or direct)
     c_n    = sum_m a_nm v_m  (+ values.relative_term, e.g. Shaw et al. Eq. 3)
     out_n  = W^O c_n                      ungated
     out_n  = W^O (c_n * GeLU(W^G y_n))    gated, with v_m = LayerNorm(GeLU(W^V x_m))  (GPA Eq. 4)
 
-How c_n is computed is the path's (:mod:`posmix_fairseq.mixers.paths`): dense weights by default;
-a mixer's builder may put faster paths first (rPosNet's window form and constant-state decoding,
-the Gaussian window), each serving the calls it reproduces exactly. The engine keeps the parts
-every path shares: the positions of the call, the values and key features with their incremental
-cache, the gate and W^O.
+How c_n is computed is the first of the mixer's paths that serves the call (:mod:`.mixing`); the engine
+keeps what every path shares: the positions of the call, the values and key features with their
+incremental cache, the gate and W^O.
 """
 from typing import Optional, Sequence, Tuple
 
@@ -20,12 +18,29 @@ from torch import Tensor, nn
 from ...core.positions import PositionFrame
 from ...kernels.choice import SublayerKernels, choose
 from ...kernels.dispatch import KernelBackendError
-from .mixing import DenseMixing, MixingCall, MixingPath
+from ...core.incremental import BatchFirstIncrementalState
 from .energy import Energy, xavier_linear
-from .gating import ContextGate
+from .mixing import DenseMixing, MixingCall, MixingPath
 from .registry import MixerSpec
-from .token_mixer import TokenMixer
-from .values import Values
+from .values import ContextGate, Values
+
+
+class TokenMixer(BatchFirstIncrementalState):
+    """A mixer in place of one attention sublayer, called as fairseq calls its ``MultiheadAttention``:
+    query (T, B, D), key/value (S, B, kdim), key_padding_mask (B, S) True at padding, attn_mask an additive
+    (T, S) mask (0 or -inf). fairseq's decoder layer reads ``num_heads`` and ``head_dim``; beam search
+    calls ``reorder_incremental_state``. Positions come from the running forward's ``PositionFrame``."""
+
+    #: the mixer stands for a removed sublayer (it adds 0): the layer replaces its LayerNorm by the identity
+    removes_sublayer = False
+
+    def __init__(self, embed_dim: int, num_heads: int):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by the number of attention heads {num_heads}")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
 
 
 class EnergyMixingAttention(TokenMixer):
@@ -61,27 +76,22 @@ class EnergyMixingAttention(TokenMixer):
 
     def keys_and_values(self, call: MixingCall):
         """Values, cached key features, key positions and key padding, extended (self-attention) or
-        reused (cross-attention, ``static_kv``) across incremental decoding steps."""
-        incremental_state, static_kv = call.incremental_state, call.static_kv
-        buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
-        if buffer is not None and static_kv and "values" in buffer:
-            # cross-attention during decoding: the source keys/values are computed once
-            return buffer["values"], buffer.get("keys"), buffer["key_positions"], buffer["key_padding_mask"]
-        key_positions, key_padding_mask = self._key_side(call.frame, call.key, call.key_padding_mask)
-        values = self.values(call.value, key_positions, key_padding_mask)
-        keys = self.energy.key_features(call.key, key_positions)
-        if buffer is not None and not static_kv and "values" in buffer:
-            values = torch.cat([buffer["values"], values], dim=2)
-            if keys is not None:
-                keys = torch.cat([buffer["keys"], keys], dim=2)
-            key_positions = torch.cat([buffer["key_positions"], key_positions], dim=1)
-            key_padding_mask = torch.cat([buffer["key_padding_mask"], key_padding_mask], dim=1)
-        if buffer is not None:
-            buffer = {"values": values, "key_positions": key_positions, "key_padding_mask": key_padding_mask}
-            if keys is not None:
-                buffer["keys"] = keys
-            self._set_input_buffer(incremental_state, buffer)
-        return values, keys, key_positions, key_padding_mask
+        reused (cross-attention, ``static_kv``: the source's are computed once) across decoding steps."""
+        buffer = self._get_input_buffer(call.incremental_state) if call.incremental_state is not None else None
+        cached = buffer is not None and "values" in buffer
+        if not cached or not call.static_kv:
+            key_positions, key_padding_mask = self._key_side(call.frame, call.key, call.key_padding_mask)
+            new = {"values": self.values(call.value, key_positions, key_padding_mask),
+                   "keys": self.energy.key_features(call.key, key_positions),
+                   "key_positions": key_positions, "key_padding_mask": key_padding_mask}
+            new = {name: tensor for name, tensor in new.items() if tensor is not None}
+            if cached:  # (B, H, S, D_h) values and keys, (B, S) positions and padding
+                new = {name: torch.cat([buffer[name], tensor], dim=2 if tensor.dim() == 4 else 1)
+                       for name, tensor in new.items()}
+            if buffer is not None:
+                self._set_input_buffer(call.incremental_state, new)
+            buffer = new
+        return buffer["values"], buffer.get("keys"), buffer["key_positions"], buffer["key_padding_mask"]
 
     def _key_side(self, frame: PositionFrame, key: Tensor, key_padding_mask: Optional[Tensor]):
         """Positions and padding (B, S) of the new keys: the queries themselves in self-attention,
@@ -94,20 +104,11 @@ class EnergyMixingAttention(TokenMixer):
             key_padding_mask = torch.zeros(key.size(1), key.size(0), dtype=torch.bool, device=key.device)
         return frame.source_positions, key_padding_mask
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Optional[Tensor],
-        value: Optional[Tensor],
-        key_padding_mask: Optional[Tensor] = None,
-        incremental_state=None,
-        need_weights: bool = True,
-        static_kv: bool = False,
-        attn_mask: Optional[Tensor] = None,
-        before_softmax: bool = False,
-        need_head_weights: bool = False,
-        positions: Optional[PositionFrame] = None,
-    ) -> Tuple[Tensor, Optional[Tensor]]:
+    def forward(self, query: Tensor, key: Optional[Tensor], value: Optional[Tensor],
+                key_padding_mask: Optional[Tensor] = None, incremental_state=None, need_weights: bool = True,
+                static_kv: bool = False, attn_mask: Optional[Tensor] = None, before_softmax: bool = False,
+                need_head_weights: bool = False, positions: Optional[PositionFrame] = None
+                ) -> Tuple[Tensor, Optional[Tensor]]:
         """fairseq's attention call; ``positions`` defaults to the frame of the running forward."""
         if before_softmax:
             raise ValueError("before_softmax=True is not supported by posmix mixers")
@@ -121,16 +122,12 @@ class EnergyMixingAttention(TokenMixer):
         try:
             path = next(path for path in self.paths if path.serves(self, call))
             context, attn = path.mix(self, call)
-            return self._output(context, query), attn
+            # W^O of the (gated) context (B, H, T, D_h) -> (T, B, D) (GPA Eq. 4)
+            context = context.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
+            if self.gating is not None:
+                context = self.gating(context, query)
+            return self.out_proj(context), attn
         except KernelBackendError as exc:  # a forced Triton kernel that cannot run: name the option
             if not self.kernel_choice.forced:
                 raise
             raise KernelBackendError(f"{self.kernel_choice.forced}: {exc}") from exc
-
-    def _output(self, context: Tensor, query: Tensor) -> Tensor:
-        """W^O of the (gated) context (B, H, T, D_h) -> (T, B, D) (GPA Eq. 4)."""
-        batch, _, tgt_len, _ = context.shape
-        context = context.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
-        if self.gating is not None:
-            context = self.gating(context, query)
-        return self.out_proj(context)

@@ -1,22 +1,15 @@
-"""The Energy contract: how one sublayer weighs its keys.
+"""The Energy contract: how one sublayer weighs its keys (docs/contributing.md, "One Energy contract").
 
     a_nm = mixing_weights(query states/positions, key features/positions)     (B, H, T, S)
 
-with one abstract method, :meth:`Energy.mixing_weights`, and two small kinds:
-
-* :class:`SoftmaxEnergy`: scaled energies e_nm (``logits``), masked, then a NaN-safe softmax over
-  the keys (attention: content, Shaw, relative, aPosNet, rPosNet, T5).
-* :class:`DirectWeights`: weights given directly (``direct_weights``), zeroed where masked and
-  not renormalised (hard-coded Gaussians, Fourier, linear, light convolution).
-
-For the position-based energies a_nm depends on positions only, so a trained model can replace
-the energy by a precomputed table, and the mixing step can get a fused kernel.
+:class:`SoftmaxEnergy` softmaxes scaled energies (``logits``); :class:`DirectWeights` gives the
+weights directly (hard-coded Gaussians, Fourier, linear, light convolution). Position-based energies
+depend on positions only, so a trained model can replace them by a table (frozen_energy.py).
 """
 import abc
 import math
 from typing import Optional
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -39,24 +32,18 @@ def head_scaling(head_dim: int) -> float:
 
 
 class Energy(nn.Module, metaclass=abc.ABCMeta):
-    """Mixing weights of one sublayer.
-
-    ``key_features`` maps new keys (states and/or positions) to what incremental decoding caches
-    per key (None when the energy needs no per-key tensor).
-    """
+    """Mixing weights of one sublayer."""
 
     def key_features(self, key: Tensor, key_positions: Tensor) -> Optional[Tensor]:
+        """What incremental decoding caches per new key (states and/or positions); None: nothing."""
         return None
 
     @abc.abstractmethod
     def mixing_weights(self, query: Tensor, query_positions: Tensor, keys: Optional[Tensor], key_positions: Tensor,
                        key_padding_mask: Tensor, excluded: Tensor) -> Tensor:
-        """(B, H, T, S) float32 weights, 0 wherever ``excluded`` (B, 1, T, S) is True (padding keys,
-        future keys).
-
-        query (T, B, D); query_positions (B, T); keys the cached ``key_features`` (or None);
-        key_positions and key_padding_mask (B, S).
-        """
+        """(B, H, T, S) float32 weights, 0 wherever ``excluded`` (B, 1, T, S) is True (padding keys, future
+        keys). query (T, B, D); query_positions (B, T); keys the cached ``key_features`` (or None);
+        key_positions and key_padding_mask (B, S)."""
 
 
 class CentredEnergy(Energy):
@@ -94,3 +81,26 @@ class DirectWeights(Energy):
     def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask, excluded):
         weights = self.direct_weights(query, query_positions, keys, key_positions, key_padding_mask).float()
         return weights.masked_fill(excluded, 0.0)
+
+
+class ContentEnergy(SoftmaxEnergy):
+    """The Transformer's energies (Vaswani et al. 2017), e_nm = (W^Q y_n)(W^K x_m)^T / sqrt(D_h) per head,
+    shared by the mixers that add to them (Shaw, T5 bias, PosNet-Attn, RecPE's head-sliced reading) and
+    by gated multi-head attention. Parameters: 2(D^2 + D). ``projection(in_dim, out_dim)`` builds W^Q and
+    W^K (a full linear map by default)."""
+
+    def __init__(self, spec, projection=xavier_linear):
+        super().__init__()
+        self.num_heads = spec.num_heads
+        self.scaling = head_scaling(spec.embed_dim // spec.num_heads)
+        self.q_proj: nn.Module = projection(spec.embed_dim, spec.embed_dim)
+        self.k_proj: nn.Module = projection(spec.kdim, spec.embed_dim)
+
+    def key_features(self, key: Tensor, key_positions: Tensor) -> Tensor:
+        return split_heads(self.k_proj(key), self.num_heads)
+
+    def queries(self, query: Tensor) -> Tensor:
+        return split_heads(self.q_proj(query) * self.scaling, self.num_heads)
+
+    def logits(self, query, query_positions, keys, key_positions):
+        return self.queries(query) @ keys.transpose(-1, -2)

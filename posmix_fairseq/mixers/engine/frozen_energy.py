@@ -1,28 +1,12 @@
-"""Search-time (frozen) energies of aPosNet and rPosNet: the trained energy replaced by its table.
+"""Search-time (frozen) energies of aPosNet and rPosNet (GPA Sections 4.1-4.2; docs/search-time.md):
 
-GPA Sections 4.1-4.2: after training the
-energies depend on nothing but positions, so they can be precomputed.
+* aPosNet (Eq. 8): e_nm = (W^Q n~)(W^K m~)^T / sqrt(D_h) becomes a table E of shape (H, N_q, N_k).
+* rPosNet (Eqs. 9-10): e_nm = (W^Q n~) Emb_rel(clip(floor(gamma n) - m, K))^T / sqrt(D_h) becomes a
+  table E of shape (H, N_q, 2K+1), indexed by n and j = clip(floor(gamma n) - m, K) + K (gamma applied
+  in the index, as in training).
 
-* aPosNet (Eq. 8): e_nm = (W^Q n~)(W^K m~)^T / sqrt(D_h) becomes a table E of shape (H, N_q, N_k);
-  one layer keeps H N^2 + 3 D^2 parameters (gated) instead of 5 D^2 (Table 8).
-* rPosNet (Eqs. 9-10): e_nm = (W^Q n~) Emb_rel(clip(floor(gamma n) - m, K))^T / sqrt(D_h) becomes
-  a table E of shape (H, N_q, K^) with K^ = 2K + 1, indexed by the query position n and the clipped
-  distance index j = clip(floor(gamma n) - m, K) + K (gamma applied in the index, as in training);
-  one layer keeps H K^ N + 3 D^2 parameters instead of K^ D + 4 D^2 (Table 8).
-
-N_q and N_k are the table sizes of the query's and the key's side: ``--encoder-frozen-energy-positions``
-(source positions) and ``--decoder-frozen-energy-positions`` (target positions), set by
-``posmix-freeze``. The mixer registry declares these classes as the frozen energies of ``aposnet``
-and ``rposnet``; a search-time model builds them instead of the trained energies (W^Q, W^K, the
-n~ / m~ tables and Emb_rel are not built). They implement the table contract of
-:mod:`.table_energy` (``energy_rows`` / ``energy_table``, dense ``logits``), so every mixing path of
-the trained ones (dense softmax, window form, constant-state decoding, kernels) runs on them
-unchanged. A position beyond a table raises a ValueError that names the table, its option,
-whether the original (unfrozen) model would have handled it (sinusoidal n~ / m~ are defined for
-any position, a learned table stops at ``--max-source/target-positions``) and the fix; it is never
-clipped. A search-time decoder reports the trained model's max target positions
-(fairseq-generate's output bound; the encoder reports its source table), so an output that outgrows the target table meets this error, not a silent stop, unless
-it was frozen with ``posmix-freeze --tables-as-max-positions`` (``--frozen-tables-as-max-positions``).
+N_q, N_k: the query's and key's side sizes (``--encoder/decoder-frozen-energy-positions``). Every mixing
+path runs on these tables (the contract of :mod:`.table_energy`); a position beyond one is an error.
 """
 from abc import ABCMeta, abstractmethod
 from typing import Dict, Tuple
@@ -50,52 +34,43 @@ class FrozenTable(metaclass=ABCMeta):
         """The sides whose positions index the table (their sizes are needed to build it)."""
 
     def _setup_frozen(self, spec: MixerSpec, kind: str):
-        sizes: Dict[str, int] = spec.frozen_positions
-        self._sizes: Dict[str, int] = {}
-        self._info = dict(kind=kind, placement=spec.placement.name,
-                                      table=spec.options.get("position-table", "learned"), sides={})
+        self._kind, self._placement = kind, spec.placement.name
+        self._trained_table = spec.options.get("position-table", "learned")
         limits = {spec.placement.query_side.role: spec.max_query_positions,
                   spec.placement.key_side.role: spec.max_key_positions}
+        self._sides: Dict[str, Tuple[int, str, int, str]] = {}  # role -> (N, its flag, trained limit, its option)
         for side in self.table_sides(spec.placement):
-            n = sizes.get(side.role)
+            n = spec.frozen_positions.get(side.role)
             if not isinstance(n, int) or n < 1:
                 raise ValueError(f"{side.flag(FROZEN_OPTION)} must be an integer >= 1 for the frozen {kind} energy "
                                  f"table of the {spec.placement} sublayer (got {n!r})")
-            self._sizes[side.role] = n
-            self._info["sides"][side.role] = (side.flag(FROZEN_OPTION), limits[side.role],
-                                                          side.max_positions_option)
+            self._sides[side.role] = (n, side.flag(FROZEN_OPTION), limits[side.role], side.max_positions_option)
 
     def positions_of(self, role: str) -> int:
         """N of the ``role`` ("source" / "target") side."""
-        return self._sizes[role]
-
-    def option_of(self, role: str) -> str:
-        """The flag that sized the ``role`` side of the table (``--encoder-frozen-energy-positions`` ...)."""
-        return self._info["sides"][role][0]
+        return self._sides[role][0]
 
     def position_limits(self):
         """(role, positions, option) of each side that indexes the table (the position-limit protocol)."""
-        return [(role, n, self.option_of(role)) for role, n in self._sizes.items()]
+        return [(role, n, flag) for role, (n, flag, _, _) in self._sides.items()]
 
     def check_positions(self, positions: Tensor, role: str):
         """A clear error for a position >= N (never a silent truncation or an index error), and for
         training: the tables are written by posmix-freeze, never learned (built with zeros and
         ``requires_grad=False``, a search-time model trained from scratch would attend uniformly)."""
         if self.training and torch.is_grad_enabled():
-            info = self.__dict__["_info"]
-            flags = " ".join(f"{flag} {self.positions_of(r)}" for r, (flag, _, _) in info["sides"].items())
+            flags = " ".join(f"{flag} {n}" for n, flag, _, _ in self._sides.values())
             raise ValueError(
-                f"{flags}: a search-time model (frozen {info['kind']} energy tables, GPA Sections 4.1-4.2) is for "
+                f"{flags}: a search-time model (frozen {self._kind} energy tables, GPA Sections 4.1-4.2) is for "
                 f"decoding only: its tables are filled by posmix-freeze from a trained checkpoint and are never "
                 f"trained. Train without --encoder/decoder-frozen-energy-positions, then run posmix-freeze")
         if not positions.numel():
             return
-        longest, n = int(positions.max()), self.positions_of(role)
+        longest = int(positions.max())
+        n, flag, limit, limit_option = self._sides[role]
         if longest < n:
             return
-        info = self._info
-        flag, limit, limit_option = info["sides"][role]
-        if info["table"] == "sinusoidal":
+        if self._trained_table == "sinusoidal":
             original = ("the original (unfrozen) model would have extrapolated: its position table is sinusoidal "
                         "(defined for any position)")
             fix = f"Freeze the trained checkpoint again with a larger {FREEZE_FLAG}"
@@ -113,7 +88,7 @@ class FrozenTable(metaclass=ABCMeta):
         else:
             within = f"or keep {role} sentences within {n} tokens (EOS included)"
         raise ValueError(
-            f"{role} position {longest} is beyond the frozen {info['kind']} energy table of the {info['placement']} "
+            f"{role} position {longest} is beyond the frozen {self._kind} energy table of the {self._placement} "
             f"sublayer, which covers {role} positions 0..{n - 1} ({flag} {n}, set by {FREEZE_FLAG}); {original}. "
             f"{fix}, {within}")
 
@@ -126,8 +101,8 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
         self._setup_frozen(spec, "rPosNet")
         self._query_role = spec.placement.query_side.role
         self.k, self.length_ratio, self.num_heads = max_relative_position(spec), spec.length_ratio, spec.num_heads
-        rows = self.positions_of(self._query_role)
-        self.table = nn.Parameter(torch.zeros(spec.num_heads, rows, 2 * self.k + 1), requires_grad=False)
+        self.table = nn.Parameter(torch.zeros(spec.num_heads, self.positions_of(self._query_role), 2 * self.k + 1),
+                                  requires_grad=False)
 
     @staticmethod
     def table_sides(placement):

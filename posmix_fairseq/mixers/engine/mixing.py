@@ -1,12 +1,8 @@
-"""The mixing-path interface: how one sublayer turns its energy and values into contexts.
-
-An :class:`~posmix_fairseq.mixers.engine.attention.EnergyMixingAttention` holds an ordered list of
-paths chosen when the model is built (by the mixer's builder, from its options); for each call
-the first path that ``serves`` it computes the contexts, and the engine applies the gate and W^O.
-Dense mixing (:class:`DenseMixing`, the reference: a_nm = energy.mixing_weights(...),
-c_n = sum_m a_nm v_m + values.relative_term) closes every list and serves every call, so a faster
-path may decline the calls it cannot reproduce (attention weights asked for, another mask).
-A new path is one small class in ``mixers/paths/``: ``serves(mixer, call)`` and ``mix(mixer, call)``.
+"""The mixing-path interface: how one sublayer turns its energy and values into contexts (docs/contributing.md,
+"One way to mix, several paths"). The first of a mixer's paths that ``serves`` a call computes its contexts;
+:class:`DenseMixing` (the reference: a_nm = energy.mixing_weights(...), c_n = sum_m a_nm v_m +
+values.relative_term) closes every list and serves every call, so a faster path may decline the calls it
+cannot reproduce. A new path is one small class in ``mixers/paths/``.
 """
 from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass
@@ -43,6 +39,14 @@ class MixingCall:
         """A self-attention step of incremental decoding (new tokens appended to the cached prefix)."""
         return self.incremental_state is not None and not self.static_kv
 
+    def excluded_keys(self, key_padding_mask: Tensor) -> Tensor:
+        """(B, T, S) True at the keys a query may not read: padding, and what fairseq's additive mask
+        excludes (0: allowed; -inf or -1e8: excluded)."""
+        excluded = key_padding_mask[:, None, :]
+        if self.attn_mask is not None:
+            excluded = excluded | (self.attn_mask.float() < -1e3)[None]
+        return excluded.expand(key_padding_mask.size(0), self.query.size(0), key_padding_mask.size(1))
+
 
 class MixingPath(nn.Module, metaclass=ABCMeta):
     """A strategy for mixing values. A path holds no parameters (the mixer's energy and values do):
@@ -72,15 +76,10 @@ class DenseMixing(MixingPath):
         return True
 
     def mix(self, mixer, call: MixingCall):
-        query, attn_mask = call.query, call.attn_mask
-        tgt_len, batch, _ = query.shape
+        query, query_positions = call.query, call.frame.positions
         values, keys, key_positions, key_pad = mixer.keys_and_values(call)
-        excluded = key_pad[:, None, None, :]
-        if attn_mask is not None:  # fairseq's additive masks: 0 (allowed) or -inf / -1e8 (excluded)
-            excluded = excluded | (attn_mask.float() < -1e3)[None, None]
-        excluded = excluded.expand(batch, 1, tgt_len, key_pad.size(1))
-        query_positions = call.frame.positions
-        weights = mixer.energy.mixing_weights(query, query_positions, keys, key_positions, key_pad, excluded)
+        weights = mixer.energy.mixing_weights(query, query_positions, keys, key_positions, key_pad,
+                                              call.excluded_keys(key_pad)[:, None])
         probs = F.dropout(weights, p=mixer.attention_dropout, training=mixer.training).to(values.dtype)
 
         context = torch.matmul(probs, values)  # (B, H, T, Dh)
@@ -90,6 +89,5 @@ class DenseMixing(MixingPath):
 
         attn = None
         if call.weights_requested:
-            attn = weights.transpose(0, 1) if call.need_head_weights else weights.mean(dim=1)
-            attn = attn.to(query.dtype)
+            attn = (weights.transpose(0, 1) if call.need_head_weights else weights.mean(dim=1)).to(query.dtype)
         return context, attn

@@ -1,18 +1,12 @@
-"""The shared part of aPosNet and rPosNet (GPA Section 4.1):
-queries q_n = W^Q n~ from the absolute position table n~ shared across the layers of a side.
+"""The shared part of aPosNet and rPosNet (GPA Section 4.1): queries q_n = W^Q n~ from the absolute
+position table n~ shared across the layers of a side. As q_n depends on the position n only, each energy
+can be tabulated over positions (:meth:`PositionQueries.position_query_table`, the energies'
+``energy_table``), where the mixing kernels, the window form and the frozen energies start.
 
-Because q_n depends on the position n only, each energy can be tabulated over positions
-(:meth:`PositionQueries.position_query_table`, and the energies' ``energy_table``): the mixing
-kernels, the window form of rPosNet and the frozen search-time energies all start from that table.
-
-The table's options (declared by aposnet and rposnet, :func:`absolute_table_options`): its kind
-(``--S-position-table``), the layout of a sinusoidal one (``--S-absolute-sinusoids``), and what
-happens to its rows before W^Q / W^K read them: a LayerNorm shared by the side's layers
-(``--S-position-table-layernorm``) and dropout (``--S-position-table-dropout``). The paper applies
-neither (the default); the released code of GPA
-(github.com/apptek/posnet-position_based_attention, models/posnet/models/posnet.py,
-``PosNetEncoder._embed`` / ``PosNetDecoder._embed``) normalises a learned table and drops out
-either kind (docs/choices.md, "The released GPA code").
+The table's options (:func:`absolute_table_options`): its kind, the layout of a sinusoidal one, and a
+LayerNorm shared by the side's layers and dropout on its rows before W^Q / W^K read them. The paper
+applies neither (the default); the released GPA code normalises a learned table and drops out either
+kind (docs/choices.md, "The released GPA code").
 """
 import torch
 import torch.nn.functional as F
@@ -71,30 +65,20 @@ def table_norm(spec: MixerSpec, side):
     return spec.shared_tables.layer_norm(key, spec.embed_dim)
 
 
-def table_dropout(spec: MixerSpec) -> float:
-    p = spec.options.get("position-table-dropout", 0.0)
-    if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-        raise ValueError(f"{spec.flag('position-table-dropout')} must be in [0, 1) (got {p!r})")
-    return float(p)
-
-
 class PositionQueries(SoftmaxEnergy):
     def __init__(self, spec: MixerSpec):
         super().__init__()
         self.num_heads = spec.num_heads
         self.scaling = head_scaling(spec.embed_dim // spec.num_heads)
-        self.table_dropout = table_dropout(spec)
-        # Shared across layers and registered by their owner (the encoder or decoder): keep plain
-        # references so they are not registered (and saved) once per layer. Only the query side's
-        # table is built here: rPosNet never reads the key side's (a cross-attention rPosNet would
-        # otherwise build an unused source table in the decoder).
-        refer_to_shared(self, "_query_table", shared_table(spec, spec.placement.query_side))
+        p = spec.options.get("position-table-dropout", 0.0)
+        if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+            raise ValueError(f"{spec.flag('position-table-dropout')} must be in [0, 1) (got {p!r})")
+        self.table_dropout = float(p)
+        # Only the query side's table is built here: rPosNet never reads the key side's (a cross-attention
+        # rPosNet would otherwise build an unused source table in the decoder).
+        refer_to_shared(self, "query_table", shared_table(spec, spec.placement.query_side))
         refer_to_shared(self, "_query_norm", table_norm(spec, spec.placement.query_side))
         self.q_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
-
-    @property
-    def query_table(self):
-        return self._query_table
 
     def table_rows(self, table, norm, positions: Tensor, dtype) -> Tensor:
         """The rows of ``table`` at ``positions`` as W^Q / W^K read them: normalised by ``norm`` (if

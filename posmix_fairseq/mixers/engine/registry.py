@@ -1,10 +1,4 @@
-"""The token-mixer registry and the spec a mixer is built from.
-
-A variant registers ``builder(spec) -> module`` with :func:`register_mixer`, declaring its own
-command-line options (``--S-<option>`` for each sublayer S) and, for a mixer whose energies depend on
-positions only, the frozen energy a search-time model (``posmix-freeze``) builds instead of the
-trained one.
-"""
+"""The token-mixer registry and the spec a mixer is built from (:func:`register_mixer`)."""
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional, Tuple
 
@@ -36,8 +30,7 @@ class MixerSpec:
     route: PositionRoute = None  # the owning side's positions route
     options: Dict = field(default_factory=dict)  # the mixer's own options (declared in register_mixer)
     dropout: float = 0.0  # the model's --dropout (PosNet-Attn's default rate)
-    # search-time model (posmix-freeze): the table size of each side, {"source": N_s, "target": N_t} (from
-    # --<side>-frozen-energy-positions), for a mixer whose entry declares a frozen energy; None: trained
+    # search-time model: each side's table size {"source": N_s, "target": N_t}; None: a trained model
     frozen_positions: Optional[Dict[str, int]] = None
 
     def flag(self, option: str) -> str:
@@ -77,14 +70,12 @@ def register_mixer(name: str, *, gated_by_default: bool, uses_positions: bool, d
                    read_when: Optional[Dict[str, Tuple[str, str]]] = None):
     """Decorator registering ``builder(spec) -> module`` under ``name``.
 
-    ``options`` declares the mixer's own command-line options, e.g.
-    ``{"gaussian-sigma": dict(type=float, default=1.0, help=...)}`` becomes
-    ``--encoder-self-gaussian-sigma`` etc.; the builder reads ``spec.options["gaussian-sigma"]``.
-    A flag given for a sublayer whose mixer does not declare it is an error. ``frozen_energy``
-    (a class taking the spec, with ``table_sides(placement)`` and ``table_from(trained_energy)``) makes
-    the mixer freezable by ``posmix-freeze``; its builder then gets its energy from
-    :meth:`MixerSpec.energy`. ``read_when`` names own options read only under another option's value
-    (``{"max-relative-position": ("gaussian-impl", "window")}``): given otherwise, they are an error.
+    ``options`` declares the mixer's own options (``{"gaussian-sigma": dict(type=float, ...)}`` becomes
+    ``--encoder-self-gaussian-sigma`` etc., read as ``spec.options["gaussian-sigma"]``); a flag given for a
+    sublayer whose mixer does not declare it is an error, and so is one that ``read_when`` says is unread
+    (``{"max-relative-position": ("gaussian-impl", "window")}``). ``frozen_energy`` (a class taking the spec,
+    with ``table_sides(placement)`` and ``table_from(trained_energy)``) makes the mixer freezable by
+    ``posmix-freeze``; its builder then gets its energy from :meth:`MixerSpec.energy`.
     """
 
     def wrap(builder):

@@ -1,48 +1,25 @@
-"""Search-time rPosNet mixing: the O(K) window form and constant-state decoding.
-
-GPA Eqs. 9-10: the
-energy of query n and key m is E[n, clip(floor(gamma n) - m, K) + K], a function of the query
-position and the clipped distance only (Section 4.2: a table after training). Both paths below
-read the energies only through the :class:`~..engine.table_energy.RelativeTableEnergy` contract
-(``energy_table`` / ``energy_rows`` / ``decode_weights``), so they serve trained and frozen energies
-alike, and mix with the primitives of :mod:`posmix_fairseq.kernels` (PyTorch or Triton, see its dispatch).
-
-* :func:`window_context` (``--S-rposnet-impl window``): every key farther than K left of
-  floor(gamma n) shares the energy E[n, 2K], every key farther than K right of it E[n, 0], so the
-  softmax has 2K+1 band terms plus count x exp(E) for the two far groups and the context reads the
-  far groups from prefix / suffix sums of the values: O(T (2K+3) D_h) instead of O(T S D_h).
-* :func:`constant_state_step` (decoder self-attention while decoding, gamma = 1, causal): the
-  query at position t needs the last K values (distances 0..K-1) and the sum of the older ones
-  (distance >= K, energy index 2K; there are max(0, t + 1 - K) of them): O(K D_h) time and memory
-  per step, whatever t.
-
-Padding queries: a query at a padding slot is never read (padding keys are excluded from every
-mixer and the loss ignores padding targets). The window form gives it the same context as the
-dense form in the encoder and in cross-attention (a padding query has position 0 and sees every
-real key) and 0 in decoder self-attention (the dense form's causal mask in column space gives 0
-to left padding and a position-0 read of the whole sentence to right padding); constant-state
-decoding gives 0 at a padding step (the dense cache gives a position-0 read of the prefix there).
-"""
-from typing import Dict, Optional
+"""Search-time rPosNet mixing (GPA Eqs. 9-10, Section 4.2): the O(K) window form and constant-state decoding
+(docs/search-time.md: the algorithms, what padding queries get). Both read the energies only through the
+:class:`~.table_energy.RelativeTableEnergy` contract, so they serve trained and frozen energies alike."""
+from typing import Dict
 
 import torch
 from torch import Tensor
 
 from ... import kernels
-from ...core.positions import left_aligned
+from ...core.positions import PositionFrame, left_aligned
 from ...kernels import common as kernel_common
 from ...kernels.decode_step import packed_state, push_packed, unpack_state, weighted_decode_step
-from .table_energy import RelativeTableEnergy
+from .table_energy import RelativeTableEnergy, table_positions
 
 #: the buffer entry of the constant decoding state: (B, H, K+1, D_h), batch-first (beam search reorders it)
 STATE_KEYS = ("window_and_far_sum",)
 
 
 def is_future_mask(attn_mask: Tensor) -> bool:
-    """True when fairseq's additive (T, T) mask excludes exactly the keys after each query
-    (the decoder's ``buffered_future_mask``), the only mask the causal window form reproduces.
-    Off the CPU only the shape is checked (comparing the values would synchronise with the device
-    on every call): fairseq's decoder layer passes its self-attention no other (T, T) mask."""
+    """True when fairseq's additive (T, T) mask excludes exactly the keys after each query (the decoder's
+    ``buffered_future_mask``, the only mask the causal window form reproduces). Off the CPU only the shape
+    is checked (the values would synchronise): fairseq's decoder passes its self-attention no other."""
     if attn_mask.dim() != 2 or attn_mask.size(0) != attn_mask.size(1):
         return False
     if not kernel_common.host_checks(attn_mask.device):
@@ -52,113 +29,66 @@ def is_future_mask(attn_mask: Tensor) -> bool:
     return bool(torch.equal(excluded, future))
 
 
-def left_align_values(values: Tensor, key_padding_mask: Tensor):
-    """(values (B, H, S, D_h) with key slot m = key position m, key_lengths (B,)) from values in
-    column order and their (B, S) padding mask (left, right or any padding: positions count the
-    real tokens, core/positions.py)."""
+def window_context(energy: RelativeTableEnergy, frame: PositionFrame, values: Tensor, key_padding_mask: Tensor,
+                   causal: bool, backend: str) -> Tensor:
+    """(B, H, T, D_h) contexts of Eq. 10's softmax over the real keys, by the window form, for the queries
+    of ``frame``. ``values`` (B, H, S, D_h) in column order with their padding ``key_padding_mask`` (B, S);
+    ``causal`` for decoder self-attention (the dense form's future mask over real tokens); ``backend``
+    that of ``kernels.relative_position_mixing`` (the sublayer's choice)."""
+    query_positions = frame.positions
+    table = energy.energy_table(table_positions(energy, query_positions, frame.position_bound))
+    # key slot m = key position m (left, right or any padding: positions count the real tokens)
     batch, heads, keys, dim = values.shape
     order, lengths = left_aligned(key_padding_mask, batch, keys, values.device)
-    index = order[:, None, :, None].expand(batch, heads, keys, dim)
-    return torch.gather(values, 2, index), lengths
-
-
-def window_context(energy: RelativeTableEnergy, query_positions: Tensor, query_padding_mask: Optional[Tensor],
-                   values: Tensor, key_padding_mask: Tensor, causal: bool, backend: str = "torch",
-                   position_bound: Optional[int] = None) -> Tensor:
-    """(B, H, T, D_h) contexts of Eq. 10's softmax over the real keys, by the window form.
-
-    ``query_positions`` (B, T) in column order; ``values`` (B, H, S, D_h) in column order with
-    their padding ``key_padding_mask`` (B, S); ``causal`` for decoder self-attention (key
-    position <= query position, the dense form's future mask over real tokens); ``backend`` that of
-    ``kernels.relative_position_mixing`` (the sublayer's choice); ``position_bound`` the frame's
-    host-known bound on the query positions (None: read from them, a device synchronisation).
-    """
-    table = energy.energy_table(table_positions(energy, query_positions, position_bound))
-    aligned, lengths = left_align_values(values, key_padding_mask)
+    aligned = torch.gather(values, 2, order[:, None, :, None].expand(batch, heads, keys, dim))
     context = kernels.relative_position_mixing(table, query_positions, aligned, lengths, energy.length_ratio,
                                                causal=causal, backend=backend, impl="window")
-    if causal and query_padding_mask is not None:
-        context = context.masked_fill(query_padding_mask[:, None, :, None], 0.0)
+    if causal:
+        context = context.masked_fill(frame.padding_mask[:, None, :, None], 0.0)
     return context
 
 
-def table_positions(energy: RelativeTableEnergy, query_positions: Tensor, position_bound: Optional[int]) -> int:
-    """How many query positions the energy table of a call covers: up to the last query position
-    (not T: a decoding step has T = 1 at position t), from ``position_bound`` without reading the
-    positions where it is known (capped at the energy's limit: positions beyond it are the position
-    table's error), else from the positions."""
-    if position_bound is not None:
-        limit = energy.decode_weight_limit()
-        return max(1, position_bound if limit is None else min(position_bound, limit))
-    return int(query_positions.max()) + 1 if query_positions.numel() else 1
-
-
-def constant_state(buffer: Dict[str, Tensor], batch: int, heads: int, k: int, head_dim: int,
-                   like: Tensor) -> Tensor:
-    """The packed state kept in the incremental buffer (``kernels.decode_step.packed_state``: the
-    last K values and the sum of the older ones), or an empty one at the first step."""
-    state = buffer.get(STATE_KEYS[0])
-    if state is None:
-        state = packed_state(batch, heads, k, head_dim, dtype=like.dtype, device=like.device)
-    return state
-
-
-def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], query_positions: Tensor,
-                        padding_mask: Tensor, values: Tensor, constants: Optional[Dict[str, Tensor]] = None,
-                        padded: Optional[bool] = None, backend: str = "torch",
-                        position_bound: Optional[int] = None) -> Tensor:
-    """Decoder self-attention of the new token(s) with the constant state; updates ``buffer``.
-
-    ``query_positions`` and ``padding_mask`` (B, T) of the new tokens (T = 1 in fairseq's search;
-    several tokens are taken one after the other), ``values`` (B, H, T, D_h) their values.
-    Returns (B, H, T, D_h). A padding token leaves the state unchanged and gets 0. ``constants``:
-    the running decode's constants (where the decode-weight table lives: built on the first step,
-    mixers/engine/decode_weights.py); ``padded``: whether ``padding_mask`` holds any padding, when
-    the caller knows it already (the decoder's layers share one answer per step; None: asked here).
+def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], frame: PositionFrame, values: Tensor,
+                        constants: Dict[str, Tensor], backend: str) -> Tensor:
+    """Decoder self-attention of the new token(s) of ``frame`` (T = 1 in fairseq's search; several are
+    taken one after the other) with the constant state, which it updates in ``buffer``; ``values``
+    (B, H, T, D_h) are theirs, ``constants`` the running decode's (the decode-weight table's home).
+    Returns (B, H, T, D_h); a padding token leaves the state unchanged and gets 0.
 
     The state holds every real token before the current one (decoding starts at the first target
-    token: checked), so a step's weights depend on its position only (``energy.decode_weights``)
-    and the state is the K window values and the far sum in one tensor. With the PyTorch kernels a
-    token is :func:`~posmix_fairseq.kernels.decode_step.weighted_decode_step`: a concatenation and
-    one batched product. With ``backend`` ``triton`` or ``auto`` (the sublayer's choice of the Triton
-    decoding step, kernels/choice.py) each token goes through ``kernels.relative_decode_step``.
+    token: checked), so a step's weights depend on its position only (``energy.decode_weights``).
+    With the PyTorch kernels a token is ``kernels.decode_step.weighted_decode_step`` (a concatenation and
+    one batched product); with ``backend`` ``triton`` or ``auto`` it is ``kernels.relative_decode_step``.
     """
+    positions, padding_mask = frame.positions, frame.padding_mask
     batch, heads, steps, head_dim = values.shape
-    if STATE_KEYS[0] not in buffer:
-        check_first_step(query_positions, padding_mask)
-    state = constant_state(buffer, batch, heads, energy.k, head_dim, values)
+    state = buffer.get(STATE_KEYS[0])
+    if state is None:
+        check_first_step(positions, padding_mask)
+        state = packed_state(batch, heads, energy.k, head_dim, dtype=values.dtype, device=values.device)
     torch_kernels = backend == "torch"
     if steps == 1 and torch_kernels:  # a step of the search: as few operations as possible
-        if padded is None:
-            padded = has_padding(padding_mask)
-        valid = ~padding_mask.view(-1) if padded else None
-        weights = energy.decode_weights(query_positions, constants, position_bound)
-        context, buffer[STATE_KEYS[0]] = weighted_decode_step(weights,
-                                                              values, state, valid)
+        valid = ~padding_mask.view(-1) if frame.has_padding else None
+        weights = energy.decode_weights(positions, constants, frame.position_bound)
+        context, buffer[STATE_KEYS[0]] = weighted_decode_step(weights, values, state, valid)
         return context
-    weights = (energy.decode_weights(query_positions, constants, position_bound) if torch_kernels
-               else energy.energy_rows(query_positions))
+    weights = (energy.decode_weights(positions, constants, frame.position_bound) if torch_kernels
+               else energy.energy_rows(positions))
     outputs = []
     for t in range(steps):
         pad = padding_mask[:, t]
-        valid = ~pad if has_padding(pad) else None
+        # off the CPU, asking whether there is padding would synchronise: the masked update is exact either way
+        valid = ~pad if not kernel_common.host_checks(pad.device) or bool(pad.any()) else None
         if torch_kernels:
             out, state = weighted_decode_step(weights[:, :, t:t + 1], values[:, :, t:t + 1], state, valid)
         else:
             state = push_packed(state, values[:, :, t:t + 1], valid)
-            out = kernels.relative_decode_step(weights[:, :, t], *unpack_state(state, query_positions[:, t],
-                                                                              values.dtype), backend=backend)
+            out = kernels.relative_decode_step(weights[:, :, t], *unpack_state(state, positions[:, t], values.dtype),
+                                               backend=backend)
             out = (out if valid is None else out.masked_fill(pad[:, None, None], 0.0))[:, :, None]
         outputs.append(out)
     buffer[STATE_KEYS[0]] = state
     return torch.cat(outputs, dim=2)
-
-
-def has_padding(padding_mask: Tensor) -> bool:
-    """Whether any token of ``padding_mask`` is padding; True on devices other than the CPU, where
-    asking would cost a device synchronisation (the masked update is exact either way). Search
-    never feeds padding, so the unmasked update is the common one."""
-    return not kernel_common.host_checks(padding_mask.device) or bool(padding_mask.any())
 
 
 def check_first_step(query_positions: Tensor, padding_mask: Tensor) -> None:

@@ -1,30 +1,23 @@
-"""Options declared by several mixers: K (the clipping distance of relative positions), the kind of
-a mixer's own position table, and the layout of relative-distance embeddings."""
+"""Options several mixers declare: K, the kind of a mixer's own position table, relative embeddings."""
 from ...core.position_tables import RELATIVE_EMBEDDING_HEADS, RelativePositionTable
 from .registry import MixerSpec
-
-POSITION_TABLE_KINDS = ("sinusoidal", "learned")
-DEFAULT_MAX_RELATIVE_POSITION = 16
 
 
 def max_relative_position_option():
     """K, the clipping distance of relative positions (declared by the mixers that read it)."""
-    return {"max-relative-position": dict(type=int, default=DEFAULT_MAX_RELATIVE_POSITION, metavar="K",
-                                          help=f"clip relative distances to [-K, K] (default "
-                                               f"{DEFAULT_MAX_RELATIVE_POSITION}; 8 in *_big)")}
+    return {"max-relative-position": dict(type=int, default=16, metavar="K",
+                                          help="clip relative distances to [-K, K] (default 16; 8 in *_big)")}
 
 
 def position_table_option(default: str):
     """The kind of the mixer's own position table (absolute n~, m~ or relative a^K, a^V)."""
-    return {"position-table": dict(choices=POSITION_TABLE_KINDS, default=default,
+    return {"position-table": dict(choices=("sinusoidal", "learned"), default=default,
                                    help="position table of this position-aware mixer: sinusoidal or learned "
                                         "(default: aposnet sinusoidal, the others learned; GPA Section 5.2)")}
 
 
 def relative_embeddings_options(default: str):
-    """How the heads of a layer use its relative-distance embeddings (sliced: one D-vector per
-    distance, head h uses slice h, as GPA counts them in Table 8;
-    shared: one D_h-vector per distance for all heads, as Shaw et al. 2018)."""
+    """How the heads of a layer use its relative-distance embeddings (GPA Table 8 or Shaw et al. 2018)."""
     return {"relative-embedding-heads": dict(
         choices=RELATIVE_EMBEDDING_HEADS, default=default,
         help="relative-distance embeddings of a layer: sliced (one D-dim vector per distance, head h uses "
@@ -35,9 +28,8 @@ def relative_embeddings_options(default: str):
 def relative_position_table(spec: MixerSpec, k: int, kind: str):
     """The relative-distance table of ``spec``'s mixer, laid out by its own options and, for checkpoints
     stored without the defaults version, their stored legacy reading ``relative-sinusoids head``."""
-    sinusoids = spec.options.get("relative-sinusoids")
     return RelativePositionTable(k, spec.embed_dim, spec.num_heads, kind, spec.options["relative-embedding-heads"],
-                                 sinusoids or "d-model")
+                                 spec.options.get("relative-sinusoids") or "d-model")
 
 
 def max_relative_position(spec: MixerSpec) -> int:

@@ -1,11 +1,13 @@
 """Position-only energies as tables: the contract shared by trained and frozen aPosNet / rPosNet.
 
-GPA Sections 4.1-4.2: the energies of
-aPosNet (Eq. 8) and rPosNet (Eqs. 9-10) depend on positions only, so they are functions of the
-query position (and the key position or the clipped distance). Everything that mixes with them
-(the dense softmax, the window form of rPosNet, constant-state decoding, the kernels, the frozen
-search-time tables) goes through the two methods below, whether the energy computes its table
-from W^Q n~ (training) or stores it (frozen).
+GPA Sections 4.1-4.2: the energies of aPosNet (Eq. 8) and rPosNet (Eqs. 9-10) depend on positions only,
+so everything that mixes with them (dense softmax, window form, constant-state decoding, kernels, frozen
+tables) goes through ``energy_rows`` / ``energy_table``, computed from W^Q n~ (training) or stored (frozen).
+
+A constant-state decoding step's weights (Eq. 10, gamma = 1) depend on its position only: at search they
+are read from a table of every position, built once per decode and living exactly as long as the decode,
+so optimizer steps (through ``p.data``, invisible to any key on the tensors) and loaded or converted
+weights reach the next decode (docs/search-time.md, "The step's weights depend on the position only").
 """
 import abc
 from typing import Dict, Optional
@@ -15,10 +17,40 @@ from torch import Tensor
 
 from ...core.position_figures import PositionFigure
 from ...core.positions import clipped_relative_index
+from ...kernels import common as kernel_common
 from ...kernels.decode_step import position_decode_weights
-from .decode_weights import decode_weight_rows
 from .energy import SoftmaxEnergy
-from .relative_scores import gather_relative
+
+#: the smallest decode-weight table (positions 0..63 cover most sentences in one go)
+MIN_POSITIONS = 64
+
+#: the entry of a decode's constants (``BatchFirstIncrementalState.decode_constants``) holding the table
+TABLE_KEY = "decode_weight_table"
+
+
+def gather_relative(scores_per_distance: Tensor, index: Tensor) -> Tensor:
+    """(B, H, T, 2K+1) scores per clipped distance, (B, T, S) indices -> (B, H, T, S)."""
+    b, h, t, _ = scores_per_distance.shape
+    return torch.gather(scores_per_distance, -1, index.unsqueeze(1).expand(b, h, t, index.size(-1)))
+
+
+def bucket_probabilities(probs: Tensor, index: Tensor, num_buckets: int) -> Tensor:
+    """sum of a_nm over the keys m in each clipped-distance bucket: (B, H, T, 2K+1)."""
+    b, h, t, s = probs.shape
+    out = probs.new_zeros(b, h, t, num_buckets)
+    return out.scatter_add_(-1, index.unsqueeze(1).expand(b, h, t, s), probs)
+
+
+def table_positions(energy: "RelativeTableEnergy", query_positions: Tensor,
+                    position_bound: Optional[int] = None) -> int:
+    """How many query positions a table must cover: up to the last query position (not T: a decoding
+    step has T = 1 at position t). From ``position_bound``, the frame's host-known bound, where known
+    (no device synchronisation; capped at the energy's limit: positions beyond it are the position
+    table's error), else read from the positions."""
+    if position_bound is not None:
+        limit = energy.decode_weight_limit()
+        return max(1, position_bound if limit is None else min(position_bound, limit))
+    return int(query_positions.max()) + 1 if query_positions.numel() else 1
 
 
 class RelativeTableEnergy(SoftmaxEnergy):
@@ -42,22 +74,45 @@ class RelativeTableEnergy(SoftmaxEnergy):
     def energy_table(self, num_query_positions: int) -> Tensor:
         """(H, Pq, 2K+1) energies for the query positions 0 .. Pq-1."""
 
-    def decode_weights(self, query_positions: Tensor, constants: Optional[Dict[str, Tensor]] = None,
-                       position_bound: Optional[int] = None) -> Tensor:
-        """(B, H, T, K+1) weights of constant-state decoding in decoder self-attention for queries at
-        ``query_positions`` (B, T): window slots 0..K-1, then one far key
-        (``kernels.decode_step.position_decode_weights`` of the rows of :meth:`energy_rows`). Without
-        gradients and with ``constants`` (the running decode's entries in fairseq's incremental
-        state) they are read from a table of every position built once per decode
-        (:mod:`.decode_weights`; ``position_bound``, the frame's host-known bound on the positions,
-        sizes it without reading them); otherwise computed from the step's own energy rows."""
-        if constants is None or torch.is_grad_enabled():
-            return position_decode_weights(self.energy_rows(query_positions), query_positions[:, None, :])
-        return decode_weight_rows(self, query_positions, constants, position_bound)
-
     def decode_weight_limit(self) -> Optional[int]:
         """The most query positions :meth:`energy_table` covers (None: any)."""
         return None
+
+    def decode_weights(self, query_positions: Tensor, constants: Optional[Dict[str, Tensor]] = None,
+                       position_bound: Optional[int] = None) -> Tensor:
+        """(B, H, T, K+1) constant-state decoding weights (window slots 0..K-1, then one far key) of the
+        queries at ``query_positions`` (B, T): without gradients and with ``constants`` (the running decode's)
+        read from the decode's table, else computed from their energy rows (``position_decode_weights``)."""
+        if constants is None or torch.is_grad_enabled():
+            return position_decode_weights(self.energy_rows(query_positions), query_positions[:, None, :])
+        table = constants.get(TABLE_KEY)
+        if table is None:
+            table = constants[TABLE_KEY] = self._decode_table(table_positions(self, query_positions, position_bound), 0)
+        elif (not kernel_common.host_checks(query_positions.device)
+              and table_positions(self, query_positions, position_bound) > table.size(0)):
+            # off the CPU, index_select cannot raise for a position beyond the table
+            table = constants[TABLE_KEY] = self._decode_table(table_positions(self, query_positions), table.size(0))
+        batch, steps = query_positions.shape
+        flat = query_positions.view(-1) if steps == 1 else query_positions.reshape(-1)
+        try:  # on the CPU a position >= P makes index_select raise: no bound check on every step
+            rows = table.index_select(0, flat)
+        except IndexError:
+            table = constants[TABLE_KEY] = self._decode_table(table_positions(self, query_positions), table.size(0))
+            rows = table.index_select(0, flat)
+        return rows if steps == 1 else rows.view(batch, steps, *table.shape[1:]).squeeze(3).transpose(1, 2)
+
+    def _decode_table(self, needed: int, current: int) -> Tensor:
+        """The (P, H, 1, K+1) decode-weight table for at least ``needed`` positions: P at least MIN_POSITIONS
+        and twice ``current`` (the table it replaces), capped at :meth:`decode_weight_limit` unless the
+        position needs more (then ``energy_table`` raises the energy's error for it)."""
+        size = max(needed, MIN_POSITIONS, 2 * current)
+        limit = self.decode_weight_limit()
+        if limit is not None:
+            size = min(size, max(limit, needed))
+        with torch.no_grad():
+            table = self.energy_table(size)
+            positions = torch.arange(size, device=table.device)
+            return position_decode_weights(table.transpose(0, 1), positions[:, None]).unsqueeze(2)
 
     def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
         """The energy table E[h, n, j] of Eq. 10 and the weight profiles of a few query positions."""

@@ -1,19 +1,25 @@
-"""The values of the mixing step: the one hook through which a mixer shapes them.
+"""The values of the mixing step and the output gate, the two halves of GPA Eq. 4:
 
-    v_m = W^V x_m                        ungated
-    v_m = LayerNorm(GeLU(W^V x_m))       gated (GPA Eq. 4)
+    v_m = W^V x_m  ungated,  v_m = LayerNorm(GeLU(W^V x_m))  gated;   o_n = W^O ( c_n * GeLU(W^G y_n) )  gated
 
-``projection`` is W^V by default; a mixer may give another map (light convolution's GLU, the
-head-sliced map of RecPE, the identity of hard-coded Gaussian heads without a value projection).
-Subclasses may make values depend on the keys' positions (PosNet-Attn, Eq. 23) and may add a
-relative term sum_m a_nm r_nm to each context (Shaw et al. 2018, Eq. 3).
+``projection`` is W^V by default, or another map (light convolution's GLU, RecPE's head-sliced map, the
+identity of Gaussian heads without a value projection). Subclasses may make values depend on the keys'
+positions (PosNet-Attn, Eq. 23) and add a relative term sum_m a_nm r_nm to each context (Shaw et al. Eq. 3).
 """
 from typing import Optional
 
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ... import kernels
 from .energy import split_heads, xavier_linear
+
+
+def gating_backend(module: nn.Module, device) -> str:
+    """The ``backend=`` of ``module``'s fused gating kernel: its sublayer's choice (kernels/choice.py), set
+    by the mixer that holds it; "torch" (no kernel) before that."""
+    choice = module.kernel_choice
+    return "torch" if choice is None else choice.backend(device, "gating")
 
 
 class Values(nn.Module):
@@ -22,7 +28,7 @@ class Values(nn.Module):
         self.num_heads = num_heads
         self.projection = projection
         self.norm = nn.LayerNorm(embed_dim) if gated else None
-        self.kernel_choice = None  # the sublayer's (kernels/choice.py), set by the mixer that holds these values
+        self.kernel_choice = None
 
     @classmethod
     def of_spec(cls, spec, projection: Optional[nn.Module] = None, **kwargs) -> "Values":
@@ -34,12 +40,12 @@ class Values(nn.Module):
     def project(self, value: Tensor) -> Tensor:
         """(S, B, D) projected (and, gated, normalised) values, before the split into heads."""
         v = self.projection(value)
-        if self.norm is not None:
-            backend = "torch" if self.kernel_choice is None else self.kernel_choice.backend(v.device, "gating")
-            if backend != "torch":  # the fused kernel, where the sublayer's choice says so
-                return kernels.gelu_layernorm(v, self.norm.weight, self.norm.bias, self.norm.eps, backend=backend)
-            v = self.norm(nn.functional.gelu(v))
-        return v
+        if self.norm is None:
+            return v
+        backend = gating_backend(self, v.device)
+        if backend != "torch":
+            return kernels.gelu_layernorm(v, self.norm.weight, self.norm.bias, self.norm.eps, backend=backend)
+        return self.norm(F.gelu(v))
 
     def forward(self, value: Tensor, key_positions: Tensor, key_padding_mask: Tensor) -> Tensor:
         """(B, H, S, D_h) values of the new keys (their positions and padding are (B, S))."""
@@ -48,3 +54,19 @@ class Values(nn.Module):
     def relative_term(self, weights: Tensor, query_positions: Tensor, key_positions: Tensor) -> Optional[Tensor]:
         """(B, H, T, D_h) added to the context, or None."""
         return None
+
+
+class ContextGate(nn.Module):
+    """c_n * GeLU(W^G y_n). Parameters: W^G (D^2 + D)."""
+
+    def __init__(self, embed_dim: int):
+        super().__init__()
+        self.gate_proj = xavier_linear(embed_dim, embed_dim)
+        self.kernel_choice = None
+
+    def forward(self, context: Tensor, query: Tensor) -> Tensor:
+        gate = self.gate_proj(query)
+        backend = gating_backend(self, context.device)
+        if backend != "torch":
+            return kernels.gelu_gate(context, gate, backend=backend)
+        return context * F.gelu(gate)

@@ -1,23 +1,14 @@
-"""The windowed computation of hard-coded Gaussian heads as a mixing path (``--S-gaussian-impl window``).
-
-GPA (Table 8) counts
-K_hat N D operations for GaussianNet, K_hat = 2K + 1 "the bidirectional context size" (K = 16 for
-Small/Base, 8 for Big, Section 5.2): each query mixes the values of the K_hat keys around its head's
-centre f_h(i) = floor(gamma i + o_h), not all N keys. This module computes exactly that:
+"""Hard-coded Gaussian heads over a window as a mixing path (``--S-gaussian-impl window``; docs/choices.md,
+"Hard-coded Gaussian, windowed"). GPA Table 8 counts K_hat N D operations for GaussianNet, K_hat = 2K + 1:
+each query mixes the values of the K_hat keys around its head's centre f_h(i) = floor(gamma i + o_h):
 
     c^h_i = sum_{k=-K..K} N(k; 0, sigma^2) v^h_{f_h(i) + k}     (keys outside the sentence, padding
                                                                 and future keys contribute 0)
 
-gathering, per query and head, the values at the K_hat positions f_h(i) + k (memory and work
-B T K_hat D, against B H T S + B T S D for the full weights). K is ``--S-max-relative-position``.
-What it truncates: the Gaussian mass beyond K of the centre, sum_{|k|>K} N(k; 0, sigma^2)
-~ erfc((K + 1/2) / (sigma sqrt 2)): 2e-17 for K = 8 and 1e-61 for K = 16 with sigma = 1, i.e.
-nothing in float32 or float64 (tested equal to ``full``). With a large sigma the cut is real
-(e.g. sigma = 8, K = 8: about 30% of the mass); the choice is the user's.
-
-Key positions come from the keys' own true positions (padding-aware), so left padding, batching
-and incremental decoding (keys appended step by step) give the same result as one full call. A
-call that asks for attention weights runs dense mixing (the same window-cut weights, formed in full).
+It cuts the Gaussian mass beyond K of the centre, erfc((K + 1/2) / (sigma sqrt 2)): nothing in float32
+for sigma = 1 (K = 8: 2e-17), real for a large sigma (the user's choice). Keys are found by their true
+positions (padding-aware), so padding, batching and incremental decoding give one full call's result.
+A call that asks for attention weights runs dense mixing (the same window-cut weights, formed in full).
 """
 import math
 
@@ -44,28 +35,22 @@ class GaussianWindowMixing(MixingPath):
         return not call.weights_requested  # the weights themselves: dense mixing (window-cut)
 
     def mix(self, mixer, call: MixingCall):
-        query, attn_mask = call.query, call.attn_mask
-        tgt_len, batch, _ = query.shape
+        tgt_len, batch, _ = call.query.shape
         values, _, key_positions, key_pad = mixer.keys_and_values(call)
         heads, src_len = values.size(1), values.size(2)
-
-        excluded = key_pad[:, None, :].expand(batch, tgt_len, src_len)
-        if attn_mask is not None:
-            excluded = excluded | (attn_mask.float() < -1e3)[None]
         # column of each (sentence, key position); src_len = a zero value (outside the sentence, padding)
         longest = int(key_positions.max()) + 1 if key_positions.numel() else 1
         column = torch.full((batch, longest + 1), src_len, dtype=torch.long, device=values.device)
         real = ~key_pad
         column.scatter_(1, torch.where(real, key_positions, longest), torch.arange(src_len, device=values.device)
                         .expand(batch, src_len).where(real, src_len))
-        column[:, longest] = src_len
         centres = mixer.energy.window_centres(call.frame.positions).long()  # (B, H, T)
         offsets = torch.arange(-self.window, self.window + 1, device=values.device)
         wanted = centres.unsqueeze(-1) + offsets  # (B, H, T, K_hat) key positions
         inside = (wanted >= 0) & (wanted < longest)
         cols = column.gather(1, torch.where(inside, wanted, longest).view(batch, -1)).view(wanted.shape)
         # excluded keys (future keys of decoder self-attention, padding) by (query, column)
-        excluded = torch.cat([excluded, excluded.new_ones(batch, tgt_len, 1)], dim=2)
+        excluded = torch.cat([call.excluded_keys(key_pad), key_pad.new_ones(batch, tgt_len, 1)], dim=2)
         cut = excluded.unsqueeze(1).expand(batch, heads, tgt_len, src_len + 1).gather(3, cols)
         weights = self.taps.to(torch.float32).expand_as(cols).masked_fill(cut, 0.0)
         weights = F.dropout(weights, p=mixer.attention_dropout, training=mixer.training).to(values.dtype)

@@ -1,12 +1,8 @@
-"""rPosNet's band form as a mixing path (``--S-rposnet-impl window``, ``triton``, or ``auto`` where
-the GPU defaults say so): the band of 2K+1 keys plus the far-left and far-right sums,
-O(T (2K+3) D_h) (:func:`~posmix_fairseq.mixers.engine.relative_search.window_context`).
-
-It serves a call when the sublayer's choice for the call's device (kernels/choice.py, settled when
-the model was built) is the window form, no attention weights are asked for (it never forms them)
-and the only mask is none or the decoder's future mask; attention dropout in training is an error
-when the user asked for the window form (it has none), and runs dense where the defaults chose it.
-Other calls fall through to dense mixing.
+"""rPosNet's band form as a mixing path (``--S-rposnet-impl window``, ``triton``, or ``auto`` where the
+GPU defaults say so): the band of 2K+1 keys plus the far-left and far-right sums, O(T (2K+3) D_h)
+(:func:`~..engine.relative_search.window_context`). It declines calls that ask for attention weights
+or carry a mask other than the decoder's future mask (docs/search-time.md); attention dropout in
+training is an error where the user asked for the window form, and runs dense where the defaults chose it.
 """
 from ..engine.mixing import MixingCall, MixingPath
 from ..engine.relative_search import is_future_mask, window_context
@@ -35,8 +31,5 @@ class RPosNetBandMixing(MixingPath):
     def mix(self, mixer, call: MixingCall):
         values, _, _, key_pad = mixer.keys_and_values(call)
         causal = call.attn_mask is not None  # the decoder's future mask (checked by serves)
-        backend = mixer.kernel_choice.backend(values.device, "kernels")
-        context = window_context(mixer.energy, call.frame.positions, call.frame.padding_mask if causal else None,
-                                 values, key_pad, causal=causal, backend=backend,
-                                 position_bound=call.frame.position_bound)
-        return context, None
+        return window_context(mixer.energy, call.frame, values, key_pad, causal=causal,
+                              backend=mixer.kernel_choice.backend(values.device, "kernels")), None
