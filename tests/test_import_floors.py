@@ -1,7 +1,9 @@
 """The two floors: the library (what fairseq's ``--user-dir`` loads) never imports the research harness
 (``posmix_fairseq.harness``) above it, at module level or inside a function."""
 import ast
+import io
 import os
+import tokenize
 
 import pytest
 
@@ -162,3 +164,70 @@ def test_library_modules_outside_the_mixers_import_no_variant():
     found = [f"{name} imports {target}" for name, targets in import_graph(library_files()).items()
              if not name.startswith("posmix_fairseq.mixers") for target in sorted(targets & variants)]
     assert not found, found
+
+
+def function_imports(tree):
+    """(import statement, first statement of its block) of every import inside a function of ``tree``; a block
+    is a run of import statements on consecutive lines of one statement list."""
+    found = []
+
+    def visit(node, in_function):
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                first = previous = None
+                for statement in value:
+                    if in_function and isinstance(statement, (ast.Import, ast.ImportFrom)):
+                        if previous is None or statement.lineno != previous.end_lineno + 1:
+                            first = statement
+                        found.append((statement, first))
+                        previous = statement
+                    else:
+                        previous = None
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(tree, False)
+    return found
+
+
+def uncommented_function_imports(source: str):
+    """The lines of the imports inside a function that no comment explains: a comment on the import's own
+    lines, a comment line right above it, or a comment line right above the block of imports it belongs to."""
+    lines = source.splitlines()
+    commented = {token.start[0] for token in tokenize.generate_tokens(io.StringIO(source).readline)
+                 if token.type == tokenize.COMMENT}
+
+    def comment_line(number):
+        return number >= 1 and lines[number - 1].lstrip().startswith("#")
+
+    return [statement.lineno for statement, first in function_imports(ast.parse(source))
+            if not commented & set(range(statement.lineno, statement.end_lineno + 1))
+            and not comment_line(statement.lineno - 1) and not comment_line(first.lineno - 1)]
+
+
+def test_the_comment_finder_tells_commented_imports_from_bare_ones():
+    source = ("import os\n"
+              "def f():\n"
+              "    import json  # cheap, but here on purpose\n"
+              "    import csv\n"
+              "    # optional: matplotlib (plots only)\n"
+              "    import matplotlib\n"
+              "    import matplotlib.pyplot\n"
+              "    x = 1\n"
+              "    import gzip\n"
+              "    if x:\n"
+              "        # torch loads in seconds\n"
+              "        from torch import (\n"
+              "            nn)\n"
+              "    def g():\n"
+              "        import re\n"
+              "    return os\n")
+    assert uncommented_function_imports(source) == [4, 9, 15]
+
+
+@pytest.mark.parametrize("path", list(python_files()), ids=lambda p: module_name(p))
+def test_imports_inside_functions_say_why(path):
+    """Imports sit at the top of a module; one inside a function carries a comment saying why (an optional
+    dependency, or the seconds torch/fairseq take to import on a route that needs them not)."""
+    bare = uncommented_function_imports(open(path, encoding="utf-8").read())
+    assert not bare, f"{module_name(path)}: imports inside a function without a comment saying why, lines {bare}"

@@ -11,6 +11,7 @@ target that is (through links) one of the command's inputs is refused before any
 """
 import io
 import os
+import pickle
 import tempfile
 import zipfile
 from typing import Callable, Iterable, Mapping
@@ -64,7 +65,6 @@ def load(path: str, option: str = "", mmap: bool = False) -> dict:
                                   f"{str(e).splitlines()[0] if str(e) else ''}); it may be truncated or not a "
                                   "torch.save file") from None
     except Exception as e:  # the weights-only unpickler raises UnpicklingError for refused globals
-        import pickle
         if isinstance(e, pickle.UnpicklingError):
             raise _refusal(option + path, e) from None
         raise
@@ -77,8 +77,7 @@ def load_fairseq(path: str, option: str = "") -> dict:
     """``fairseq.checkpoint_utils.load_checkpoint_to_cpu`` (its upgrades of old checkpoints included), which
     reads weights-only once :func:`allow_fairseq_checkpoints` ran; a refused or unreadable file is a
     :class:`CheckpointFileError` naming it."""
-    import pickle
-
+    # fairseq loads in seconds: only here, posmix-average reads checkpoints with torch alone
     from fairseq import checkpoint_utils
 
     allow_fairseq_checkpoints()

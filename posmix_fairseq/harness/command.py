@@ -13,14 +13,19 @@ This module is part of the library floor: it imports nothing heavy (no torch, no
 """
 import argparse
 import contextlib
+import gzip
 import io
+import json
 import logging
 import os
 import re
 import sys
+import tempfile
 import traceback
 import warnings
 from typing import Callable, Iterator, List, Optional, Sequence
+
+from .. import __version__
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -81,8 +86,6 @@ class CommandParser(argparse.ArgumentParser):
 
 
 def version_string() -> str:
-    from .. import __version__
-
     return __version__
 
 
@@ -219,8 +222,6 @@ def read_text(path: str, option: Optional[str] = None, allow_empty: bool = False
         text = decode_utf8(sys.stdin.buffer.read(), "<stdin>")
     else:
         if path.endswith(".gz"):
-            import gzip
-
             opener = gzip.open
         else:
             opener = open
@@ -241,8 +242,6 @@ def read_text_lines(path: str, option: Optional[str] = None, allow_empty: bool =
 def read_json(path: str, option: Optional[str] = None, what: str = "JSON"):
     """The JSON value in ``path``; errors name the option, the file, the line and column, and ``what``
     the file should be."""
-    import json
-
     text = read_text(path, option)
     try:
         return json.loads(text)
@@ -254,8 +253,6 @@ def read_json(path: str, option: Optional[str] = None, what: str = "JSON"):
 def replace_file(path: str, data: bytes) -> None:
     """Writes ``data`` to a temporary file in ``path``'s directory (links followed), flushes it to disk and
     renames it over ``path``: a crash or a kill mid-write leaves the old file whole."""
-    import tempfile
-
     target = os.path.realpath(path)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix="." + os.path.basename(target) + ".")
     try:
@@ -272,8 +269,6 @@ def replace_file(path: str, data: bytes) -> None:
 
 def write_json(path: str, value, option: Optional[str] = "--json", inputs: Sequence[str] = ()) -> None:
     """``value`` as indented JSON in ``path`` (``-``: stdout), written whole (:func:`open_output`)."""
-    import json
-
     with open_output(path, option, inputs=inputs) as f:
         json.dump(value, f, indent=1)
 

@@ -38,6 +38,8 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from fairseq import checkpoint_utils, tasks
+from fairseq.dataclass.configs import GenerationConfig
+from omegaconf import OmegaConf
 
 from .. import register
 from ..binarized_data import longest_sentences
@@ -138,8 +140,6 @@ def generated_target_positions(source_length: int, target_limit: int) -> Tuple[i
     ``SequenceGenerator`` decodes at most max_len = min(max_len_a * S + max_len_b, max decoder
     positions - 1) tokens (S: the batch's source length) and runs max_len + 1 steps, the last one
     emitting EOS; the step t reads the target positions 0..t, so max_len + 1 positions."""
-    from fairseq.dataclass.configs import GenerationConfig
-
     defaults = GenerationConfig()
     max_len = min(int(defaults.max_len_a * source_length + defaults.max_len_b), target_limit - 1)
     return max_len + 1, f"--max-len-a {defaults.max_len_a:g} --max-len-b {defaults.max_len_b}"
@@ -361,8 +361,6 @@ def freeze_checkpoint(src: str, dst: str, max_positions=None, data: Optional[str
     report = parameter_report(model, frozen, args, sizes)
     warning = larger_model_warning(model, frozen, sizes)
     # fairseq's own format: the stored (plain) cfg where the checkpoint has one, else the upgraded one
-    from omegaconf import OmegaConf
-
     raw = checkpoint_files.load(src)
     out = raw if isinstance(raw.get("cfg"), dict) else dict(state)
     cfg = out["cfg"]

@@ -3,9 +3,12 @@
 Reads DIR/{train, valid|val|dev, test*}.{lang}[.gz] (the layout of Multi30k's raw release and of
 most WMT/IWSLT recipes) and trains one joint BPE model on the training split.
 """
+import argparse
 import glob
 import os
 from typing import Dict, List, Optional, Tuple
+
+import sentencepiece as spm
 
 from .command import read_text_lines
 
@@ -31,8 +34,6 @@ def find_split(data_dir: str, names: List[str], lang: str) -> str:
 def prepare_bpe(data_dir: str, src: str, tgt: str, out_dir: str, vocab_size: int = 8000,
                 max_train: int = 0) -> Tuple[Dict[Tuple[str, str], List[str]], object]:
     """Write out_dir/{train,valid,test}.{src,tgt} as BPE pieces; returns (raw texts, processor)."""
-    import sentencepiece as spm
-
     os.makedirs(out_dir, exist_ok=True)
     texts = {(s, lang): read_lines(find_split(data_dir, names, lang))
              for s, names in SPLIT_NAMES.items() for lang in (src, tgt)}
@@ -54,8 +55,6 @@ def prepare_bpe(data_dir: str, src: str, tgt: str, out_dir: str, vocab_size: int
 
 
 def main():
-    import argparse
-
     p = argparse.ArgumentParser(description="raw parallel text -> SentencePiece BPE files for fairseq-preprocess")
     p.add_argument("raw_dir")
     p.add_argument("src")

@@ -266,8 +266,6 @@ def stored_arguments(flags, unset=(), defaults_version=None, tiny=True):
 def build_stored_model(args, dictionary=None, seed=0):
     """The model of stored arguments built as fairseq builds a loaded checkpoint's model
     (``fairseq.models.build_model``: the arch function, then the model's ``build_model``)."""
-    from fairseq import models
-
     d = dictionary or make_dictionary()
     task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, d)
     torch.manual_seed(seed)

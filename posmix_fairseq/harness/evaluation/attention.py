@@ -207,7 +207,7 @@ def main(argv: Optional[List[str]] = None):
     for kind, layer in no_weights:
         print(f"(no attention weights returned by {kind} layer {layer + 1}: a removed sublayer)")
     if ids:
-        from ..figures.attention_maps import draw_sentence_files
+        from ..figures.attention_maps import draw_sentence_files  # matplotlib loads in a second: only with --ids
 
         try:
             written = draw_sentence_files(a.out, ids, a.out, single_heads=a.single_heads, formats=a.formats.split(","))

@@ -98,6 +98,7 @@ def stored_model_options(state: dict) -> Dict[str, object]:
 def declared_model_options(arch) -> Optional[set]:
     """The argparse destinations ``arch``'s model class declares; None (compare everything) for an arch
     fairseq does not know here."""
+    # fairseq loads in seconds: only to name the arch's options; averaging itself needs torch alone
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     import posmix_fairseq  # noqa: F401  (registers the posmix archs)

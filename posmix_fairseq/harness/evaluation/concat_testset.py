@@ -15,6 +15,8 @@ group.
 import os
 from typing import List, Optional, Tuple
 
+import sentencepiece as spm
+
 from ..raw_text import read_lines
 from .length_bins import assign, parse_bins
 from ..command import build_parser as command_parser, check_input_file, check_output_dir, console
@@ -55,8 +57,6 @@ def main(argv: Optional[List[str]] = None):
         src, tgt = concatenate_pairs(read_lines(a.src, "--src", allow_empty=False),
                                      read_lines(a.tgt, "--tgt", allow_empty=False))
         if a.spm_model:
-            import sentencepiece as spm
-
             sp = spm.SentencePieceProcessor(model_file=a.spm_model)
             lens = [len(sp.encode(s)) for s in src]
         else:

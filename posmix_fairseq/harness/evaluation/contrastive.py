@@ -28,8 +28,10 @@ tokenised when no model is given. The real set (Sennrich 2017, 97,000 contrastiv
 from collections import defaultdict
 from typing import Dict, List, Optional
 
+import sentencepiece as spm
 import torch
 
+from ..recipes.prepare_data import Normaliser
 from .fairseq_loading import encode_lines, load_for_inference
 from ..command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_input_file,
                         check_output_file, console, open_output, read_json, write_json)
@@ -92,7 +94,7 @@ def score_pairs(models, task, generator, sources: List[torch.Tensor], targets: L
                 batch_size: int = 32, left_pad_source: bool = True) -> List[float]:
     """Log-probability (natural log) of each target given its source, EOS included: the sum of
     ``SequenceScorer``'s positional scores, or their mean with ``per_token``."""
-    from fairseq.data import LanguagePairDataset
+    from fairseq.data import LanguagePairDataset  # fairseq loads in seconds: not on --help
 
     dataset = LanguagePairDataset(sources, [len(s) for s in sources], task.source_dictionary, targets,
                                   [len(t) for t in targets], task.target_dictionary, left_pad_source=left_pad_source,
@@ -113,13 +115,9 @@ def evaluate(data_dir, checkpoint, set_path, spm_model=None, per_token=False, ex
     normalisation (``recipes.prepare_data.Normaliser``: Moses, lowercasing) and SentencePiece model."""
     sources, targets, items = read_contrastive_set(set_path)
     if moses or lowercase:
-        from ..recipes.prepare_data import Normaliser
-
         norm_src, norm_tgt = Normaliser(src, moses, lowercase), Normaliser(tgt, moses, lowercase)
         sources, targets = [norm_src(s) for s in sources], [norm_tgt(t) for t in targets]
     if spm_model:
-        import sentencepiece as spm
-
         sp = spm.SentencePieceProcessor(model_file=spm_model)
         sources = [" ".join(sp.encode(s, out_type=str)) for s in sources]
         targets = [" ".join(sp.encode(t, out_type=str)) for t in targets]

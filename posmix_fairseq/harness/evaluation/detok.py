@@ -28,6 +28,8 @@ text detokenised by your own step.
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+import sentencepiece as spm
+
 #: SentencePiece's word-boundary symbol (U+2581 LOWER ONE EIGHTH BLOCK)
 SPM_BOUNDARY = "\u2581"
 BPE_MARKER = "@@"
@@ -58,14 +60,13 @@ class Detokenizer:
             raise ValueError(f"--remove-bpe {self.remove_bpe}: valid values are {', '.join(REMOVE_BPE_CHOICES)}")
         self.remove_bpe = self.remove_bpe or None
         if self.spm_model:
-            import sentencepiece as spm
-
             try:
                 self._sp = spm.SentencePieceProcessor(model_file=self.spm_model)
             except (OSError, RuntimeError) as e:
                 raise ValueError(f"--spm-model {self.spm_model}: cannot load a SentencePiece model ({e})") from e
         if self.moses_lang:
             try:
+                # sacremoses loads in half a second: only with --moses-detok
                 from sacremoses import MosesDetokenizer
             except ImportError as e:
                 raise ValueError("--moses-detok needs the 'sacremoses' package (pip install sacremoses)") from e

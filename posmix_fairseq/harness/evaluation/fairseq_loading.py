@@ -8,6 +8,8 @@ from typing import List, Sequence
 
 import torch
 
+import posmix_fairseq
+
 from ..command import silence_library_noise
 
 
@@ -35,10 +37,9 @@ def load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str] = ()
 
 
 def _load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str], subset: str):
+    # fairseq loads in seconds: only when a model is loaded, never on a command's --help
     from fairseq import checkpoint_utils, options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    import posmix_fairseq
 
     posmix_fairseq.register()  # imported before fairseq, the package registered nothing
 

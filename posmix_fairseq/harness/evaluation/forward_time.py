@@ -23,17 +23,18 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
-from ..command import build_parser as command_parser, console
+
+import posmix_fairseq
 
 from ..checkpoint_files import load_fairseq, write_text_atomic
+from ..command import build_parser as command_parser, console
+from .paper_tables import TABLES
 
 SIZE_SUFFIX = {"small": "iwslt_de_en", "base": "wmt_en_de", "big": "wmt_en_de_big"}
 
 
 def table_systems(table: str, size: str) -> List[Tuple[str, str, List[str]]]:
     """(label, arch, flags) of every system of a posmix-reproduce table at ``size``."""
-    from .paper_tables import TABLES
-
     if table not in TABLES:
         raise ValueError(f"--table {table!r}: valid tables are {', '.join(TABLES)}")
     return [(s.label, f"{s.variant}_{SIZE_SUFFIX[size]}", shlex.split(s.flags)) for s in TABLES[table].systems]
@@ -48,13 +49,13 @@ def parse_system(item: str) -> Tuple[str, str, List[str]]:
 
 
 def build_from_arch(arch: str, flags: Sequence[str], vocab: int):
+    # fairseq loads in seconds: only when a model is built, never on --help
     from fairseq import options
     from fairseq.data import Dictionary
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    import posmix_fairseq
-
     posmix_fairseq.register()  # imported before fairseq, the package registered nothing
+    # the task imports fairseq: here, after register()
     from ...tasks.translation import PosMixTranslationConfig, PosMixTranslationTask
 
     if arch not in ARCH_MODEL_REGISTRY:
@@ -73,9 +74,7 @@ def build_from_arch(arch: str, flags: Sequence[str], vocab: int):
 
 
 def build_from_checkpoint(path: str):
-    from fairseq import tasks
-
-    import posmix_fairseq
+    from fairseq import tasks  # fairseq loads in seconds: only when a checkpoint is loaded
 
     posmix_fairseq.register()  # imported before fairseq, the package registered nothing
     state = load_fairseq(path)

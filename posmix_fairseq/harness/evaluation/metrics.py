@@ -67,7 +67,7 @@ def package_version(name: str) -> str:
 
 def sacrebleu_metric(name: str, tokenize: str = "13a", lowercase: bool = False, ter_case_sensitive: bool = False):
     """A sacrebleu Metric object for 'bleu', 'chrf', 'chrf++' or 'ter', with sacreBLEU's defaults."""
-    from sacrebleu.metrics import BLEU, CHRF, TER
+    from sacrebleu.metrics import BLEU, CHRF, TER  # sacrebleu loads in tenths of a second: not on --help
 
     if name == "bleu":
         if tokenize not in BLEU_TOKENIZERS:
@@ -90,7 +90,7 @@ def format_signature(items: Dict[str, object], **extra) -> str:
 
 def resolve_gpus(gpus: Optional[int]) -> int:
     """``--gpus``: None = one GPU when CUDA is visible, else the CPU."""
-    import torch
+    import torch  # torch loads in seconds: only for the learned metrics, never for text-only scoring
 
     if gpus is None:
         return 1 if torch.cuda.is_available() else 0
@@ -134,7 +134,7 @@ def is_hub_name(spec: str) -> bool:
 
 
 def hub_cache_dir() -> str:
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # optional: huggingface_hub (comes with COMET and BLEURT)
 
     return constants.HF_HUB_CACHE
 
@@ -142,7 +142,7 @@ def hub_cache_dir() -> str:
 def hub_snapshot(name: str, option: str) -> str:
     """The local snapshot directory of hub model ``name``: from the cache, else downloaded into it (what
     ``comet-score --model NAME`` does). Offline, the error names the cache directory and how to fill it."""
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # optional: huggingface_hub (comes with COMET and BLEURT)
 
     try:
         return snapshot_download(repo_id=name, local_files_only=True)
@@ -170,7 +170,7 @@ def hub_revision(path: str) -> Optional[str]:
 def refuse_unsafe_pickle(ckpt: str, option: str) -> None:
     """Refuses a checkpoint whose pickle needs a type torch's weights-only loader does not allow (listed
     from the pickle's opcodes, never unpickled): loading it could run code."""
-    import torch
+    import torch  # torch loads in seconds: only for the learned metrics, never for text-only scoring
 
     try:
         needed = torch.serialization.get_unsafe_globals_in_checkpoint(ckpt)
@@ -201,7 +201,7 @@ def comet_input_segments(model) -> List[str]:
     """What the model reads: ``UnifiedMetric``/``XCOMETMetric`` say it in ``hparams.input_segments``;
     ``ReferencelessRegression`` reads source and hypothesis; the others (``RegressionMetric``,
     ``RankingMetric``) source, hypothesis and reference."""
-    from comet.models import ReferencelessRegression, UnifiedMetric
+    from comet.models import ReferencelessRegression, UnifiedMetric  # optional: unbabel-comet (--metrics comet)
 
     if isinstance(model, UnifiedMetric):
         return list(model.hparams.input_segments)
@@ -211,7 +211,7 @@ def comet_input_segments(model) -> List[str]:
 
 
 def comet_kind(model, segments: List[str]) -> str:
-    from comet.models import UnifiedMetric, XCOMETMetric
+    from comet.models import UnifiedMetric, XCOMETMetric  # optional: unbabel-comet (--metrics comet)
 
     if isinstance(model, XCOMETMetric):
         return "XCOMET"
@@ -226,6 +226,7 @@ class CometScorer:
     def __init__(self, spec: Optional[str], batch_size: int = 16, gpus: int = 0, lowercased: bool = False):
         spec = spec or COMET_DEFAULT
         try:
+            # optional: unbabel-comet (--metrics comet)
             from comet import load_from_checkpoint
         except ImportError as e:
             raise MetricUnavailable(f"unbabel-comet is not installed (pip install unbabel-comet==2.2.7): {e}")
@@ -280,6 +281,7 @@ class BleurtScorer:
     def __init__(self, path: Optional[str], batch_size: int = 16, gpus: int = 0, lowercased: bool = False):
         path = path or BLEURT_DEFAULT
         try:
+            # optional: bleurt-pytorch (--metrics bleurt)
             from bleurt_pytorch import BleurtForSequenceClassification, BleurtTokenizer
         except ImportError as e:
             raise MetricUnavailable(f"bleurt-pytorch is not installed: {e}")
@@ -305,7 +307,7 @@ class BleurtScorer:
             "version": f"bleurt-pytorch-{package_version('bleurt-pytorch')}"}
 
     def segment_scores(self, hyps: List[str], refs: List[str]) -> List[float]:
-        import torch
+        import torch  # torch loads in seconds: only for the learned metrics, never for text-only scoring
 
         out: List[float] = []
         max_len = min(512, getattr(self.model.config, "max_position_embeddings", 512))

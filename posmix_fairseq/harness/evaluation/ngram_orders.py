@@ -50,7 +50,7 @@ def chrf_by_order(hyps: Sequence[str], refs: Sequence[str], char_orders: Sequenc
                   word_orders: Sequence[int]) -> Dict[str, List[float]]:
     """{'char': chrF(char n, word 2) per n, 'word': chrF(char 6, word n) per n} from one pass of
     sacreBLEU's per-order statistics."""
-    from sacrebleu.metrics import CHRF
+    from sacrebleu.metrics import CHRF  # sacrebleu loads in tenths of a second: not on --help
 
     max_char = max(list(char_orders) + [CHRF_CHAR_ORDER])
     max_word = max(list(word_orders) + [CHRF_WORD_ORDER])
@@ -67,7 +67,7 @@ def chrf_by_order(hyps: Sequence[str], refs: Sequence[str], char_orders: Sequenc
 
 
 def bleu_by_order(hyps, refs, orders, tokenize="13a", lowercase=False) -> List[float]:
-    from sacrebleu.metrics import BLEU
+    from sacrebleu.metrics import BLEU  # sacrebleu loads in tenths of a second: not on --help
 
     return [BLEU(max_ngram_order=n, tokenize=tokenize, lowercase=lowercase).corpus_score(list(hyps), [list(refs)]).score
             for n in orders]

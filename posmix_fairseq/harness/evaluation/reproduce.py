@@ -29,7 +29,11 @@ import sys
 import time
 from typing import Dict, List, Optional
 
+from .. import pipeline
 from ..pipeline import PACKAGE_ROOT
+from ..recipes.grid_plan import grid_summary
+from ..recipes.settings import resolve
+from ..recipes.stages import Runner, Stages, run_recipe
 from .paper_tables import PAPER_NUMBERS, TABLES, System, Table, paper_short_name
 from ..command import build_parser as command_parser, console
 
@@ -183,9 +187,6 @@ COMPARISON = "scores.table.json"  # posmix-score over the grid's systems against
 
 def system_stages(table: Table, cmd):
     """The recipe's stages of one system (paths, scoring settings), without running anything."""
-    from ..recipes.settings import resolve
-    from ..recipes.stages import Runner, Stages
-
     try:
         recipe = resolve(table.recipe, dict(os.environ, **cmd["env"]))
     except ValueError as e:
@@ -197,8 +198,6 @@ def compare(table: Table, cmds, out_dir: str) -> Optional[str]:
     """posmix-score over every system's translations at once, the table's baseline as ``--baseline``: each
     score with its 95% interval (bootstrap) and every other system's paired p-value against the baseline.
     Writes ``out_dir/scores.table.json``; None when fewer than two systems have translations."""
-    from .. import pipeline
-
     ran = [(cmd, system_stages(table, cmd)) for cmd in cmds]
     ran = [(cmd, st) for cmd, st in ran if os.path.isfile(st.gen_out)]
     base_label = table.baseline_of([cmd["label"] for cmd, _ in ran])
@@ -328,10 +327,6 @@ def extra_tables(table: Table, cmds) -> str:
 def print_plans(table: Table, cmds, throughput: float = 0.0) -> List[str]:
     """Each system's recipe plan, in-process (the meta-device models and the test-length estimate are
     shared across systems), then one summary of the grid (:mod:`..recipes.grid_plan`)."""
-    from ..recipes.grid_plan import grid_summary
-    from ..recipes.settings import resolve
-    from ..recipes.stages import run_recipe
-
     print(f"# {table.title}\n# paper: {table.paper}\n# {len(cmds)} systems; the plan of each:")
     plans, systems = [], []
     for cmd in cmds:

@@ -192,7 +192,7 @@ def _comparison_groups(systems: List[System]) -> List[List[System]]:
 
 
 def score_sacrebleu(systems, refs, opts: ScoringOptions, scores: Scores):
-    from sacrebleu.significance import PairedTest
+    from sacrebleu.significance import PairedTest  # sacrebleu loads in tenths of a second: not on --help
 
     names = [m for m in opts.metrics if m in SACREBLEU_METRICS]
     if not names:

@@ -15,6 +15,8 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import command
+from ..evaluation.paper_tables import TABLES
+from ..evaluation.reproduce import slug
 
 
 class FigureInputError(ValueError):
@@ -126,8 +128,6 @@ def contrastive_by_distance(path: str, category: str) -> List[Tuple[str, int, in
 def partial_note(table: str, values: Dict[str, float]) -> str:
     """'' when ``values`` has every system of the ``posmix-reproduce`` table, else a sentence for the
     figure's note naming how many there are and which are missing."""
-    from ..evaluation.paper_tables import TABLES
-
     labels = [s.label for s in TABLES[table].systems]
     missing = [label for label in labels if label not in values]
     if not missing:
@@ -141,9 +141,6 @@ def table_scores(table: str, scores_dir: Optional[str], pairs: Sequence[Tuple[st
     """{system label: ``metric``} for the systems of a ``posmix-reproduce`` table: from ``scores_dir``
     (``posmix-reproduce --out OUT`` writes OUT/<table>/scores.<system>.json) and/or LABEL=PATH pairs
     (labels as the table names its systems; ``posmix-reproduce --list``)."""
-    from ..evaluation.paper_tables import TABLES
-    from ..evaluation.reproduce import slug
-
     labels = [s.label for s in TABLES[table].systems]
     values: Dict[str, float] = {}
     if scores_dir:

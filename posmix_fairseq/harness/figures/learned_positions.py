@@ -24,6 +24,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
+from ..checkpoint_files import load_fairseq
+from ..evaluation.fairseq_loading import load_for_inference
 from . import style
 from .data import FigureInputError
 
@@ -277,9 +279,6 @@ def draw(data: Dict, out_dir: str, formats=style.FORMATS) -> Dict[str, object]:
 def load_model(checkpoint: str, data: Optional[str] = None):
     """The checkpoint's model as fairseq-generate builds it (frozen checkpoints too); ``data`` points at
     the dictionaries when the checkpoint's own data directory is not on this machine."""
-    from ..checkpoint_files import load_fairseq
-    from ..evaluation.fairseq_loading import load_for_inference
-
     if not os.path.isfile(checkpoint):
         raise FigureInputError(f"{checkpoint}: no such checkpoint")
     if data is None:

@@ -23,7 +23,8 @@ import json
 import os
 from typing import List, Optional
 
-from . import style
+from . import gpa, hc, posnet, style
+from .attention_maps import draw_files
 from ..command import (HelpFormatter, build_parser as command_parser, check_checkpoint, check_data_dir,
                         console)
 from .data import (FigureInputError, argmax_rows, contrastive_by_distance, length_bins, metric_of, parse_pairs,
@@ -35,12 +36,11 @@ def _formats(text: str):
 
 
 def cmd_attention(a):
-    from .attention_maps import draw_files
-
     return draw_files(a.files, a.out, a.single_heads, _formats(a.formats))
 
 
 def cmd_positions(a):
+    # learned_positions imports torch (seconds): only for this subcommand
     from .learned_positions import draw, extract, load_model
 
     if a.source.endswith(".json"):
@@ -58,14 +58,10 @@ def cmd_positions(a):
 
 
 def cmd_hc_fig2(a):
-    from . import hc
-
     return hc.fig2(argmax_rows(a.csv), a.out, _formats(a.formats), a.value)
 
 
 def cmd_hc_fig3(a):
-    from . import hc
-
     points = {}
     for label, path in parse_pairs(a.score, "--score", "'HC-SA/-FF:2=scores.json'"):
         system, layers = hc.parse_layer_label(label, "--score")
@@ -76,8 +72,6 @@ def cmd_hc_fig3(a):
 
 
 def cmd_hc_fig4(a):
-    from . import hc
-
     bins, scores = length_bins(a.json)
     baseline = pick_system(list(scores), a.baseline, a.json, "--baseline")
     metric = hc.choose_metric(scores, a.metric, a.json)
@@ -86,8 +80,6 @@ def cmd_hc_fig4(a):
 
 
 def cmd_hc_fig5(a):
-    from . import hc
-
     systems = [(label, contrastive_by_distance(path, a.category))
                for label, path in parse_pairs(a.system, "--system", "BASE=contrastive.json")]
     if not systems:
@@ -96,16 +88,12 @@ def cmd_hc_fig5(a):
 
 
 def cmd_hc_fig6(a):
-    from . import hc
-
     bins, scores = length_bins(a.json)
     return hc.off_diagonality_panels([(a.title, bins, scores)], a.out, "hc_fig6", "hc-fig6", _formats(a.formats),
                                      a.metric)
 
 
 def cmd_hc_fig8(a):
-    from . import hc
-
     pairs = parse_pairs(a.panel, "--panel", "'encoder self=bins.json'")
     panels = [(title, *length_bins(path)) for title, path in pairs]
     if not panels:
@@ -114,30 +102,22 @@ def cmd_hc_fig8(a):
 
 
 def cmd_hc_fig7(a):
-    from . import hc
-
     values = table_scores("hc-fig7", a.scores_dir, parse_pairs(a.score, "--score", "'2 heads, last layer=scores.json'"),
                           a.metric)
     return hc.fig7(values, a.out, _formats(a.formats), a.metric)
 
 
 def cmd_gpa_fig2(a):
-    from . import gpa
-
     values = table_scores("gpa-6", a.scores_dir, parse_pairs(a.score, "--score", "'rPosNet gating on=scores.json'"),
                           a.metric)
     return gpa.fig2(values, a.out, _formats(a.formats), a.metric, a.ours_title)
 
 
 def cmd_posnet_fig2(a):
-    from . import posnet
-
     return posnet.fig2(read_json(a.json, "posmix-forward-time --json output"), a.out, _formats(a.formats))
 
 
 def cmd_posnet_fig3(a):
-    from . import posnet
-
     points = {}
     for label, path in parse_pairs(a.score, "--score", "64=scores.json"):
         if not label.isdigit():
@@ -149,8 +129,6 @@ def cmd_posnet_fig3(a):
 
 
 def cmd_posnet_fig4(a):
-    from . import posnet
-
     data = read_json(a.json, "posmix-ngram-orders --json output")
     if not isinstance(data, dict) or "chrf_char_orders" not in data:
         raise FigureInputError(f"{a.json}: expected the output of posmix-ngram-orders --json")

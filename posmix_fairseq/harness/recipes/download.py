@@ -25,8 +25,10 @@ import sys
 import tarfile
 import urllib.request
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
+
+from .settings import TASKS
 
 FB = "http://dl.fbaipublicfiles.com/fairseq/data"
 SMT = "http://www.statmt.org"
@@ -148,14 +150,13 @@ def sources(task: str, paper: str = "", src: str = "", tgt: str = "") -> List[So
 
 
 def dataclass_replace(s: Source, **kw) -> Source:
-    from dataclasses import replace
-
     return replace(s, **kw)
 
 
 def sacrebleu_check(source: Source, src: str, tgt: str) -> str:
     """Whether the installed sacreBLEU's registry has the set and the language pair (offline)."""
     try:
+        # sacrebleu loads in tenths of a second: only for this check
         from sacrebleu.dataset import DATASETS
     except ImportError:
         return "sacreBLEU not installed"
@@ -240,7 +241,7 @@ def iwslt_xml_lines(path: str, pair: str, name: str, lang: str) -> List[str]:
 def clean_pairs(src: List[str], tgt: List[str], src_lang: str, tgt_lang: str, low=1, high=175, ratio=1.5):
     """Moses clean-corpus-n.perl (-ratio 1.5, 1..175 tokens) on the Moses-tokenised text, as
     prepare-iwslt14.sh runs it; returns the kept raw pairs."""
-    from sacremoses import MosesTokenizer
+    from sacremoses import MosesTokenizer  # sacremoses loads in half a second: only when cleaning
 
     tok = {src_lang: MosesTokenizer(lang=src_lang), tgt_lang: MosesTokenizer(lang=tgt_lang)}
     kept_s, kept_t = [], []
@@ -327,8 +328,6 @@ def download(task: str, raw_dir: str, src: str, tgt: str, paper: str = "") -> Di
 
 
 def main():
-    from .settings import TASKS
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("task", choices=sorted(TASKS))
     p.add_argument("raw_dir")

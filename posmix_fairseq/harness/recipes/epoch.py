@@ -9,15 +9,16 @@ import argparse
 import math
 from typing import List, Sequence
 
+import posmix_fairseq
+
 DEFAULT_TOKENS_PER_PAIR = 30  # when nothing can be measured: about WMT's mean sentence length in subwords
 
 
 def updates_per_epoch(train_argv: Sequence[str], gpus: int = 1) -> int:
     """``train_argv``: fairseq-train's arguments (the data directory first)."""
+    # fairseq loads in seconds: only when the data directory is read
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    import posmix_fairseq
 
     posmix_fairseq.register()  # the package may have been imported before fairseq (then it registered nothing)
 

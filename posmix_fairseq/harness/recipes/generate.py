@@ -26,6 +26,12 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
+import torch
+from fairseq import tasks
+from fairseq.data import data_utils
+
+import posmix_fairseq
+
 from ..checkpoint_files import load_fairseq, write_atomic, write_text_atomic
 from ...tasks.translation import source_prefix_length
 from .. import pipeline
@@ -83,8 +89,6 @@ def _split_prefix(data: str, subset: str, src: str, tgt: str) -> str:
 
 def source_lengths(data: str, subset: str, src: str, tgt: str) -> List[int]:
     """Tokens (EOS included) of every source sentence of the binarized split, in id order."""
-    from fairseq.data import data_utils
-
     dataset = data_utils.load_indexed_dataset(_split_prefix(data, subset, src, tgt), None)
     return [int(n) for n in dataset.sizes]
 
@@ -103,11 +107,6 @@ def source_only_split(data: str, subset: str, src: str, tgt: str) -> str:
 
 def load_model_meta(checkpoint: str, data: str):
     """The checkpoint's model rebuilt on the meta device (shapes only) with its task's dictionaries."""
-    import torch
-    from fairseq import tasks
-
-    import posmix_fairseq
-
     posmix_fairseq.register()  # imported before fairseq, the package registered nothing
     state = load_fairseq(checkpoint, "--path ")
     cfg = state["cfg"]

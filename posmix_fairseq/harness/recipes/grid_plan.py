@@ -33,7 +33,7 @@ def paper_params(reported: Dict[str, float]) -> Optional[str]:
 def grid_summary(table, systems: List[dict], throughput: float) -> str:
     """``systems``: per system, ``label``, ``recipe``, ``stages`` (its plan's Stages: facts, data paths) and
     ``plan`` (the plan's text)."""
-    from .meta_model import num_parameters
+    from .meta_model import num_parameters  # meta_model imports torch and fairseq (seconds): only here
 
     recipes = [s["recipe"] for s in systems]
     differ = differing_keys(recipes)

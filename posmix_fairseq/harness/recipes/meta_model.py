@@ -4,12 +4,16 @@ import os
 from typing import Optional, Sequence
 
 import torch
+from fairseq import options
+from fairseq.data import Dictionary
+from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+import posmix_fairseq
 
 
 def dictionary(words: int):
     """A fairseq Dictionary of ``words`` entries, its 4 specials included."""
-    from fairseq.data import Dictionary
-
     d = Dictionary()
     for i in range(max(0, words - d.nspecial)):
         d.add_symbol(f"w{i}")
@@ -18,10 +22,6 @@ def dictionary(words: int):
 
 def parse_train_args(flags: Sequence[str]):
     """fairseq-train's arguments for ``flags`` (the arch and its options), with the plugin loaded."""
-    from fairseq import options
-
-    import posmix_fairseq
-
     posmix_fairseq.register()  # --user-dir does not re-import a package imported before fairseq
 
     parser = options.get_training_parser()
@@ -33,9 +33,6 @@ def meta_model(flags: Sequence[str], vocab: int, target_vocab: Optional[int] = N
     """The model of ``flags`` on the meta device, with ``vocab``-entry dictionaries (or separate source /
     target ones). Position-aware cross mixers get ``length_ratio`` unless the flags give one (there is no
     training data to measure it)."""
-    from fairseq.models import ARCH_MODEL_REGISTRY
-    from fairseq.tasks.translation import TranslationConfig, TranslationTask
-
     args = parse_train_args(flags)
     if getattr(args, "length_ratio", None) is None:
         args.length_ratio = length_ratio

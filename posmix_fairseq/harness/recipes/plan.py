@@ -15,8 +15,13 @@ After the commands (printed by :mod:`.stages`), the plan gives:
 """
 import math
 import os
+import tempfile
 from typing import Dict, List, Optional, Tuple
 
+from ..pipeline import PACKAGE_ROOT
+from ..raw_text import SPLIT_NAMES, find_split, read_lines
+from .download import sacrebleu_check, sources
+from .prepare_data import Normaliser, train_spm
 from .settings import PAPER_NAMES, TRAIN_KEYS, Recipe, parse_average
 
 ADAM_BYTES = 8        # exp_avg and exp_avg_sq, fp32, per parameter
@@ -48,7 +53,7 @@ def dictionary_sizes(recipe: Recipe, data_bin: str) -> Tuple[int, Optional[int],
 def build_model(flags: List[str], vocab: int, vocab_tgt: Optional[int]):
     key = (tuple(flags), vocab, vocab_tgt)
     if key not in _META_CACHE:
-        from .meta_model import meta_model
+        from .meta_model import meta_model  # meta_model imports torch and fairseq (seconds): only here
 
         _META_CACHE[key] = meta_model(flags, vocab, vocab_tgt)
     return _META_CACHE[key]
@@ -57,14 +62,10 @@ def build_model(flags: List[str], vocab: int, vocab_tgt: Optional[int]):
 # ---- the test set's lengths --------------------------------------------------------------------------
 
 def _stand_in() -> str:
-    from ..pipeline import PACKAGE_ROOT
-
     return os.environ.get("POSMIX_MULTI30K", os.path.join(PACKAGE_ROOT, "..", "shared", "data", "multi30k"))
 
 
 def _test_files(raw: str, src: str, tgt: str, test_name: str):
-    from ..raw_text import SPLIT_NAMES, find_split
-
     names = [test_name] if test_name else SPLIT_NAMES["test"]
     try:
         return find_split(raw, names, src), find_split(raw, names, tgt)
@@ -74,9 +75,6 @@ def _test_files(raw: str, src: str, tgt: str, test_name: str):
 
 def _normalised(raw: str, names: Tuple[str, ...], lang: str, recipe: Recipe, limit: int) -> List[str]:
     """A split of RAW normalised as the recipe's prepare stage does (cached)."""
-    from ..raw_text import find_split, read_lines
-    from .prepare_data import Normaliser
-
     flags = (recipe.flag("MOSES"), recipe.flag("LOWERCASE"), recipe.flag("ROMANIAN"))
     key = ("text", raw, names, lang, flags, limit)
     if key not in _SPM_CACHE:
@@ -89,11 +87,6 @@ def _normalised(raw: str, names: Tuple[str, ...], lang: str, recipe: Recipe, lim
 def _quick_spm(raw: str, lang_pair: Tuple[str, str], recipe: Recipe):
     """Per language, a SentencePiece model of the recipe's kind trained on a sample of RAW's training
     text (cached)."""
-    import tempfile
-
-    from ..raw_text import SPLIT_NAMES
-    from .prepare_data import train_spm
-
     src, tgt = lang_pair
     separate = recipe.flag("SEPARATE")
     key = ("spm", raw, src, tgt, recipe["SPM_TYPE"], recipe["VOCAB"], recipe.get("VOCAB_TGT"), separate,
@@ -116,8 +109,6 @@ def _quick_spm(raw: str, lang_pair: Tuple[str, str], recipe: Recipe):
 
 def test_lengths(recipe: Recipe, prep: str) -> Tuple[Optional[List[int]], Optional[List[int]], str]:
     """(source lengths, target lengths, how): subword pieces + EOS per test sentence."""
-    from ..raw_text import read_lines
-
     src, tgt = recipe["SRC"], recipe["TGT"]
     prepared = [os.path.join(prep, f"test.{lang}") for lang in (src, tgt)]
     if all(os.path.isfile(p) for p in prepared):
@@ -225,6 +216,7 @@ def checkpoint_section(recipe: Recipe, facts: dict, params: int) -> List[str]:
 
 
 def length_section(recipe: Recipe, model, prep: str) -> List[str]:
+    # both import torch (seconds), generate fairseq too: only when a plan reports lengths
     from .generate import plan_generation
     from .position_limits import configured_limits, position_limits
 
@@ -259,8 +251,6 @@ def length_section(recipe: Recipe, model, prep: str) -> List[str]:
 
 
 def sources_section(recipe: Recipe) -> List[str]:
-    from .download import sacrebleu_check, sources
-
     src, tgt = recipe["SRC"], recipe["TGT"]
     try:
         entries = sources(recipe["TASK"], recipe.paper, src, tgt)
@@ -305,7 +295,7 @@ def plan_report(recipe: Recipe, stages) -> str:
     except (ValueError, SystemExit) as e:
         out += ["", f"The model cannot be built: {e}"]
         return "\n".join(out)
-    from .meta_model import num_parameters
+    from .meta_model import num_parameters  # meta_model imports torch and fairseq (seconds): only here
 
     params = num_parameters(model)
     out += ["", f"Checkpoints and disk (dictionaries: {vocab_how}):"] + checkpoint_section(recipe, facts, params)

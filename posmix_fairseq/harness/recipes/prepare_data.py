@@ -21,6 +21,8 @@ import argparse
 import os
 from typing import Dict, List
 
+import sentencepiece as spm
+
 from ..raw_text import SPLIT_NAMES, find_split, read_lines
 
 
@@ -41,6 +43,7 @@ class Normaliser:
         self.romanian = sennrich_wmt16 and lang == "ro"
         if moses:
             try:
+                # sacremoses loads in half a second: only with --moses
                 from sacremoses import MosesPunctNormalizer, MosesTokenizer
             except ImportError as e:
                 raise SystemExit("--moses needs the 'sacremoses' package (scripts/setup.sh installs it)") from e
@@ -59,8 +62,6 @@ class Normaliser:
 
 
 def train_spm(lines: List[str], prefix: str, vocab_size: int, model_type: str, lang_chars: float = 1.0):
-    import sentencepiece as spm
-
     path = prefix + ".input.txt"
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(x + "\n" for x in lines)

@@ -10,6 +10,7 @@ environment under its variable name (``LR=5e-4``); the plan then shows "environm
 """
 import argparse
 import os
+import shlex
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -483,7 +484,6 @@ def _update_freq(values: Dict[str, Setting]) -> Setting:
 
 
 def shell_exports(recipe: Recipe) -> str:
-    import shlex
     return "\n".join(f"{k}={shlex.quote(v.value)}" for k, v in sorted(recipe.values.items()))
 
 

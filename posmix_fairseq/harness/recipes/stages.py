@@ -11,13 +11,18 @@ state, and the data sources.
 """
 import math
 import os
+import glob
 import shlex
 import shutil
 import sys
 import time
 from typing import List, Optional
 
+import posmix_fairseq
+
 from .. import pipeline
+from .epoch import estimate_updates_per_epoch, updates_per_epoch
+from .plan import plan_report
 from .settings import Recipe, RecipeError, parse_average, resolve
 
 DEFAULT_STAGES = ["download", "prepare", "preprocess", "train", "average", "generate", "score"]
@@ -74,7 +79,7 @@ def py(module: str, *args) -> List[str]:
 def visible_gpus(device_flags: str) -> int:
     if "--cpu" in device_flags.split():
         return 1
-    import torch
+    import torch  # torch loads in seconds: only to count the GPUs
 
     return max(1, torch.cuda.device_count())
 
@@ -110,8 +115,6 @@ class Stages:
         return os.path.join(self.prep, "raw", f"test.{self.tgt}")
 
     def raw_present(self) -> bool:
-        import glob
-
         return all(glob.glob(os.path.join(self.raw, f"train.{lang}*")) for lang in (self.src, self.tgt))
 
     # --- stages -------------------------------------------------------------------------------
@@ -212,8 +215,6 @@ class Stages:
         if per_epoch > 0 and interval and r.values["SAVE_INTERVAL_UPDATES"].source == "environment":
             validate = interval
         elif per_epoch > 0:  # PEA 4.1: a checkpoint (and a validation) 8 times per epoch
-            from .epoch import estimate_updates_per_epoch, updates_per_epoch
-
             if os.path.isfile(os.path.join(self.data_bin, f"dict.{self.src}.txt")):
                 updates = updates_per_epoch([self.data_bin] + self.train_flags(freq, 1), gpus)
                 how = "from the binarized training data"
@@ -355,9 +356,7 @@ class Stages:
 
 def check_arch(recipe: Recipe):
     """A clear error for an arch that does not exist (VARIANT + the size's suffix)."""
-    from fairseq.models import ARCH_MODEL_REGISTRY
-
-    import posmix_fairseq
+    from fairseq.models import ARCH_MODEL_REGISTRY  # fairseq loads in seconds: only when an arch is checked
 
     posmix_fairseq.register()  # the package may have been imported before fairseq (then it registered nothing)
 
@@ -386,8 +385,6 @@ def run_recipe(recipe: Recipe, plan: bool = False, stream=None) -> Stages:
     for name in names:
         getattr(stages, name)()
     if plan:
-        from .plan import plan_report
-
         print(plan_report(recipe, stages), file=runner.stream, flush=True)
     runner.log(f"{task}: {'plan done' if plan else 'done'}")
     return stages

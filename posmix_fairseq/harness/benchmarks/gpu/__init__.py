@@ -29,8 +29,11 @@ import platform
 import time
 
 import torch
+
 from ...command import (CommandError, build_parser as command_parser, check_input_file, check_output_file, console,
                           read_json)
+from . import decoding, kernel_tests, quality, sublayer, training
+from .defaults import suggestions
 
 SECTIONS = ("kernels", "sublayer", "train", "decode", "quality")
 DEFAULT_SECTIONS = ("kernels", "sublayer", "train", "decode")
@@ -50,7 +53,7 @@ def device_info(device):
     else:
         info["name"] = f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
     try:
-        import triton
+        import triton  # optional: Triton (GPU hosts only)
         info["triton"] = triton.__version__
     except Exception:  # noqa: BLE001
         info["triton"] = None
@@ -99,7 +102,6 @@ def merge(paths):
     """One result from several files: sections of different names side by side; one section from
     several files (e.g. ``sublayer`` at D = 512 and at D = 1024, ``quality`` one system a call) has
     its rows joined and its targets computed again; each section keeps the meta of its run."""
-    from . import decoding, quality, sublayer, training
     modules = dict(sublayer=sublayer, train=training, decode=decoding, quality=quality)
     merged = dict(meta=None, sections={})
     for path in paths:
@@ -127,7 +129,6 @@ def merge(paths):
 
 
 def section_markdown(name, section):
-    from . import decoding, kernel_tests, quality, sublayer, training
     module = dict(kernels=kernel_tests, sublayer=sublayer, train=training, decode=decoding, quality=quality)[name]
     meta = section.get("meta") or {}
     lines = [f"\n## {name} ({meta.get('mode', '?')} mode, {section.get('elapsed_s', 0):.0f} s on "
@@ -153,7 +154,6 @@ def markdown(results):
     if meta["mode"] == "dry":
         head += "\n\n**CPU dry run at tiny sizes: a check that the benchmark runs, not a measurement.**"
     parts = [head] + [section_markdown(n, results["sections"][n]) for n in SECTIONS if n in results["sections"]]
-    from .defaults import suggestions
     parts.append(suggestions(results))
     return "\n".join(parts) + "\n"
 
@@ -161,18 +161,13 @@ def markdown(results):
 def run_section(name, mode, device, dtype, args, overrides, log):
     work = args.work
     if name == "kernels":
-        from . import kernel_tests
         return kernel_tests.run(mode, device, log)
     if name == "sublayer":
-        from . import sublayer
         return sublayer.run(mode, device, dtype, log, overrides)
     if name == "train":
-        from . import training
         return training.run(mode, device, log, work, overrides)
     if name == "decode":
-        from . import decoding
         return decoding.run(mode, device, dtype, log, overrides)
-    from . import quality
     return quality.run(mode, device, log, work, args.multi30k, overrides, args.quality_prepare_only)
 
 

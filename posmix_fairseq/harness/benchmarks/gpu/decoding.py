@@ -20,8 +20,8 @@ MAX_POSITIONS = 1100  # t = 1024 decoder steps for the state comparison, 512-tok
 
 
 def build(name, flags, dictionary, num_positions, device, dtype):
+    # fairseq (and the modules that import it): only the decode section, a GPU host may have torch alone
     from fairseq.tasks.translation import TranslationConfig, TranslationTask
-
     from posmix_fairseq.harness.freeze import freeze_model
     from posmix_fairseq.harness.testing import build_model_from_args, parse_model_args
     arch, frozen = MODELS[name]
@@ -52,6 +52,7 @@ def decode_batches(generator, model, batches, device):
 
 def self_attention_state_bytes(model, dictionary, steps, device):
     """Bytes of the decoder self-attention incremental state of one hypothesis after ``steps`` steps."""
+    # testing imports fairseq: only the decode section, a GPU host may have torch alone
     from posmix_fairseq.harness.testing import random_batch
     src, src_len = (t.to(device) for t in random_batch(dictionary, [8], seed=5))
     g = torch.Generator().manual_seed(6)
@@ -83,8 +84,8 @@ def default_config(mode):
 
 
 def run(mode, device, dtype, log, overrides=None):
+    # fairseq (and the modules that import it): only the decode section, a GPU host may have torch alone
     from fairseq.sequence_generator import SequenceGenerator
-
     from posmix_fairseq.harness.testing import make_dictionary, random_batch
     cfg = dict(default_config(mode), **(overrides or {}))
     names = cfg.get("models") or list(MODELS)

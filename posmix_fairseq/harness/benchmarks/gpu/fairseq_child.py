@@ -15,8 +15,10 @@ import os
 import sys
 import time
 
+import torch
+from fairseq import options
 
-import torch  # noqa: E402
+import posmix_fairseq
 
 
 def main(argv=None):
@@ -24,24 +26,20 @@ def main(argv=None):
     if not argv or argv[0] not in ("train", "generate", "preprocess"):
         raise SystemExit("usage: python -m posmix_fairseq.harness.benchmarks.gpu.fairseq_child train|generate|preprocess ARGS")
     verb, args_list = argv[0], argv[1:]
-    from fairseq import options
-
-    import posmix_fairseq
-
     posmix_fairseq.register()  # --user-dir does not re-import the package this module's import loaded
     start = time.perf_counter()
     if verb == "preprocess":
-        from fairseq_cli import preprocess
+        from fairseq_cli import preprocess  # fairseq_cli's modules set up logging on import: the verb's own
         preprocess.main(options.get_preprocessing_parser().parse_args(args_list))
     else:
         parser = options.get_training_parser() if verb == "train" else options.get_generation_parser()
         args = options.parse_args_and_arch(parser, args_list)
         args.tpu = False  # --bf16 on a GPU (see the module docstring)
         if verb == "train":
-            from fairseq_cli import train
+            from fairseq_cli import train  # fairseq_cli's modules set up logging on import: the verb's own
             train.main(args)
         else:
-            from fairseq_cli import generate
+            from fairseq_cli import generate  # fairseq_cli's modules set up logging on import: the verb's own
             generate.main(args)
     peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None
     print("POSMIX_CHILD " + json.dumps(dict(peak_bytes=peak, seconds=time.perf_counter() - start)), flush=True)

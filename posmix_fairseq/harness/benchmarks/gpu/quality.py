@@ -22,6 +22,7 @@ import os
 import re
 
 from posmix_fairseq.harness import pipeline
+from posmix_fairseq.harness.raw_text import prepare_bpe
 
 from .training import TINY_FLAGS, child, launcher
 
@@ -46,7 +47,6 @@ def prepare(raw, work, cfg, log):
     if not raw or not os.path.isdir(raw):
         raise RuntimeError(f"the Multi30k raw corpus is needed ({raw!r} is not a folder): pass --multi30k DIR "
                            "(the shared corpus) or prepare on the CPU first with --quality-prepare-only")
-    from posmix_fairseq.harness.raw_text import prepare_bpe
     texts, _ = prepare_bpe(raw, "de", "en", bpe, cfg["vocab"], cfg["max_train"])
     if cfg["test_lines"]:  # the dry run: a few validation and test sentences
         for split in ("valid", "test"):

@@ -14,6 +14,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from posmix_fairseq import kernels
 from posmix_fairseq.harness.benchmarks.kernel_candidates import absolute_position_mixing, flex
@@ -77,7 +78,6 @@ def run_fn(name, prm, x, positions, lengths):
         def fn():
             ctx = contextlib.nullcontext()
             if flash:
-                from torch.nn.attention import SDPBackend, sdpa_kernel
                 ctx = sdpa_kernel(SDPBackend.FLASH_ATTENTION)
             with ctx:
                 return mha_sublayer(prm, x, sdpa=flash)

@@ -31,6 +31,7 @@ DUMMY_HEAD_DIM = 16
 
 
 def _flex():
+    # optional: FlexAttention exists in torch 2.5 and later; only the flex candidate needs it
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     return flex_attention, create_block_mask
 
