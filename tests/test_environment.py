@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from posmix_fairseq import environment
+from posmix_fairseq.harness import environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REAL_FIND_SPEC = importlib.util.find_spec

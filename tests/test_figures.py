@@ -15,7 +15,7 @@ from helpers import build_model_from_args, paper_text, parse_model_args, random_
 from test_cli_end_to_end import run_generate
 from test_evaluation_reproduce import _value_in
 
-from posmix_fairseq import freeze
+from posmix_fairseq.harness import freeze
 from posmix_fairseq.harness.evaluation import attention, contrastive, forward_time, length_bins, ngram_orders, score
 from posmix_fairseq.harness.evaluation.attention import AttentionRecorder
 from posmix_fairseq.harness.evaluation.fairseq_loading import load_for_inference
