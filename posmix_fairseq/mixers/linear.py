@@ -20,19 +20,9 @@ DEFAULT_MAX_POSITIONS = 128  # N of GPA Table 2 (see the module docstring)
 class LinearSpatialWeights(DirectWeights):
     def __init__(self, spec: MixerSpec):
         super().__init__()
-        self.max_positions = int(spec.options["linear-max-positions"])
+        self.max_positions = spec.position_table_size("linear-max-positions", "LinearNet mixing matrix")
         self.option = spec.flag("linear-max-positions")
         self.roles = sorted({side.role for side in spec.placement.sides})
-        if self.max_positions < 1:
-            raise ValueError(f"{self.option} must be >= 1 (got {self.max_positions})")
-        for side in spec.placement.sides:
-            limit = spec.max_query_positions if side == spec.placement.query_side else spec.max_key_positions
-            if limit is not None and limit > self.max_positions:
-                raise ValueError(
-                    f"{side.max_positions_option} {limit} exceeds the LinearNet mixing matrix of {self.max_positions} "
-                    f"positions ({self.option}): set {side.max_positions_option} {self.max_positions} (fairseq then "
-                    f"drops longer training sentences and rejects longer test sentences before generation; "
-                    f"--skip-invalid-size-inputs-valid-test skips them) or raise {self.option}")
         self.weight = nn.Parameter(torch.empty(spec.num_heads, self.max_positions, self.max_positions))
         nn.init.normal_(self.weight, std=0.02)
 

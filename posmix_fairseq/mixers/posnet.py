@@ -90,17 +90,7 @@ class PositionKernelValues(Values):
 def build_posnet(spec: MixerSpec):
     opts = spec.options
     option = spec.flag("posnet-max-positions")
-    max_positions = int(opts["posnet-max-positions"])
-    if max_positions < 1:
-        raise ValueError(f"{option} must be >= 1 (got {max_positions})")
-    for side, limit in ((spec.placement.query_side, spec.max_query_positions),
-                        (spec.placement.key_side, spec.max_key_positions)):
-        if limit is not None and limit > max_positions:
-            raise ValueError(
-                f"{side.max_positions_option} {limit} exceeds the PosNet-Attn kernel table of {max_positions} "
-                f"positions ({option}): set {side.max_positions_option} {max_positions} (fairseq then drops longer "
-                f"training sentences, rejects longer test sentences and stops decoding there; "
-                f"--skip-invalid-size-inputs-valid-test skips them) or raise {option}")
+    max_positions = spec.position_table_size("posnet-max-positions", "PosNet-Attn kernel table")
     energy = ContentEnergy(spec)  # built before the kernels: the parameters' initialisation order
     shared = opts["posnet-share-kernels"] == "on"
     groups = spec.num_heads if opts.get("posnet-kernel") == PER_HEAD_KERNELS else 1

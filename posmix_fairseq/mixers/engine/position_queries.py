@@ -96,5 +96,4 @@ class PositionQueries(SoftmaxEnergy):
     def position_query_table(self, num_positions: int) -> Tensor:
         """(H, P, D_h) scaled W^Q n~ for the positions 0 .. P-1 (float32)."""
         positions = torch.arange(num_positions, device=self.q_proj.weight.device)
-        n = self.table_rows(self.query_table, self._query_norm, positions, self.q_proj.weight.dtype)
-        return split_heads(self.q_proj(n).unsqueeze(1) * self.scaling, self.num_heads)[0]
+        return self.position_queries(self.q_proj.weight, positions.unsqueeze(0))[0]

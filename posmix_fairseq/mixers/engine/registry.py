@@ -36,6 +36,23 @@ class MixerSpec:
     def flag(self, option: str) -> str:
         return self.placement.flag(option)
 
+    def position_table_size(self, option: str, table: str) -> int:
+        """The positions P (own option ``option``) of the mixer's position-indexed ``table``. The model's
+        max positions may not exceed P (checked here, at build time), so fairseq's size filter handles
+        longer sentences."""
+        size, flag = int(self.options[option]), self.flag(option)
+        if size < 1:
+            raise ValueError(f"{flag} must be >= 1 (got {size})")
+        for side, limit in ((self.placement.query_side, self.max_query_positions),
+                            (self.placement.key_side, self.max_key_positions)):
+            if limit is not None and limit > size:
+                raise ValueError(
+                    f"{side.max_positions_option} {limit} exceeds the {table} of {size} positions ({flag}): set "
+                    f"{side.max_positions_option} {size} (fairseq then drops longer training sentences, rejects "
+                    f"longer test sentences and stops decoding there; --skip-invalid-size-inputs-valid-test skips "
+                    f"them) or raise {flag}")
+        return size
+
     def energy(self, trained: Callable[["MixerSpec"], nn.Module]) -> nn.Module:
         """The sublayer's energy: ``trained(spec)``, or in a search-time model the frozen table that
         the mixer's registry entry declares (its trained parameters are then never built)."""
