@@ -5,8 +5,7 @@
 a learnable matrix per head over true (query, key) positions, used as is (no softmax; the future
 mask makes it causal in decoder self-attention). It covers positions below
 ``--S-linear-max-positions`` P, 128 by default: GPA Table 2's totals imply H N^2 with N = 128
-(docs/choices.md). The model's max positions may not exceed P (checked at build time), so
-fairseq's size filter handles longer sentences. Parameters: 2(D^2 + D) + H P^2.
+(docs/choices.md). The model's max positions may not exceed P. Parameters: 2(D^2 + D) + H P^2.
 """
 import torch
 from torch import nn
