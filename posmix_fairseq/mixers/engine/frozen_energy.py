@@ -14,8 +14,7 @@ from typing import Dict, Tuple
 import torch
 from torch import Tensor, nn
 
-from .registry import MixerSpec
-from .shared_options import max_relative_position
+from .registry import MixerSpec, max_relative_position
 from .table_energy import AbsoluteTableEnergy, RelativeTableEnergy
 
 FROZEN_OPTION = "frozen-energy-positions"  # per side: --encoder-frozen-energy-positions, --decoder-...

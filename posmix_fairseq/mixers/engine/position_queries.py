@@ -14,8 +14,7 @@ from torch import Tensor
 
 from ...core.position_tables import ABSOLUTE_SINUSOIDS, SharedPositionTables, refer_to_shared
 from .energy import SoftmaxEnergy, head_scaling, split_heads, xavier_linear
-from .registry import MixerSpec
-from .shared_options import position_table_option
+from .registry import MixerSpec, position_table_option
 
 SWITCH = ("on", "off")
 
