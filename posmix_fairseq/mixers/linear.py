@@ -19,8 +19,7 @@ DEFAULT_MAX_POSITIONS = 128  # N of GPA Table 2 (see the module docstring)
 class LinearSpatialWeights(DirectWeights):
     def __init__(self, spec: MixerSpec):
         super().__init__()
-        self.max_positions = spec.position_table_size("linear-max-positions", "LinearNet mixing matrix")
-        self.option = spec.flag("linear-max-positions")
+        self.max_positions, self.option = spec.position_table_size("linear-max-positions", "LinearNet mixing matrix")
         self.roles = sorted({side.role for side in spec.placement.sides})
         self.weight = nn.Parameter(torch.empty(spec.num_heads, self.max_positions, self.max_positions))
         nn.init.normal_(self.weight, std=0.02)

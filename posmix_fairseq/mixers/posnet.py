@@ -84,8 +84,7 @@ class PositionKernelValues(Values):
     })
 def build_posnet(spec: MixerSpec):
     opts = spec.options
-    option = spec.flag("posnet-max-positions")
-    max_positions = spec.position_table_size("posnet-max-positions", "PosNet-Attn kernel table")
+    max_positions, option = spec.position_table_size("posnet-max-positions", "PosNet-Attn kernel table")
     energy = ContentEnergy(spec)  # built before the kernels: the parameters' initialisation order
     shared = opts["posnet-share-kernels"] == "on"
     groups = spec.num_heads if opts.get("posnet-kernel") == PER_HEAD_KERNELS else 1

@@ -102,17 +102,6 @@ class ScalarRelativeBias(nn.Module):
         return self.table()[d + self.max_distance].permute(0, 3, 1, 2)
 
 
-def parse_widths(text, option: str):
-    try:
-        widths = [int(v) for v in str(text).split(",")]
-    except ValueError:
-        widths = []
-    if len(widths) != 2 or min(widths) < 1:
-        raise ValueError(f"{option}: give the two hidden widths l1,l2 of the AT5 MLP as positive integers, e.g. "
-                         f"32,4 (got {text!r})")
-    return widths
-
-
 class SoftBucketBias(nn.Module):
     """Per-head scalar bias b_h(|n - m|) = MLP_h(1 - exp(-slope_h |n - m|)), per direction."""
 
@@ -172,7 +161,13 @@ class T5BiasEnergy(ContentEnergy):
         if adaptive not in ADAPTIVE + (CUMULATIVE,):
             raise ValueError(f"{prefix}-t5-adaptive: {adaptive!r} is not one of {', '.join(ADAPTIVE)}")
         if adaptive == "on":  # Wu et al. (2021): soft buckets and a per-head MLP
-            widths = parse_widths(opts["at5-hidden"], f"{prefix}-at5-hidden")
+            try:
+                widths = [int(v) for v in str(opts["at5-hidden"]).split(",")]
+            except ValueError:
+                widths = []
+            if len(widths) != 2 or min(widths) < 1:
+                raise ValueError(f"{prefix}-at5-hidden: give the two hidden widths l1,l2 of the AT5 MLP as positive "
+                                 f"integers, e.g. 32,4 (got {opts['at5-hidden']!r})")
             name, make = "at5soft", lambda: SoftBucketBias(spec.num_heads, bidirectional, widths,
                                                            spec.attention_dropout)
         else:

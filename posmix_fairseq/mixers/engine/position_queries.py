@@ -3,10 +3,8 @@ position table n~ shared across the layers of a side. As q_n depends on the posi
 can be tabulated over positions (:meth:`PositionQueries.position_query_table`, the energies'
 ``energy_table``), where the mixing kernels, the window form and the frozen energies start.
 
-The table's options (:func:`absolute_table_options`): its kind, the layout of a sinusoidal one, and a
-LayerNorm shared by the side's layers and dropout on its rows before W^Q / W^K read them. The paper
-applies neither (the default); the released GPA code normalises a learned table and drops out either
-kind (docs/choices.md, "The released GPA code").
+The table's options (:func:`absolute_table_options`) follow the paper by default and the released GPA code
+on request (docs/choices.md, "The released GPA code").
 """
 import torch
 import torch.nn.functional as F

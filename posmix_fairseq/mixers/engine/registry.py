@@ -37,8 +37,8 @@ class MixerSpec:
     def flag(self, option: str) -> str:
         return self.placement.flag(option)
 
-    def position_table_size(self, option: str, table: str) -> int:
-        """The positions P (own option ``option``) of the mixer's position-indexed ``table``. The model's
+    def position_table_size(self, option: str, table: str) -> Tuple[int, str]:
+        """(P, its flag): the positions (own option ``option``) of the mixer's position-indexed ``table``. The model's
         max positions may not exceed P (checked here, at build time), so fairseq's size filter handles
         longer sentences."""
         size, flag = int(self.options[option]), self.flag(option)
@@ -52,7 +52,7 @@ class MixerSpec:
                     f"{side.max_positions_option} {size} (fairseq then drops longer training sentences, rejects "
                     f"longer test sentences and stops decoding there; --skip-invalid-size-inputs-valid-test skips "
                     f"them) or raise {flag}")
-        return size
+        return size, flag
 
     def energy(self, trained: Callable[["MixerSpec"], nn.Module]) -> nn.Module:
         """The sublayer's energy: ``trained(spec)``, or in a search-time model the frozen table that
