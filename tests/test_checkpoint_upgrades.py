@@ -104,10 +104,10 @@ def test_legacy_readings_are_stored_state_only_the_upgrade_writes():
     assert getattr(args, LEGACY_READINGS) == {"encoder": {"rpe-reading": "sliced-legacy"},
                                               "decoder_self": {"posnet-kernel": "head"}}
     assert model.encoder.layers[0].self_attn.energy.q_proj.weight.shape == (4, 8, 8)  # head h from slice h
-    assert model.decoder.layers[0].self_attn.values.kernel_weight.shape[1:3] == (4, 8)  # one kernel per head
+    assert model.decoder.layers[0].self_attn.values.kernels.weight.shape[1:3] == (4, 8)  # one kernel per head
     current, _ = build_stored_model(parse_model_args(flags))
     assert type(current.encoder.layers[0].self_attn).__name__ == "MultiheadAttention"
-    assert current.decoder.layers[0].self_attn.values.kernel_weight.shape[1] == 1
+    assert current.decoder.layers[0].self_attn.values.kernels.weight.shape[1] == 1
 
 
 def test_the_cumulative_t5_table_is_stored_apart_from_at5():

@@ -444,7 +444,7 @@ def test_other_position_pictures_equal_the_model(arch, tmp_path):
                 np.testing.assert_allclose(seen[("encoder_self", 0)][head, q].numpy(), expected.numpy(), atol=1e-6)
         assert min(lines_of(axes[1])["head 1"][0]) == 0  # the decoder sees only n - m >= 0
     else:
-        kernels = ([m.self_attn.values.kernel_weight for m in (model.encoder.layers[0], model.decoder.layers[0])]
+        kernels = ([m.self_attn.values.kernels.weight for m in (model.encoder.layers[0], model.decoder.layers[0])]
                    if arch == "posnet_attn" else
                    [mod.kernels for nm, mod in model.named_modules() if type(mod).__name__ == "PosNetEmbedding"])
         assert len(axes) == 2

@@ -230,7 +230,7 @@ def test_posnet_attn_equals_eqs_20_and_23():
     pad = torch.tensor([[True, False, False, False, False, False], [False] * 6])
     out, _ = mix(attn, x, key_padding_mask=pad)
     e = attn.energy
-    phi = attn.values.kernel_weight  # (P, 1, Dh, Dh): Phi in R^{L x d_k x d_k}, the same for every head
+    phi = attn.values.kernels.weight  # (P, 1, Dh, Dh): Phi in R^{L x d_k x d_k}, the same for every head
     assert phi.shape == (128, 1, 8, 8)
     for b, offset in ((0, 1), (1, 0)):
         xs = x[offset:, b]
@@ -276,11 +276,12 @@ def test_posnet_attn_dropout_is_on_the_posnet_output_before_the_residual():
 
 def test_posnet_kernels_are_shared_across_layers_but_not_between_encoder_and_decoder():
     model, _ = build_model(["--arch", "posnet_attn_iwslt_de_en"])
-    enc = [layer.self_attn.values.kernel_weight for layer in model.encoder.layers]
-    dec = [layer.self_attn.values.kernel_weight for layer in model.decoder.layers]
+    enc = [layer.self_attn.values.kernels.weight for layer in model.encoder.layers]
+    dec = [layer.self_attn.values.kernels.weight for layer in model.decoder.layers]
     assert enc[0] is enc[1] and dec[0] is dec[1] and enc[0] is not dec[0]
     unshared, _ = build_model(["--arch", "posnet_attn_iwslt_de_en", "--encoder-self-posnet-share-kernels", "off"])
-    assert unshared.encoder.layers[0].self_attn.values.kernel_weight is not unshared.encoder.layers[1].self_attn.values.kernel_weight
+    first, second = (layer.self_attn.values.kernels.weight for layer in unshared.encoder.layers[:2])
+    assert first is not second
 
 
 def reference_t5_bucket(relative_position, bidirectional, num_buckets, max_distance):

@@ -29,15 +29,23 @@ RELATIVE_IMPLS = ("dense", "window")
 TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _backend(backend: Optional[str], *tensors: Tensor, forward_only: bool = False) -> str:
-    """Resolve the backend. Triton has no kernel for float64 inputs, nor a backward for a
-    ``forward_only`` kernel: ``auto`` runs torch for them, a forced ``triton`` is an error."""
-    name = dispatch.resolve(backend, tensors[0].device)
+def _triton_module():
+    """The Triton kernels, imported at their first use (Triton is optional)."""
+    return importlib.import_module(f"{__name__}.triton_kernels")
+
+
+def _run(kernel: str, backend: Optional[str], tensors: tuple, triton_call, torch_call, forward_only: bool = False):
+    """``triton_call()`` where ``backend`` resolves to Triton for ``tensors`` (through :func:`.dispatch.run_triton`,
+    which falls back to ``torch_call()`` where allowed), else ``torch_call()``. Triton has no kernel for float64
+    inputs, nor a backward for a ``forward_only`` kernel: ``auto`` runs torch for them, a forced ``triton`` is an
+    error."""
+    if dispatch.resolve(backend, tensors[0].device) != "triton":
+        return torch_call()
     floats = [t for t in tensors if t.is_floating_point()]
     bad = sorted({str(t.dtype) for t in floats if t.dtype not in TRITON_DTYPES})
     needs_grad = forward_only and torch.is_grad_enabled() and any(t.requires_grad for t in floats)
-    if name != "triton" or not (bad or needs_grad):
-        return name
+    if not (bad or needs_grad):
+        return dispatch.run_triton(kernel, backend, triton_call, torch_call)
     requested, setting = dispatch.requested(backend)
     if requested == "triton" and bad:
         raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, which supports "
@@ -45,19 +53,6 @@ def _backend(backend: Optional[str], *tensors: Tensor, forward_only: bool = Fals
     if requested == "triton":
         raise KernelBackendError(f"{setting} asks for the 'triton' decoding step, which is forward-only; run it "
                                  "under torch.no_grad() or use 'torch' or 'auto' to differentiate it")
-    return "torch"
-
-
-def _triton_module():
-    """The Triton kernels, imported at their first use (Triton is optional)."""
-    return importlib.import_module(f"{__name__}.triton_kernels")
-
-
-def _run(kernel: str, backend: Optional[str], tensors: tuple, triton_call, torch_call, forward_only: bool = False):
-    """``triton_call()`` where :func:`_backend` picks Triton for ``tensors`` (through
-    :func:`.dispatch.run_triton`, which falls back to ``torch_call()`` where allowed), else ``torch_call()``."""
-    if _backend(backend, *tensors, forward_only=forward_only) == "triton":
-        return dispatch.run_triton(kernel, backend, triton_call, torch_call)
     return torch_call()
 
 

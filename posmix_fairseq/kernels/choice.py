@@ -1,13 +1,6 @@
-"""How each attention sublayer runs, decided once, when the model is built (docs/gpu.md, "What runs on a GPU").
-
-:func:`choose` gives a sublayer one :class:`KernelChoice` for CPU tensors and one for CUDA tensors
-(fairseq builds a model on the CPU and moves it to the GPU afterwards, so both are settled at build
-time); the calls look theirs up by the tensors' device (:func:`.common.on_gpu`). A choice holds
-``mixing`` (``dense`` or rPosNet's ``window`` form, GPA Eq. 10) and ``kernels`` (``torch`` or ``triton``:
-what computes the window form), ``decode`` (rPosNet decoder self-attention step by step: the
-decode-weight ``table`` or the ``triton`` step; empty where the sublayer does not decode so) and
-``gating`` (Eq. 4's LayerNorm(GeLU) and GeLU gate: ``torch`` or ``triton``; empty when ungated).
-"""
+"""How each attention sublayer runs, decided once, when the model is built (docs/gpu.md, "What runs on a GPU"):
+:func:`choose` gives a sublayer one :class:`KernelChoice` for CPU tensors and one for CUDA tensors (fairseq
+builds a model on the CPU and moves it afterwards); the calls look theirs up by the tensors' device."""
 import json
 import os
 from dataclasses import dataclass
@@ -54,12 +47,12 @@ def gpu_default(name: str) -> str:
 
 @dataclass(frozen=True)
 class KernelChoice:
-    """How a sublayer runs on one kind of device (module docstring)."""
+    """How a sublayer runs on one kind of device."""
 
-    mixing: str = "dense"
-    kernels: str = "torch"
-    decode: str = ""
-    gating: str = ""
+    mixing: str = "dense"  # dense, or rPosNet's window form (GPA Eq. 10)
+    kernels: str = "torch"  # what computes the window form: torch or triton
+    decode: str = ""  # rPosNet decoder self-attention step by step: the decode-weight table or triton; "": none
+    gating: str = ""  # Eq. 4's LayerNorm(GeLU) and GeLU gate: torch or triton; "": ungated
 
     def __str__(self) -> str:
         parts = [f"{self.mixing} mixing" + (f" ({self.kernels})" if self.mixing == "window" else "")]

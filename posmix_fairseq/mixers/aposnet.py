@@ -33,8 +33,7 @@ class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
     def energy_table(self, num_query_positions: int, num_key_positions: int) -> Tensor:
         """(H, Pq, Pk) energies e_nm of Eq. 8 for query positions n < Pq and key positions m < Pk."""
         positions = torch.arange(num_key_positions, device=self.k_proj.weight.device)
-        m = self.table_rows(self._key_table, self._key_norm, positions, self.k_proj.weight.dtype)  # (Pk, D)
-        keys = split_heads(self.k_proj(m).unsqueeze(1), self.num_heads)[0]  # (H, Pk, D_h)
+        keys = self.key_features(None, positions.unsqueeze(0))[0]  # (H, Pk, D_h)
         return self.position_query_table(num_query_positions) @ keys.transpose(-1, -2)
 
 

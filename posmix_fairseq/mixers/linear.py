@@ -5,8 +5,7 @@
 a learnable matrix per head over true (query, key) positions, used as is (no softmax; the future
 mask makes it causal in decoder self-attention). It covers positions below
 ``--S-linear-max-positions`` P, 128 by default: GPA Table 2's totals imply H N^2 with N = 128
-(docs/choices.md). The model's max positions may not exceed P (checked at build time), so
-fairseq's size filter handles longer sentences. Parameters: 2(D^2 + D) + H P^2.
+(docs/choices.md). The model's max positions may not exceed P. Parameters: 2(D^2 + D) + H P^2.
 """
 import torch
 from torch import nn
@@ -20,19 +19,8 @@ DEFAULT_MAX_POSITIONS = 128  # N of GPA Table 2 (see the module docstring)
 class LinearSpatialWeights(DirectWeights):
     def __init__(self, spec: MixerSpec):
         super().__init__()
-        self.max_positions = int(spec.options["linear-max-positions"])
-        self.option = spec.flag("linear-max-positions")
+        self.max_positions, self.option = spec.position_table_size("linear-max-positions", "LinearNet mixing matrix")
         self.roles = sorted({side.role for side in spec.placement.sides})
-        if self.max_positions < 1:
-            raise ValueError(f"{self.option} must be >= 1 (got {self.max_positions})")
-        for side in spec.placement.sides:
-            limit = spec.max_query_positions if side == spec.placement.query_side else spec.max_key_positions
-            if limit is not None and limit > self.max_positions:
-                raise ValueError(
-                    f"{side.max_positions_option} {limit} exceeds the LinearNet mixing matrix of {self.max_positions} "
-                    f"positions ({self.option}): set {side.max_positions_option} {self.max_positions} (fairseq then "
-                    f"drops longer training sentences and rejects longer test sentences before generation; "
-                    f"--skip-invalid-size-inputs-valid-test skips them) or raise {self.option}")
         self.weight = nn.Parameter(torch.empty(spec.num_heads, self.max_positions, self.max_positions))
         nn.init.normal_(self.weight, std=0.02)
 

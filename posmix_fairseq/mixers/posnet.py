@@ -10,8 +10,7 @@ excluding W_1 and W_2", PosNet Figure 5); checkpoints stored with defaults versi
 The dropout (Section 3.3, "Residual Connection and Dropout") has its own rate ("independent from
 that of Transformer"; default --dropout). Checkpoints stored without the defaults version read
 per-head kernels Phi[p_m, h] (the stored legacy reading ``posnet-kernel head``). The model's max
-positions may not exceed P (checked at build time), so fairseq's size filter handles longer
-sentences. With P = 128 the encoder's and decoder's kernels add 1.05M (PosNet Table 1: +1.03M).
+positions may not exceed P. With P = 128 the encoder's and decoder's kernels add 1.05M (PosNet Table 1: +1.03M).
 """
 import torch
 from fairseq import utils
@@ -37,31 +36,27 @@ class PositionKernelValues(Values):
     def __init__(self, projection, embed_dim, num_heads, gated, kernels: PositionKernels, shared: bool,
                  activation: str, max_positions_option: str, key_role: str, dropout: float = 0.0):
         super().__init__(projection, embed_dim, num_heads, gated)
-        refer_to_shared(self, "_shared_kernels", kernels if shared else None)
-        if not shared:
+        if shared:
+            refer_to_shared(self, "kernels", kernels)
+        else:
             self.kernels = kernels
         self.activation_fn = utils.get_activation_fn(activation)
         self.max_positions_option, self.key_role = max_positions_option, key_role
         self.dropout = nn.Dropout(dropout)
 
-    @property
-    def kernel_weight(self):
-        shared = self._shared_kernels
-        return (shared if shared is not None else self.kernels).weight
-
     def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
         """The Frobenius norm of the kernel Phi[p] of each position p (G groups by P positions)."""
-        weight = self.kernel_weight
+        weight = self.kernels.weight
         norms = torch.linalg.matrix_norm(weight[:positions].float(), dim=(-2, -1)).t()
         return PositionFigure("posnet_attn", {"norms": norms}, shared=weight)
 
     def position_limits(self):
         """The kernels are indexed by the key (value) positions (the position-limit protocol)."""
-        return [(self.key_role, int(self.kernel_weight.size(0)), self.max_positions_option)]
+        return [(self.key_role, int(self.kernels.weight.size(0)), self.max_positions_option)]
 
     def forward(self, value, key_positions, key_padding_mask):
         v = super().forward(value, key_positions, key_padding_mask).transpose(1, 2)  # (B, S, H, Dh)
-        weight = self.kernel_weight
+        weight = self.kernels.weight
         if weight.size(1) == 1 and v.size(2) > 1:  # Phi shared by the heads: the heads as extra rows
             b, s, h, dh = v.shape
             rows = v.transpose(1, 2).reshape(b * h, s, 1, dh)
@@ -89,18 +84,7 @@ class PositionKernelValues(Values):
     })
 def build_posnet(spec: MixerSpec):
     opts = spec.options
-    option = spec.flag("posnet-max-positions")
-    max_positions = int(opts["posnet-max-positions"])
-    if max_positions < 1:
-        raise ValueError(f"{option} must be >= 1 (got {max_positions})")
-    for side, limit in ((spec.placement.query_side, spec.max_query_positions),
-                        (spec.placement.key_side, spec.max_key_positions)):
-        if limit is not None and limit > max_positions:
-            raise ValueError(
-                f"{side.max_positions_option} {limit} exceeds the PosNet-Attn kernel table of {max_positions} "
-                f"positions ({option}): set {side.max_positions_option} {max_positions} (fairseq then drops longer "
-                f"training sentences, rejects longer test sentences and stops decoding there; "
-                f"--skip-invalid-size-inputs-valid-test skips them) or raise {option}")
+    max_positions, option = spec.position_table_size("posnet-max-positions", "PosNet-Attn kernel table")
     energy = ContentEnergy(spec)  # built before the kernels: the parameters' initialisation order
     shared = opts["posnet-share-kernels"] == "on"
     groups = spec.num_heads if opts.get("posnet-kernel") == PER_HEAD_KERNELS else 1

@@ -57,22 +57,19 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
 def build_rposnet(spec: MixerSpec):
     # a checkpoint stored without the option reads its default, auto: dense on the CPU, as it was trained
     impl, placement = spec.options["rposnet-impl"], spec.placement
-    paths = rposnet_paths(placement, impl)
     choice = choose(impl, placement.flag("rposnet-impl"), decodes=placement.causal and not placement.cross,
-                    gated=spec.gated)
-    return EnergyMixingAttention(spec, spec.energy(RelativePositionEnergy), paths=paths, kernel_choice=choice)
+                    gated=spec.gated)  # checks impl
+    return EnergyMixingAttention(spec, spec.energy(RelativePositionEnergy), paths=rposnet_paths(placement, impl),
+                                 kernel_choice=choice)
 
 
 def rposnet_paths(placement, impl: str):
     """Constant-state decoding in decoder self-attention, then the band form, which serves the calls
-    on a device whose kernel choice is the window; dense mixing closes every list."""
-    flag = placement.flag("rposnet-impl")
-    if impl not in RPOSNET_IMPL_CHOICES:
-        raise ValueError(f"{flag}: {impl!r} is not a mixing implementation of rposnet; valid values: "
-                         f"{', '.join(RPOSNET_IMPL_CHOICES)}")
+    on a device whose kernel choice is the window; dense mixing closes every list. ``impl`` is one of
+    RPOSNET_IMPL_CHOICES (``choose`` checks it)."""
     paths = []
     if placement.causal and not placement.cross:
         paths.append(ConstantStateDecoding())
     if impl != "dense":
-        paths.append(RPosNetBandMixing(flag))
+        paths.append(RPosNetBandMixing(placement.flag("rposnet-impl")))
     return paths

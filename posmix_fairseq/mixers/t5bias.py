@@ -13,10 +13,8 @@ value, as T5's last bucket), with the constants of the authors' TensorFlow code
 (BDBC-KG-NLP/AAAI2021-Scalar-Embedding-of-Relative-Positions, thumt/layers/soft_t5_attention.py);
 it adds 4,848 parameters at Base: +0.005M (PosNet Table 1: 63.08M). Both are shared by a side's layers.
 
-The cumulative variant (the stored legacy reading ``t5-adaptive cumulative`` of old checkpoints; no
-command line asks for it) keeps T5's table and learns its bucket boundaries: per direction, the
-coordinate of a = |d| is u(a) = min(sum_{k=1..a} max(s_k, 0), B' - 1), s_k initialised to T5's
-bucket(k) - bucket(k-1), and the bias is the table linearly interpolated at u (docs/choices.md).
+The cumulative variant (the stored legacy reading ``t5-adaptive cumulative`` of old checkpoints) keeps
+T5's table and learns its bucket boundaries (docs/choices.md, "AT5, cumulative variant").
 """
 import math
 
@@ -104,17 +102,6 @@ class ScalarRelativeBias(nn.Module):
         return self.table()[d + self.max_distance].permute(0, 3, 1, 2)
 
 
-def parse_widths(text, option: str):
-    try:
-        widths = [int(v) for v in str(text).split(",")]
-    except ValueError:
-        widths = []
-    if len(widths) != 2 or min(widths) < 1:
-        raise ValueError(f"{option}: give the two hidden widths l1,l2 of the AT5 MLP as positive integers, e.g. "
-                         f"32,4 (got {text!r})")
-    return widths
-
-
 class SoftBucketBias(nn.Module):
     """Per-head scalar bias b_h(|n - m|) = MLP_h(1 - exp(-slope_h |n - m|)), per direction."""
 
@@ -174,7 +161,13 @@ class T5BiasEnergy(ContentEnergy):
         if adaptive not in ADAPTIVE + (CUMULATIVE,):
             raise ValueError(f"{prefix}-t5-adaptive: {adaptive!r} is not one of {', '.join(ADAPTIVE)}")
         if adaptive == "on":  # Wu et al. (2021): soft buckets and a per-head MLP
-            widths = parse_widths(opts["at5-hidden"], f"{prefix}-at5-hidden")
+            try:
+                widths = [int(v) for v in str(opts["at5-hidden"]).split(",")]
+            except ValueError:
+                widths = []
+            if len(widths) != 2 or min(widths) < 1:
+                raise ValueError(f"{prefix}-at5-hidden: give the two hidden widths l1,l2 of the AT5 MLP as positive "
+                                 f"integers, e.g. 32,4 (got {opts['at5-hidden']!r})")
             name, make = "at5soft", lambda: SoftBucketBias(spec.num_heads, bidirectional, widths,
                                                            spec.attention_dropout)
         else:
@@ -183,11 +176,7 @@ class T5BiasEnergy(ContentEnergy):
             make = lambda: ScalarRelativeBias(spec.num_heads, num_buckets, max_distance, bidirectional,  # noqa: E731
                                               cumulative, spec.embed_dim)
         # one table per encoder/decoder (T5 shares it across layers)
-        refer_to_shared(self, "_relative_bias", spec.shared_tables.shared(f"t5bias_{spec.placement.name}_{name}", make))
-
-    @property
-    def relative_bias(self):
-        return self._relative_bias
+        refer_to_shared(self, "relative_bias", spec.shared_tables.shared(f"t5bias_{spec.placement.name}_{name}", make))
 
     def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
         """The scalar bias per head of every distance n - m within +-``positions`` (one table per side)."""

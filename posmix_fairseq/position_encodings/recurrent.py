@@ -42,12 +42,9 @@ class RecurrentCell(nn.Module):
 
     def step(self, x: Tensor, state):
         """(B, d_in), state tuple -> r_j (B, units), new state tuple (r_j first)."""
-        if self.is_lstm:
-            h, c = self.cell(x, state)
-            r = torch.tanh(self.output(h))
-            return r, (r, c)
-        r = torch.tanh(self.output(self.cell(x, state[0])))
-        return r, (r,)
+        h, *rest = self.cell(x, state) if self.is_lstm else (self.cell(x, state[0]),)
+        r = torch.tanh(self.output(h))
+        return r, (r, *rest)
 
     def run(self, x: Tensor) -> Tensor:
         """x (B, T, d_in) left-aligned -> r (B, T, units), left to right."""

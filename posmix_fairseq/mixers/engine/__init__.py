@@ -1,9 +1,8 @@
-"""The machinery every token mixer is built from; it imports no variant (docs/contributing.md, Layout).
-How a sublayer mixes (dense, rPosNet's window form, constant-state decoding, the Gaussian window) is a
-strategy in :mod:`posmix_fairseq.mixers.paths`."""
-from .registry import MIXER_REGISTRY, MixerSpec, build_mixer, frozen_mixers, register_mixer  # noqa: F401
-from .shared_options import (max_relative_position, max_relative_position_option, position_table_option,  # noqa: F401
-                             relative_embeddings_options, relative_position_table)
+"""The machinery every token mixer is built from; it imports no variant. How a sublayer mixes is a strategy
+in :mod:`posmix_fairseq.mixers.paths` (docs/contributing.md, Layout)."""
+from .registry import (MIXER_REGISTRY, MixerSpec, build_mixer, frozen_mixers, max_relative_position,  # noqa: F401
+                       max_relative_position_option, position_table_option, register_mixer,
+                       relative_embeddings_options, relative_position_table)
 from .energy import (CentredEnergy, ContentEnergy, DirectWeights, Energy, SoftmaxEnergy,  # noqa: F401
                      head_scaling, split_heads, xavier_linear)
 from .values import Values  # noqa: F401

@@ -14,8 +14,7 @@ from typing import Dict, Tuple
 import torch
 from torch import Tensor, nn
 
-from .registry import MixerSpec
-from .shared_options import max_relative_position
+from .registry import MixerSpec, max_relative_position
 from .table_energy import AbsoluteTableEnergy, RelativeTableEnergy
 
 FROZEN_OPTION = "frozen-energy-positions"  # per side: --encoder-frozen-energy-positions, --decoder-...
@@ -45,10 +44,6 @@ class FrozenTable(metaclass=ABCMeta):
                 raise ValueError(f"{side.flag(FROZEN_OPTION)} must be an integer >= 1 for the frozen {kind} energy "
                                  f"table of the {spec.placement} sublayer (got {n!r})")
             self._sides[side.role] = (n, side.flag(FROZEN_OPTION), limits[side.role], side.max_positions_option)
-
-    def positions_of(self, role: str) -> int:
-        """N of the ``role`` ("source" / "target") side."""
-        return self._sides[role][0]
 
     def position_limits(self):
         """(role, positions, option) of each side that indexes the table (the position-limit protocol)."""
@@ -101,7 +96,7 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
         self._setup_frozen(spec, "rPosNet")
         self._query_role = spec.placement.query_side.role
         self.k, self.length_ratio, self.num_heads = max_relative_position(spec), spec.length_ratio, spec.num_heads
-        self.table = nn.Parameter(torch.zeros(spec.num_heads, self.positions_of(self._query_role), 2 * self.k + 1),
+        self.table = nn.Parameter(torch.zeros(spec.num_heads, self._sides[self._query_role][0], 2 * self.k + 1),
                                   requires_grad=False)
 
     @staticmethod
@@ -127,7 +122,7 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
         return self.table[:, :num_query_positions]
 
     def decode_weight_limit(self) -> int:
-        return self.positions_of(self._query_role)
+        return self.table.size(1)
 
 
 class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):
@@ -138,7 +133,7 @@ class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):
         self._setup_frozen(spec, "aPosNet")
         self._roles = (spec.placement.query_side.role, spec.placement.key_side.role)
         self.num_heads = spec.num_heads
-        rows, columns = (self.positions_of(role) for role in self._roles)
+        rows, columns = (self._sides[role][0] for role in self._roles)
         self.table = nn.Parameter(torch.zeros(spec.num_heads, rows, columns), requires_grad=False)
 
     @staticmethod

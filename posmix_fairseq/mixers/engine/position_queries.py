@@ -3,10 +3,8 @@ position table n~ shared across the layers of a side. As q_n depends on the posi
 can be tabulated over positions (:meth:`PositionQueries.position_query_table`, the energies'
 ``energy_table``), where the mixing kernels, the window form and the frozen energies start.
 
-The table's options (:func:`absolute_table_options`): its kind, the layout of a sinusoidal one, and a
-LayerNorm shared by the side's layers and dropout on its rows before W^Q / W^K read them. The paper
-applies neither (the default); the released GPA code normalises a learned table and drops out either
-kind (docs/choices.md, "The released GPA code").
+The table's options (:func:`absolute_table_options`) follow the paper by default and the released GPA code
+on request (docs/choices.md, "The released GPA code").
 """
 import torch
 import torch.nn.functional as F
@@ -14,8 +12,7 @@ from torch import Tensor
 
 from ...core.position_tables import ABSOLUTE_SINUSOIDS, SharedPositionTables, refer_to_shared
 from .energy import SoftmaxEnergy, head_scaling, split_heads, xavier_linear
-from .registry import MixerSpec
-from .shared_options import position_table_option
+from .registry import MixerSpec, position_table_option
 
 SWITCH = ("on", "off")
 
@@ -96,5 +93,4 @@ class PositionQueries(SoftmaxEnergy):
     def position_query_table(self, num_positions: int) -> Tensor:
         """(H, P, D_h) scaled W^Q n~ for the positions 0 .. P-1 (float32)."""
         positions = torch.arange(num_positions, device=self.q_proj.weight.device)
-        n = self.table_rows(self.query_table, self._query_norm, positions, self.q_proj.weight.dtype)
-        return split_heads(self.q_proj(n).unsqueeze(1) * self.scaling, self.num_heads)[0]
+        return self.position_queries(self.q_proj.weight, positions.unsqueeze(0))[0]

@@ -1,11 +1,12 @@
-"""The token-mixer registry and the spec a mixer is built from (:func:`register_mixer`)."""
+"""The token-mixer registry, the spec a mixer is built from (:func:`register_mixer`) and the options several
+mixers declare (K, the kind of a mixer's own position table, relative embeddings)."""
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional, Tuple
 
 from torch import nn
 
 from ...core.placement import Placement
-from ...core.position_tables import SharedPositionTables
+from ...core.position_tables import RELATIVE_EMBEDDING_HEADS, RelativePositionTable, SharedPositionTables
 from ...core.positions import PositionRoute
 from ...core.registry import Entry, Registry
 
@@ -35,6 +36,23 @@ class MixerSpec:
 
     def flag(self, option: str) -> str:
         return self.placement.flag(option)
+
+    def position_table_size(self, option: str, table: str) -> Tuple[int, str]:
+        """(P, its flag): the positions (own option ``option``) of the mixer's position-indexed ``table``. The model's
+        max positions may not exceed P (checked here, at build time), so fairseq's size filter handles
+        longer sentences."""
+        size, flag = int(self.options[option]), self.flag(option)
+        if size < 1:
+            raise ValueError(f"{flag} must be >= 1 (got {size})")
+        for side, limit in ((self.placement.query_side, self.max_query_positions),
+                            (self.placement.key_side, self.max_key_positions)):
+            if limit is not None and limit > size:
+                raise ValueError(
+                    f"{side.max_positions_option} {limit} exceeds the {table} of {size} positions ({flag}): set "
+                    f"{side.max_positions_option} {size} (fairseq then drops longer training sentences, rejects "
+                    f"longer test sentences and stops decoding there; --skip-invalid-size-inputs-valid-test skips "
+                    f"them) or raise {flag}")
+        return size, flag
 
     def energy(self, trained: Callable[["MixerSpec"], nn.Module]) -> nn.Module:
         """The sublayer's energy: ``trained(spec)``, or in a search-time model the frozen table that
@@ -93,3 +111,39 @@ def frozen_mixers():
 
 def build_mixer(spec: MixerSpec) -> nn.Module:
     return MIXER_REGISTRY.get(spec.name, spec.flag("mixer")).builder(spec)
+
+
+def max_relative_position_option():
+    """K, the clipping distance of relative positions (declared by the mixers that read it)."""
+    return {"max-relative-position": dict(type=int, default=16, metavar="K",
+                                          help="clip relative distances to [-K, K] (default 16; 8 in *_big)")}
+
+
+def position_table_option(default: str):
+    """The kind of the mixer's own position table (absolute n~, m~ or relative a^K, a^V)."""
+    return {"position-table": dict(choices=("sinusoidal", "learned"), default=default,
+                                   help="position table of this position-aware mixer: sinusoidal or learned "
+                                        "(default: aposnet sinusoidal, the others learned; GPA Section 5.2)")}
+
+
+def relative_embeddings_options(default: str):
+    """How the heads of a layer use its relative-distance embeddings (GPA Table 8 or Shaw et al. 2018)."""
+    return {"relative-embedding-heads": dict(
+        choices=RELATIVE_EMBEDDING_HEADS, default=default,
+        help="relative-distance embeddings of a layer: sliced (one D-dim vector per distance, head h uses "
+             "slice h; GPA Table 8) or shared (one D_h-dim vector for all heads; Shaw et al. 2018). Default: "
+             "the paper of the mixer/arch (docs/choices.md)")}
+
+
+def relative_position_table(spec: MixerSpec, k: int, kind: str):
+    """The relative-distance table of ``spec``'s mixer, laid out by its own options and, for checkpoints
+    stored without the defaults version, their stored legacy reading ``relative-sinusoids head``."""
+    return RelativePositionTable(k, spec.embed_dim, spec.num_heads, kind, spec.options["relative-embedding-heads"],
+                                 spec.options.get("relative-sinusoids") or "d-model")
+
+
+def max_relative_position(spec: MixerSpec) -> int:
+    k = spec.options["max-relative-position"]
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"{spec.flag('max-relative-position')} must be an integer >= 1 (got {k!r})")
+    return k

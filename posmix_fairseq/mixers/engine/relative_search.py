@@ -77,8 +77,7 @@ def constant_state_step(energy: RelativeTableEnergy, buffer: Dict[str, Tensor], 
     outputs = []
     for t in range(steps):
         pad = padding_mask[:, t]
-        # off the CPU, asking whether there is padding would synchronise: the masked update is exact either way
-        valid = ~pad if not kernel_common.host_checks(pad.device) or bool(pad.any()) else None
+        valid = ~pad if frame.has_padding else None
         if torch_kernels:
             out, state = weighted_decode_step(weights[:, :, t:t + 1], values[:, :, t:t + 1], state, valid)
         else:

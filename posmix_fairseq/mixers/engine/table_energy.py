@@ -4,10 +4,8 @@ GPA Sections 4.1-4.2: the energies of aPosNet (Eq. 8) and rPosNet (Eqs. 9-10) de
 so everything that mixes with them (dense softmax, window form, constant-state decoding, kernels, frozen
 tables) goes through ``energy_rows`` / ``energy_table``, computed from W^Q n~ (training) or stored (frozen).
 
-A constant-state decoding step's weights (Eq. 10, gamma = 1) depend on its position only: at search they
-are read from a table of every position, built once per decode and living exactly as long as the decode,
-so optimizer steps (through ``p.data``, invisible to any key on the tensors) and loaded or converted
-weights reach the next decode (docs/search-time.md, "The step's weights depend on the position only").
+A constant-state decoding step's weights (Eq. 10, gamma = 1) depend on its position only: search reads them
+from a table built once per decode, living exactly as long as the decode (why: docs/search-time.md).
 """
 import abc
 from typing import Dict, Optional

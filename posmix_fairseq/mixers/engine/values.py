@@ -33,23 +33,20 @@ class Values(nn.Module):
     @classmethod
     def of_spec(cls, spec, projection: Optional[nn.Module] = None, **kwargs) -> "Values":
         """Values of the sublayer ``spec`` with W^V (``projection`` None) or the given map."""
-        if projection is None:
-            projection = xavier_linear(spec.kdim, spec.embed_dim)
+        projection = xavier_linear(spec.kdim, spec.embed_dim) if projection is None else projection
         return cls(projection, spec.embed_dim, spec.num_heads, spec.gated, **kwargs)
 
-    def project(self, value: Tensor) -> Tensor:
-        """(S, B, D) projected (and, gated, normalised) values, before the split into heads."""
-        v = self.projection(value)
-        if self.norm is None:
-            return v
-        backend = gating_backend(self, v.device)
-        if backend != "torch":
-            return kernels.gelu_layernorm(v, self.norm.weight, self.norm.bias, self.norm.eps, backend=backend)
-        return self.norm(F.gelu(v))
-
     def forward(self, value: Tensor, key_positions: Tensor, key_padding_mask: Tensor) -> Tensor:
-        """(B, H, S, D_h) values of the new keys (their positions and padding are (B, S))."""
-        return split_heads(self.project(value), self.num_heads)
+        """(B, H, S, D_h) projected (and, gated, normalised) values of the new keys (their positions and
+        padding are (B, S))."""
+        v = self.projection(value)
+        if self.norm is not None:
+            backend = gating_backend(self, v.device)
+            if backend != "torch":
+                v = kernels.gelu_layernorm(v, self.norm.weight, self.norm.bias, self.norm.eps, backend=backend)
+            else:
+                v = self.norm(F.gelu(v))
+        return split_heads(v, self.num_heads)
 
     def relative_term(self, weights: Tensor, query_positions: Tensor, key_positions: Tensor) -> Optional[Tensor]:
         """(B, H, T, D_h) added to the context, or None."""

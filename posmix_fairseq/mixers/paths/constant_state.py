@@ -1,7 +1,6 @@
 """Constant-state decoding as a mixing path: rPosNet decoder self-attention while decoding step by step
-keeps the last K values and the sum of the older ones (:func:`~..engine.relative_search.constant_state_step`):
-O(K D_h) time and memory per step, whatever t. It serves every self-attention step of incremental
-decoding (the state replaces the cache of all past values); full forwards fall through to the next path.
+keeps the last K values and the sum of the older ones (:func:`~..engine.relative_search.constant_state_step`),
+O(K D_h) per step, whatever t, for every self-attention step of incremental decoding; full forwards fall through.
 """
 from ..engine.mixing import MixingCall, MixingPath
 from ..engine.relative_search import constant_state_step

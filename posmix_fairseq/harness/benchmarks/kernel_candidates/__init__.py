@@ -14,7 +14,6 @@ from typing import Optional
 from torch import Tensor
 
 from posmix_fairseq import kernels
-from posmix_fairseq.kernels import dispatch
 from posmix_fairseq.kernels.common import check_mixing_inputs
 
 from .absolute_mixing import absolute_mixing_dense
@@ -28,10 +27,7 @@ def absolute_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
                                                          values, key_lengths, table_keys=table.size(2))
     if keys == 0:
         return kernels._no_keys(table, values, steps)
-    if kernels._backend(backend, table, values) == "triton":
-        triton_absolute = importlib.import_module(f"{__name__}.triton_absolute")
-        return dispatch.run_triton(
-            "absolute mixing", backend,
-            lambda: triton_absolute.absolute_mixing_triton(table, query_positions, values, key_lengths, causal),
-            lambda: absolute_mixing_dense(table, query_positions, values, key_lengths, causal))
-    return absolute_mixing_dense(table, query_positions, values, key_lengths, causal)
+    return kernels._run("absolute mixing", backend, (table, values),
+                        lambda: importlib.import_module(f"{__name__}.triton_absolute").absolute_mixing_triton(
+                            table, query_positions, values, key_lengths, causal),
+                        lambda: absolute_mixing_dense(table, query_positions, values, key_lengths, causal))
