@@ -7,7 +7,7 @@ registered position encoding declares. An option given where nothing reads it is
 from fairseq.models.transformer.transformer_legacy import base_architecture
 
 from ..core.placement import PLACEMENTS, SIDES
-from ..length_ratio import check_length_ratio
+from ..binarized_data import check_length_ratio
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY

@@ -12,7 +12,7 @@ from fairseq.models.transformer import (TransformerConfig, TransformerDecoderBas
 from ..core.placement import DECODER, ENCODER
 from ..core.positions import PositionFrame
 from ..fairseq_bf16 import Bf16Inference
-from ..length_ratio import training_length_ratio
+from ..binarized_data import training_length_ratio
 from ..mixers import MIXER_REGISTRY
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
