@@ -9,10 +9,9 @@ from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
 from ..mixers import MIXER_REGISTRY
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .options import default_mixers, posmix_base_architecture
+from .options import default_mixers, made_by_this_code, posmix_base_architecture
 from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers the model first)
 from . import upgrades
-from .stored_args import made_by_this_code
 
 
 def both_sides(**options):

@@ -3,7 +3,15 @@
 Per sublayer S (``encoder-self``, ``decoder-self``, ``decoder-cross``): ``--S-mixer``, ``--S-gating`` and
 every option a registered mixer declares; per side: ``--<side>-position-encoding`` and every option a
 registered position encoding declares. An option given where nothing reads it is an error.
+
+The defaults version (stored under ``posmix_paper_readings``; docs/choices.md, "Old checkpoints") is a parser
+default, no flag: every command line of this code carries :data:`DEFAULTS_VERSION`, arguments stored by older
+code a lower one or none, and :mod:`.upgrades` upgrades them. ``posmix_legacy_readings`` (``{scope: {option:
+value}}``, written by the upgrade only) holds computations of older checkpoints no command line can ask for;
+builders read them as one more option value (:func:`read_options`).
 """
+from typing import Dict
+
 from fairseq.models.transformer.transformer_legacy import base_architecture
 
 from ..core.placement import PLACEMENTS, SIDES
@@ -11,13 +19,16 @@ from ..binarized_data import check_length_ratio
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .stored_args import DEFAULTS_VERSION_KEY, DEFAULTS_VERSION
 
+DEFAULTS_VERSION_KEY = "posmix_paper_readings"  # the attribute checkpoints store the defaults version under
+#: the version of the defaults this code builds; upgrade steps with ``defaults_below`` <= it pin former ones
+DEFAULTS_VERSION = 13
+LEGACY_READINGS = "posmix_legacy_readings"
 GATING_CHOICES = ("default", "on", "off")
 
 
-def add_posmix_args(parser):
-    group = parser  # fairseq hands add_args an argument group already
+def add_posmix_args(group):
+    """The model's flags on ``group`` (fairseq hands ``add_args`` an argument group)."""
     mixers = MIXER_REGISTRY.names()
     for placement in PLACEMENTS:
         where = placement.name.replace("_", " ")
@@ -44,7 +55,7 @@ def add_posmix_args(parser):
                        help="remove the feed-forward sublayers of the encoder (the -FF ablation)")
     group.add_argument("--no-decoder-ffn", action="store_true",
                        help="remove the feed-forward sublayers of the decoder (the -FF ablation)")
-    group.set_defaults(**{DEFAULTS_VERSION_KEY: DEFAULTS_VERSION})  # a parser default, no flag: see .stored_args
+    group.set_defaults(**{DEFAULTS_VERSION_KEY: DEFAULTS_VERSION})  # a parser default, no flag
     group.add_argument("--length-ratio", type=float, metavar="GAMMA",
                        help="gamma of cross-attention positions floor(gamma*n); default: mean source "
                             "length / mean target length of the binarized training set (stored in the "
@@ -67,6 +78,31 @@ def add_declared_options(group, registry, scopes):
         kwargs = dict(kwargs, help=f"{kwargs.get('help', '')} [read by: {', '.join(registry.readers(option))}]")
         for scope in scopes:
             group.add_argument(scope.flag(option), **kwargs)
+
+
+def stored_defaults_version(args) -> int:
+    """The defaults version stored with ``args`` (0: stored without one)."""
+    return getattr(args, DEFAULTS_VERSION_KEY, None) or 0
+
+
+def made_by_this_code(args) -> bool:
+    return stored_defaults_version(args) >= DEFAULTS_VERSION
+
+
+def legacy_readings(args, scope) -> Dict:
+    """option -> value of the legacy readings stored for ``scope`` (a Side or Placement)."""
+    return dict((getattr(args, LEGACY_READINGS, None) or {}).get(scope.name, {}))
+
+
+def write_legacy_reading(args, scope, option: str, value):
+    readings = {name: dict(options) for name, options in (getattr(args, LEGACY_READINGS, None) or {}).items()}
+    readings.setdefault(scope.name, {})[option] = value
+    setattr(args, LEGACY_READINGS, readings)
+
+
+def read_options(args, scope, declared: Dict[str, Dict]) -> Dict:
+    """The options ``declared`` by a registry entry for ``scope``, with its stored legacy readings."""
+    return {**scope.read_declared(args, declared), **legacy_readings(args, scope)}
 
 
 def default_mixers(args):

@@ -12,8 +12,7 @@ from ..mixers.engine import reads_absolute_table, shared_table
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY, EmbeddingStage, PositionEncodingSpec
 from ..position_encodings.recurrent import SLICED_LEGACY
-from .options import cross_heads
-from .stored_args import legacy_readings, read_options
+from .options import cross_heads, legacy_readings, read_options
 from .sliced_first_layer import build_sliced_attention
 
 

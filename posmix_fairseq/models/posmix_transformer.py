@@ -18,9 +18,8 @@ from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from ..tasks.translation import check_source_prefix
 from .layers import PosMixDecoderLayer, PosMixEncoderLayer, wrap_layer
-from .options import add_posmix_args, cross_heads, validate_posmix_args
+from .options import DEFAULTS_VERSION_KEY, add_posmix_args, cross_heads, made_by_this_code, validate_posmix_args
 from .plan import MixerPlan
-from .stored_args import DEFAULTS_VERSION_KEY, made_by_this_code
 from .upgrades import upgrade_stored_parameters
 
 logger = logging.getLogger(__name__)
