@@ -47,15 +47,11 @@ class PosMixLayer:
     residual and its LayerNorm is the identity, so the layer equals one without it. ``forward(...,
     positions=frame, **views)`` (checkpointing only) runs inside that frame, on those views."""
 
-    def build_fc1(self, input_dim, output_dim, q_noise, qn_block_size):
-        if self._ffn_removed:
-            return ZeroSublayer(output_dim)
-        return super().build_fc1(input_dim, output_dim, q_noise, qn_block_size)
+    def build_fc1(self, input_dim, output_dim, *quant_noise):
+        return ZeroSublayer(output_dim) if self._ffn_removed else super().build_fc1(input_dim, output_dim, *quant_noise)
 
-    def build_fc2(self, input_dim, output_dim, q_noise, qn_block_size):
-        if self._ffn_removed:
-            return ZeroSublayer(output_dim)
-        return super().build_fc2(input_dim, output_dim, q_noise, qn_block_size)
+    def build_fc2(self, input_dim, output_dim, *quant_noise):
+        return ZeroSublayer(output_dim) if self._ffn_removed else super().build_fc2(input_dim, output_dim, *quant_noise)
 
     def drop_norms_of_removed_sublayers(self):
         if getattr(self.self_attn, "removes_sublayer", False):  # fairseq's MHA has no such attribute
