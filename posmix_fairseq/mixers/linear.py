@@ -11,7 +11,7 @@ fairseq's size filter handles longer sentences. Parameters: 2(D^2 + D) + H P^2.
 import torch
 from torch import nn
 
-from ..core.position_figures import PositionFigure
+from ..core.position_tables import PositionFigure
 from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, register_mixer
 
 DEFAULT_MAX_POSITIONS = 128  # N of GPA Table 2 (see the module docstring)

@@ -3,12 +3,8 @@
 Per sublayer S (``encoder-self``, ``decoder-self``, ``decoder-cross``): ``--S-mixer``, ``--S-gating`` and
 every option a registered mixer declares; per side: ``--<side>-position-encoding`` and every option a
 registered position encoding declares. An option given where nothing reads it is an error.
-
-The defaults version (stored under ``posmix_paper_readings``; docs/choices.md, "Old checkpoints") is a parser
-default, no flag: every command line of this code carries :data:`DEFAULTS_VERSION`, arguments stored by older
-code a lower one or none, and :mod:`.upgrades` upgrades them. ``posmix_legacy_readings`` (``{scope: {option:
-value}}``, written by the upgrade only) holds computations of older checkpoints no command line can ask for;
-builders read them as one more option value (:func:`read_options`).
+The defaults version (a parser default, no flag) and the stored legacy readings: docs/choices.md, "Old
+checkpoints".
 """
 from typing import Dict
 
