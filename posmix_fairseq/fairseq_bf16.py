@@ -1,10 +1,6 @@
 """``--bf16`` on a GPU (or CPU) host without torch_xla: train and decode in bfloat16 (docs/multi-gpu.md, bf16).
-
-fairseq 0.12 turns ``--bf16`` into ``tpu=True`` (its XLA route, which dies without torch_xla):
-:func:`install` wraps ``options.parse_args_and_arch``, which the CLIs call by module attribute after the
-``--user-dir`` import, to undo that before the arguments become the config. ``fairseq-generate``
-converts models for ``--fp16`` only: :class:`Bf16Inference` converts the plugin's model for ``--bf16``.
-"""
+fairseq 0.12 turns ``--bf16`` into ``tpu=True`` (:func:`install` undoes it) and ``fairseq-generate`` converts
+models for ``--fp16`` only (:class:`Bf16Inference` converts the plugin's model for ``--bf16``)."""
 import argparse
 import functools
 import importlib.util
@@ -38,7 +34,8 @@ def correct_tpu(args: argparse.Namespace, input_args=None) -> None:
 
 
 def install():
-    """Wrap ``fairseq.options.parse_args_and_arch`` with :func:`correct_tpu` (once per process)."""
+    """Wrap ``fairseq.options.parse_args_and_arch`` with :func:`correct_tpu` (once per process): the CLIs call
+    it by module attribute after the ``--user-dir`` import, before the arguments become the config."""
     from fairseq import options
 
     original = options.parse_args_and_arch

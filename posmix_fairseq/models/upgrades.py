@@ -15,7 +15,7 @@ from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .options import (DEFAULTS_VERSION_KEY, DEFAULTS_VERSION, side_has_position_signal, stored_defaults_version,
                       write_legacy_reading)
-from .sublayers import sublayers
+from .layers import sublayers
 
 logger = logging.getLogger(__name__)
 
