@@ -158,11 +158,10 @@ def validate_posmix_args(args):
                                  f"{placement.flag(other)} {value}, but {placement.flag(other)} is "
                                  f"{placement.read(args, other, entry.options[other].get('default'))}: "
                                  f"drop the flag or set {placement.flag(other)} {value}")
+    blind = position_blind_sides(args)
     for side in SIDES:
         check_declared_options(args, side, POSITION_ENCODING_REGISTRY, "position-encoding",
                                side.read(args, "position-encoding"), "position encoding")
-    blind = position_blind_sides(args)
-    for side in SIDES:
         if side.name not in blind and not side_has_position_signal(args, side):
             mixers = " / ".join(f"{p.flag('mixer')} {p.read(args, 'mixer')}"
                                 for p in PLACEMENTS if p.owner == side)

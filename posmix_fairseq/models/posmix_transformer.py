@@ -49,9 +49,8 @@ class PositionAwareSide:
         """Only None arrives (nn.Module registers fairseq's LayerNorm itself); ``_setup_positions`` moves it."""
 
     def _setup_positions(self, cfg, side):
-        plan = self._mixer_plan
-        self.mixer_position_tables = plan.shared_tables.tables
-        self.position_encoding = plan.position_encoding(self._modules.pop("layernorm_embedding", None))
+        self.mixer_position_tables = self._mixer_plan.shared_tables.tables
+        self.position_encoding = self._mixer_plan.position_encoding(self._modules.pop("layernorm_embedding", None))
         self._learned_table = None  # (role, positions, option) of fairseq's learned table, one row per position
         if getattr(cfg, side.name).learned_pos:  # set by side_config
             self._learned_table = (side.role, getattr(cfg, side.max_positions_attr), side.max_positions_option)

@@ -1,8 +1,6 @@
 """``--task translation_window``: ``posmix_translation`` that keeps, of the interval checkpoints, only
 those a final average (``posmix-average``, GPA 5.3) can use, without their optimizer state (docs/recipes.md,
-Disk: the checkpoints the average needs). After each save (fairseq's ``post_save`` hook) it deletes the
-interval checkpoints outside the ``--average-window`` N from the current best on and the last N (all
-for N = 0; a later best can only be a later checkpoint), and strips the others of ``last_optimizer_state``.
+Disk: the checkpoints the average needs), after each save (fairseq's ``post_save`` hook).
 """
 import logging
 import os

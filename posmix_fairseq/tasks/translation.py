@@ -1,9 +1,6 @@
-"""``posmix_translation``: fairseq's ``translation`` task with ``--source-prefix eos``, which starts
-every source sentence with EOS (it still ends with EOS), as the released code of GPA feeds its sources
-(docs/choices.md, Sources that start with EOS). The prefix is data: it is added where fairseq builds
-the data (``prepend_bos_src``; ``fairseq-interactive``'s encoded lines) and counted in each sentence's
-length, so ``--max-source-positions`` filters as the released code does. The model checks that the task
-makes its sources (:func:`check_source_prefix`). Without a prefix the task is ``translation`` exactly.
+"""``posmix_translation``: fairseq's ``translation`` task with ``--source-prefix eos``, which starts every
+source sentence with EOS, as the released code of GPA feeds its sources (docs/choices.md, Sources that start
+with EOS). Without a prefix the task is ``translation`` exactly.
 """
 from dataclasses import dataclass, field
 from typing import Optional
