@@ -65,10 +65,10 @@ class PositionAwareSide:
         return contextlib.nullcontext()
 
     def max_positions(self):
-        """fairseq's limit. A search-time model's encoder reports at most its frozen tables, so that fairseq
-        refuses a longer source before decoding; its decoder keeps the trained limit (fairseq-generate
-        bounds outputs by it, and a smaller table would silently shorten them; a position beyond a table
-        is a clear error instead) unless frozen with ``--tables-as-max-positions``."""
+        """fairseq's limit; a search-time model's encoder reports at most its frozen tables (fairseq refuses a
+        longer source before decoding). Its decoder keeps the trained limit, which bounds fairseq-generate's
+        outputs (a smaller table would silently shorten them; a position beyond it is an error instead),
+        unless frozen with --tables-as-max-positions."""
         limit = super().max_positions()
         return limit if self._frozen_positions is None else min(limit, self._frozen_positions)
 

@@ -1,9 +1,6 @@
-"""Upgrades of what older checkpoints stored, run once per load (docs/choices.md, "Old checkpoints").
-
-An unset option takes today's default when a model is built, so a changed default or a renamed option
-would silently build another model. Ordered steps, each named by what changed, recognise what they
-concern: a renamed option by its old attribute, a changed default by a defaults version (:mod:`.options`)
-below ``defaults_below``; a computation no command line asks for any more becomes a stored legacy reading.
+"""Upgrades of what older checkpoints stored, run once per load: an unset option takes today's default when a
+model is built, so a changed default or a renamed option would silently build another model. Ordered steps,
+each named by what changed, recognise what they concern (docs/choices.md, "Old checkpoints").
 """
 import logging
 from dataclasses import dataclass
