@@ -13,18 +13,16 @@ logger = logging.getLogger(__name__)
 _MARK = "_posmix_bf16_without_xla"
 
 
-def xla_available() -> bool:
-    """True where torch_xla can be imported (a TPU host): fairseq's own ``--bf16`` route applies."""
-    try:
-        return importlib.util.find_spec("torch_xla") is not None
-    except (ImportError, ValueError):  # a module in sys.modules without a spec
-        return False
-
-
 def correct_tpu(args: argparse.Namespace, input_args=None) -> None:
-    """Undo fairseq's ``--bf16`` => ``tpu=True`` where torch_xla is absent and ``--tpu`` is not on the command line."""
-    if not (getattr(args, "bf16", False) and getattr(args, "tpu", False)) or xla_available():
+    """Undo fairseq's ``--bf16`` => ``tpu=True`` where torch_xla is absent (where it can be imported, a TPU host,
+    fairseq's own ``--bf16`` route applies) and ``--tpu`` is not on the command line."""
+    if not (getattr(args, "bf16", False) and getattr(args, "tpu", False)):
         return
+    try:
+        if importlib.util.find_spec("torch_xla") is not None:
+            return
+    except (ImportError, ValueError):  # a module in sys.modules without a spec
+        pass
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--tpu", action="store_true")
     if not parser.parse_known_args(input_args)[0].tpu:

@@ -65,8 +65,7 @@ class MixerPlan:
     share; ``route`` carries the positions of each forward call."""
 
     def __init__(self, cfg, side: Side):
-        self.cfg = cfg
-        self.side = side
+        self.cfg, self.side = cfg, side
         self.shared_tables = SharedPositionTables()
         self.route = PositionRoute(side.name)
         self.shared_parameters = SharedParameters(self.shared_tables.tables, side.name)
