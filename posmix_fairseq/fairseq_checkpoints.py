@@ -7,11 +7,9 @@ import torch
 
 
 def fairseq_checkpoint_types() -> list:
-    """The non-tensor, non-container types a fairseq checkpoint may hold (found by listing the globals of
-    fairseq-train's checkpoints and the legacy test checkpoints with
-    ``torch.serialization.get_unsafe_globals_in_checkpoint``): the ``args`` Namespace, and the numpy
-    scalars, dtypes and arrays that metric states may carry (``--eval-bleu`` keeps its n-gram counts
-    as arrays: ``numpy.core.multiarray._reconstruct`` only allocates an empty array)."""
+    """The non-tensor, non-container types a fairseq checkpoint may hold: the ``args`` Namespace, and the numpy
+    scalars, dtypes and arrays that metric states may carry (``--eval-bleu`` keeps its n-gram counts as arrays:
+    ``numpy.core.multiarray._reconstruct`` only allocates an empty array)."""
     types = [argparse.Namespace]
     try:
         import numpy as np

@@ -1,6 +1,5 @@
 """Position tables: sinusoidal and learned absolute tables (shared across the layers of a side),
-relative-distance tables, PosNet's per-position kernels, and how a module's position-only parts are
-shown in the pictures of what a model learned (:class:`PositionFigure`)."""
+relative-distance tables, PosNet's per-position kernels, and what ``posmix-plot`` shows of them."""
 import math
 from typing import Any, Dict, NamedTuple, Optional
 

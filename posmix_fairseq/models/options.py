@@ -47,10 +47,9 @@ def add_posmix_args(group):
                        help="learned cross-attention heads per decoder layer, one number per layer; 0 removes "
                             "that layer's cross-attention (SH-X: 0,0,0,0,0,1). Default: --decoder-attention-heads "
                             "in every layer")
-    group.add_argument("--no-encoder-ffn", action="store_true",
-                       help="remove the feed-forward sublayers of the encoder (the -FF ablation)")
-    group.add_argument("--no-decoder-ffn", action="store_true",
-                       help="remove the feed-forward sublayers of the decoder (the -FF ablation)")
+    for side in SIDES:
+        group.add_argument(f"--no-{side}-ffn", action="store_true",
+                           help=f"remove the feed-forward sublayers of the {side} (the -FF ablation)")
     group.set_defaults(**{DEFAULTS_VERSION_KEY: DEFAULTS_VERSION})  # a parser default, no flag
     group.add_argument("--length-ratio", type=float, metavar="GAMMA",
                        help="gamma of cross-attention positions floor(gamma*n); default: mean source "

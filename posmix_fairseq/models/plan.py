@@ -111,7 +111,6 @@ class MixerPlan:
 
     def build(self, placement, layer_idx: int):
         spec = self.spec(placement, layer_idx)
-        # the side's legacy RPE reading: the first self-attention layer's heads read slices of its input
         if not placement.cross and layer_idx == 0 and \
                 legacy_readings(self.cfg, placement.owner).get("rpe-reading") == SLICED_LEGACY:
             return build_sliced_attention(spec)
