@@ -87,13 +87,12 @@ if "translation_window" not in TASK_REGISTRY:  # idempotent: the plugin may be i
 
 
 def strip_optimizer_state(path: str) -> bool:
-    """Rewrites ``path`` without ``last_optimizer_state`` (atomically, as fairseq's
-    ``--no-save-optimizer-state`` leaves it); False if it had none."""
+    """Rewrites ``path`` without ``last_optimizer_state``, as fairseq's ``--no-save-optimizer-state`` leaves it,
+    with fairseq's own atomic save (a temporary file renamed over the old one: the mapped tensors are read from
+    the old file while the new one is written); False if it had none."""
     state = load_mapped(path)
     if "last_optimizer_state" not in state:
         return False
     del state["last_optimizer_state"]
-    # fairseq's own atomic save (a temporary file renamed over the old one), as for the checkpoints it
-    # writes; the mapped tensors are read from the old file while the new one is written
     torch_persistent_save(state, path)
     return True
