@@ -28,9 +28,8 @@ def source_prefix_length(args) -> int:
 
 def check_source_prefix(task, args):
     """Called by the model's ``build_model``: the task must make the sources the model reads (its stored
-    ``source_prefix``, none when absent), so generation cannot silently drop the prefix. This task takes
-    the model's prefix when ``--source-prefix`` is unset and refuses a different one; another task can
-    only feed sources without a prefix."""
+    ``source_prefix``, none when absent), so generation cannot silently drop the prefix; this task takes the
+    model's prefix when ``--source-prefix`` is unset."""
     prefix = source_prefix_value(getattr(args, "source_prefix", None)) or "none"
     if isinstance(task, PosMixTranslationTask):
         if task.source_prefix is None:
