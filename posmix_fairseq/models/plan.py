@@ -89,25 +89,15 @@ class MixerPlan:
                   if side.read(cfg, FROZEN_OPTION) is not None}
         frozen = frozen if frozen and entry.frozen_energy is not None else None
         return MixerSpec(
-            name=name,
-            placement=placement,
-            layer_idx=layer_idx,
-            num_layers=side_cfg.layers,
-            embed_dim=side_cfg.embed_dim,
-            num_heads=num_heads,
-            kdim=cfg.encoder.embed_dim,
-            attention_dropout=cfg.attention_dropout,
-            dropout=cfg.dropout,
-            gated=entry.gated_by_default if gating == "default" else gating == "on",
-            length_ratio=length_ratio,
+            name=name, placement=placement, layer_idx=layer_idx, num_layers=side_cfg.layers,
+            embed_dim=side_cfg.embed_dim, num_heads=num_heads, kdim=cfg.encoder.embed_dim,
+            attention_dropout=cfg.attention_dropout, dropout=cfg.dropout,
+            gated=entry.gated_by_default if gating == "default" else gating == "on", length_ratio=length_ratio,
             max_query_positions=getattr(cfg, placement.query_side.max_positions_attr),
             max_key_positions=getattr(cfg, placement.key_side.max_positions_attr),
-            shared_tables=self.shared_tables,
-            route=self.route,
+            shared_tables=self.shared_tables, route=self.route, frozen_positions=frozen,
             # options a checkpoint made before an option existed lacks take its default
-            options=read_options(cfg, placement, entry.options),
-            frozen_positions=frozen,
-        )
+            options=read_options(cfg, placement, entry.options))
 
     def build(self, placement, layer_idx: int):
         spec = self.spec(placement, layer_idx)
