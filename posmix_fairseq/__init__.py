@@ -18,8 +18,6 @@ def register() -> None:
     from . import fairseq_bf16
     from .fairseq_checkpoints import allow_fairseq_checkpoints
 
-    # torch >= 2.6 loads checkpoints weights-only, which rejects the argparse.Namespace fairseq stores; allowing
-    # the few types fairseq stores loads them while a pickle that needs anything else is still refused.
     allow_fairseq_checkpoints()
     fairseq_bf16.install()  # --bf16 without torch_xla trains in bf16 instead of asking for a TPU
 

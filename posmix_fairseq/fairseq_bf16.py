@@ -1,10 +1,6 @@
 """``--bf16`` on a GPU (or CPU) host without torch_xla: train and decode in bfloat16 (docs/multi-gpu.md, bf16).
-
-fairseq 0.12 turns ``--bf16`` into ``tpu=True`` (its XLA route, which dies without torch_xla):
-:func:`install` wraps ``options.parse_args_and_arch``, which the CLIs call by module attribute after the
-``--user-dir`` import, to undo that before the arguments become the config. ``fairseq-generate``
-converts models for ``--fp16`` only: :class:`Bf16Inference` converts the plugin's model for ``--bf16``.
-"""
+fairseq 0.12 turns ``--bf16`` into ``tpu=True`` (:func:`install` undoes it) and ``fairseq-generate`` converts
+models for ``--fp16`` only (:class:`Bf16Inference` converts the plugin's model for ``--bf16``)."""
 import argparse
 import functools
 import importlib.util
@@ -17,18 +13,16 @@ logger = logging.getLogger(__name__)
 _MARK = "_posmix_bf16_without_xla"
 
 
-def xla_available() -> bool:
-    """True where torch_xla can be imported (a TPU host): fairseq's own ``--bf16`` route applies."""
-    try:
-        return importlib.util.find_spec("torch_xla") is not None
-    except (ImportError, ValueError):  # a module in sys.modules without a spec
-        return False
-
-
 def correct_tpu(args: argparse.Namespace, input_args=None) -> None:
-    """Undo fairseq's ``--bf16`` => ``tpu=True`` where torch_xla is absent and ``--tpu`` is not on the command line."""
-    if not (getattr(args, "bf16", False) and getattr(args, "tpu", False)) or xla_available():
+    """Undo fairseq's ``--bf16`` => ``tpu=True`` where torch_xla is absent (where it can be imported, a TPU host,
+    fairseq's own ``--bf16`` route applies) and ``--tpu`` is not on the command line."""
+    if not (getattr(args, "bf16", False) and getattr(args, "tpu", False)):
         return
+    try:
+        if importlib.util.find_spec("torch_xla") is not None:
+            return
+    except (ImportError, ValueError):  # a module in sys.modules without a spec
+        pass
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--tpu", action="store_true")
     if not parser.parse_known_args(input_args)[0].tpu:
@@ -38,7 +32,8 @@ def correct_tpu(args: argparse.Namespace, input_args=None) -> None:
 
 
 def install():
-    """Wrap ``fairseq.options.parse_args_and_arch`` with :func:`correct_tpu` (once per process)."""
+    """Wrap ``fairseq.options.parse_args_and_arch`` with :func:`correct_tpu` (once per process): the CLIs call
+    it by module attribute after the ``--user-dir`` import, before the arguments become the config."""
     from fairseq import options
 
     original = options.parse_args_and_arch

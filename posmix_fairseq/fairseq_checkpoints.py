@@ -1,24 +1,15 @@
-"""What torch's weights-only loader needs to read fairseq checkpoints.
-
-torch >= 2.6 loads weights-only by default: a pickle may build tensors and containers, and nothing
-else, so a crafted checkpoint cannot run code. A fairseq checkpoint also stores its ``args``
-(``argparse.Namespace``) and, in some metric states, numpy scalars and arrays. :func:`register`
-(the plugin's import) calls :func:`allow_fairseq_checkpoints` once, so fairseq's own loader
-(``checkpoint_utils.load_checkpoint_to_cpu``, which calls ``torch.load`` without ``weights_only``)
-reads fairseq checkpoints under torch's default, while a pickle that needs anything else is still
-refused. Weights-only loading is never turned off.
-"""
+"""What torch's weights-only loader (the default since torch 2.6) needs to read fairseq checkpoints, so that
+fairseq's own loader reads them while a pickle that needs anything else is still refused; weights-only loading
+is never turned off (docs/choices.md, "Nothing run from a file")."""
 import argparse
 
 import torch
 
 
 def fairseq_checkpoint_types() -> list:
-    """The non-tensor, non-container types a fairseq checkpoint may hold (found by listing the globals of
-    fairseq-train's checkpoints and the legacy test checkpoints with
-    ``torch.serialization.get_unsafe_globals_in_checkpoint``): the ``args`` Namespace, and the numpy
-    scalars, dtypes and arrays that metric states may carry (``--eval-bleu`` keeps its n-gram counts
-    as arrays: ``numpy.core.multiarray._reconstruct`` only allocates an empty array)."""
+    """The non-tensor, non-container types a fairseq checkpoint may hold: the ``args`` Namespace, and the numpy
+    scalars, dtypes and arrays that metric states may carry (``--eval-bleu`` keeps its n-gram counts as arrays:
+    ``numpy.core.multiarray._reconstruct`` only allocates an empty array)."""
     types = [argparse.Namespace]
     try:
         import numpy as np

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from helpers import binarized_toy_corpus, build_model, random_batch, run_train
-from posmix_fairseq.length_ratio import check_length_ratio
+from posmix_fairseq.binarized_data import check_length_ratio
 
 
 @pytest.mark.parametrize("gamma", ["inf", "1e300", "nan", "-1", "0", "1e-9"])
@@ -30,7 +30,7 @@ def test_a_gamma_computed_from_absurd_data_is_an_error(tmp_path):
         (raw / f"{split}.src").write_text("".join(" ".join(["a"] * 300) + "\n" for _ in range(3)))
         (raw / f"{split}.tgt").write_text("b\nb\nb\n")
     binarize(str(raw), str(tmp_path / "bin"))
-    from posmix_fairseq.length_ratio import training_length_ratio
+    from posmix_fairseq.binarized_data import training_length_ratio
 
     with pytest.raises(ValueError, match=r"length ratio of the binarized 'train' data .*pass --length-ratio"):
         training_length_ratio(str(tmp_path / "bin"), "src", "tgt")

@@ -13,7 +13,7 @@ from posmix_fairseq import USER_DIR
 from posmix_fairseq.harness.testing import build_stored_model, stored_arguments
 from posmix_fairseq.models import upgrades
 from posmix_fairseq.models.architectures import ARCHITECTURES
-from posmix_fairseq.models.stored_args import LEGACY_READINGS, DEFAULTS_VERSION_KEY, DEFAULTS_VERSION
+from posmix_fairseq.models.options import LEGACY_READINGS, DEFAULTS_VERSION_KEY, DEFAULTS_VERSION
 from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask
 
 LEGACY = os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints")

@@ -14,7 +14,7 @@ import posmix_fairseq
 from helpers import build_model, build_model_from_args, mix, mixer_spec, parse_model_args, random_batch
 from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.harness.testing import stored_arguments
-from posmix_fairseq.models.stored_args import DEFAULTS_VERSION
+from posmix_fairseq.models.options import DEFAULTS_VERSION
 from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.mixers.engine import DirectWeights, Energy, SoftmaxEnergy
 

@@ -19,7 +19,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY
 from helpers import build_model_from_args, meta_model, mixer_spec, num_parameters, parse_model_args
 from posmix_fairseq.core.placement import ENCODER
 from posmix_fairseq.mixers import build_mixer
-from posmix_fairseq.models.stored_args import DEFAULTS_VERSION_KEY as MARKER
+from posmix_fairseq.models.options import DEFAULTS_VERSION_KEY as MARKER
 from posmix_fairseq.position_encodings.base import POSITION_ENCODING_REGISTRY, PositionEncodingSpec
 from posmix_fairseq.position_encodings.recurrent import RPE_OPTIONS
 

@@ -1,13 +1,26 @@
 """Position tables: sinusoidal and learned absolute tables (shared across the layers of a side),
-relative-distance tables, and PosNet's per-position kernels."""
+relative-distance tables, PosNet's per-position kernels, and what ``posmix-plot`` shows of them."""
 import math
-from typing import Optional
+from typing import Any, Dict, NamedTuple, Optional
 
 import torch
 from torch import Tensor, nn
 
 from ..kernels import common as kernel_common
 from .positions import left_aligned
+
+
+class PositionFigure(NamedTuple):
+    """What a module's ``position_figure(positions, query_positions, weights)`` answers for ``posmix-plot``
+    (P, a sentence of P tokens; the queries whose weight profiles are shown; ``weights()`` the sublayer's
+    (H, P, P) mixing weights for such a sentence), or None: its family (``rposnet``, ``aposnet``,
+    ``gaussian``, ``linear``, ``t5``, ``posnet_attn``, ``posnet_embed``), the fields of the family's block and
+    of this layer's entry, and the object a table shared by several layers is (None for a per-layer table)."""
+
+    family: str
+    block: Dict[str, Any]
+    layer: Optional[Dict[str, Any]] = None
+    shared: Optional[object] = None
 
 
 def refer_to_shared(owner: nn.Module, name: str, module: Optional[nn.Module]) -> None:

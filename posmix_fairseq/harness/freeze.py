@@ -46,7 +46,7 @@ from ..binarized_data import longest_sentences
 from ..core.placement import PLACEMENTS, SIDES
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
-from ..models.sublayers import sublayers
+from ..models.layers import sublayers
 from . import checkpoint_files
 from .command import build_parser as command_parser, check_checkpoint, check_data_dir, check_output_file, console
 from .checkpoint_files import check_output, check_tensors

@@ -19,7 +19,7 @@ from typing import List
 import torch
 from torch import Tensor, nn
 
-from ..core.position_figures import PositionFigure
+from ..core.position_tables import PositionFigure
 from .engine import (CentredEnergy, DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
                      max_relative_position_option, register_mixer)
 from .paths.gaussian_window import GaussianWindowMixing

@@ -10,7 +10,7 @@ mask makes it causal in decoder self-attention). It covers positions below
 import torch
 from torch import nn
 
-from ..core.position_figures import PositionFigure
+from ..core.position_tables import PositionFigure
 from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, register_mixer
 
 DEFAULT_MAX_POSITIONS = 128  # N of GPA Table 2 (see the module docstring)

@@ -16,8 +16,7 @@ import torch
 from fairseq import utils
 from torch import nn
 
-from ..core.position_figures import PositionFigure
-from ..core.position_tables import apply_position_kernels, position_kernels, refer_to_shared
+from ..core.position_tables import PositionFigure, apply_position_kernels, position_kernels, refer_to_shared
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values, register_mixer
 
 DEFAULT_MAX_POSITIONS = 128  # P (see the module docstring and PosNet Table 1)

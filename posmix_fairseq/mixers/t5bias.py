@@ -22,8 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.placement import ENCODER_SELF
-from ..core.position_figures import PositionFigure
-from ..core.position_tables import refer_to_shared
+from ..core.position_tables import PositionFigure, refer_to_shared
 from ..core.positions import relative_distance
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, register_mixer
 

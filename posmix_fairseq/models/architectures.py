@@ -9,10 +9,9 @@ from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
 from ..mixers import MIXER_REGISTRY
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .options import default_mixers, posmix_base_architecture
+from .options import default_mixers, made_by_this_code, posmix_base_architecture
 from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers the model first)
 from . import upgrades
-from .stored_args import made_by_this_code
 
 
 def both_sides(**options):
@@ -39,8 +38,7 @@ def _table_size(side, mixer: str, option: str):
     """A side's default max positions: the rows of its self-attention mixer's table ``--<side>-self-<option>``
     (LinearNet, PosNet-Attn), by default the size the registry declares (the archs import no variant)."""
     def default(args):
-        value = SELF_ATTENTION[side].read(args, option)
-        return MIXER_REGISTRY.get(mixer, "--mixer").options[option]["default"] if value is None else value
+        return SELF_ATTENTION[side].read(args, option, MIXER_REGISTRY.get(mixer, "--mixer").options[option]["default"])
     return default
 
 
@@ -169,9 +167,8 @@ def _apply(args, defaults):
             continue
         if key == "max_relative_position":  # the size's K, for every sublayer that clips distances
             for placement in PLACEMENTS:
-                if _reads(args, placement, "max-relative-position") and \
-                        placement.read(args, "max-relative-position") is None:
-                    placement.write(args, "max-relative-position", value)
+                if _reads(args, placement, "max-relative-position"):
+                    placement.write(args, "max-relative-position", placement.read(args, "max-relative-position", value))
         elif key in own_options and not _reads(args, *own_options[key]):
             continue
         elif getattr(args, key, None) is None:

@@ -1,14 +1,16 @@
 """The posmix encoder and decoder layers: fairseq's layers whose attention sublayers come from the
 build plan, removable sublayers (-SA, -FF ablations), and activation-checkpoint wrapping that keeps
-each layer's positions and its views of the side's shared parameters with its inputs."""
+each layer's positions and its views of the side's shared parameters with its inputs; and one iterator
+over the attention sublayers of a posmix (or fairseq) transformer (:func:`sublayers`)."""
 import functools
+from typing import Iterator, NamedTuple
 
 from torch import nn
 from fairseq.distributed import fsdp_wrap
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 
-from ..core.placement import DECODER_CROSS, DECODER_SELF, ENCODER_SELF
+from ..core.placement import DECODER_CROSS, DECODER_SELF, ENCODER_SELF, PLACEMENTS, Placement
 from .plan import MixerPlan
 
 
@@ -47,15 +49,11 @@ class PosMixLayer:
     residual and its LayerNorm is the identity, so the layer equals one without it. ``forward(...,
     positions=frame, **views)`` (checkpointing only) runs inside that frame, on those views."""
 
-    def build_fc1(self, input_dim, output_dim, q_noise, qn_block_size):
-        if self._ffn_removed:
-            return ZeroSublayer(output_dim)
-        return super().build_fc1(input_dim, output_dim, q_noise, qn_block_size)
+    def build_fc1(self, input_dim, output_dim, *quant_noise):
+        return ZeroSublayer(output_dim) if self._ffn_removed else super().build_fc1(input_dim, output_dim, *quant_noise)
 
-    def build_fc2(self, input_dim, output_dim, q_noise, qn_block_size):
-        if self._ffn_removed:
-            return ZeroSublayer(output_dim)
-        return super().build_fc2(input_dim, output_dim, q_noise, qn_block_size)
+    def build_fc2(self, input_dim, output_dim, *quant_noise):
+        return ZeroSublayer(output_dim) if self._ffn_removed else super().build_fc2(input_dim, output_dim, *quant_noise)
 
     def drop_norms_of_removed_sublayers(self):
         if getattr(self.self_attn, "removes_sublayer", False):  # fairseq's MHA has no such attribute
@@ -93,3 +91,21 @@ class PosMixDecoderLayer(PosMixLayer, TransformerDecoderLayerBase):
 
     def build_encoder_attention(self, embed_dim, cfg):
         return self._mixer_plan.build(DECODER_CROSS, self.layer_idx)
+
+
+class Sublayer(NamedTuple):
+    placement: Placement
+    layer: int  # 0-based index in its encoder / decoder
+    module: nn.Module  # the token mixer (or fairseq's MultiheadAttention)
+    path: str  # its state-dict prefix, e.g. "decoder.layers.2.encoder_attn"
+
+
+def sublayers(model) -> Iterator[Sublayer]:
+    """Every attention sublayer, placement by placement (encoder self, decoder self, decoder cross)
+    and layer by layer; a layer without the sublayer (``--decoder-cross-heads`` 0) is skipped."""
+    for placement in PLACEMENTS:
+        owner = placement.owner.name
+        for index, layer in enumerate(getattr(model, owner).layers):
+            module = getattr(layer, placement.module_attr, None)
+            if module is not None:
+                yield Sublayer(placement, index, module, f"{owner}.layers.{index}.{placement.module_attr}")

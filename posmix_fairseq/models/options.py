@@ -3,21 +3,28 @@
 Per sublayer S (``encoder-self``, ``decoder-self``, ``decoder-cross``): ``--S-mixer``, ``--S-gating`` and
 every option a registered mixer declares; per side: ``--<side>-position-encoding`` and every option a
 registered position encoding declares. An option given where nothing reads it is an error.
+The defaults version (a parser default, no flag) and the stored legacy readings: docs/choices.md, "Old
+checkpoints".
 """
+from typing import Dict
+
 from fairseq.models.transformer.transformer_legacy import base_architecture
 
 from ..core.placement import PLACEMENTS, SIDES
-from ..length_ratio import check_length_ratio
+from ..binarized_data import check_length_ratio
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .stored_args import DEFAULTS_VERSION_KEY, DEFAULTS_VERSION
 
+DEFAULTS_VERSION_KEY = "posmix_paper_readings"  # the attribute checkpoints store the defaults version under
+#: the version of the defaults this code builds; upgrade steps with ``defaults_below`` <= it pin former ones
+DEFAULTS_VERSION = 13
+LEGACY_READINGS = "posmix_legacy_readings"
 GATING_CHOICES = ("default", "on", "off")
 
 
-def add_posmix_args(parser):
-    group = parser  # fairseq hands add_args an argument group already
+def add_posmix_args(group):
+    """The model's flags on ``group`` (fairseq hands ``add_args`` an argument group)."""
     mixers = MIXER_REGISTRY.names()
     for placement in PLACEMENTS:
         where = placement.name.replace("_", " ")
@@ -40,11 +47,10 @@ def add_posmix_args(parser):
                        help="learned cross-attention heads per decoder layer, one number per layer; 0 removes "
                             "that layer's cross-attention (SH-X: 0,0,0,0,0,1). Default: --decoder-attention-heads "
                             "in every layer")
-    group.add_argument("--no-encoder-ffn", action="store_true",
-                       help="remove the feed-forward sublayers of the encoder (the -FF ablation)")
-    group.add_argument("--no-decoder-ffn", action="store_true",
-                       help="remove the feed-forward sublayers of the decoder (the -FF ablation)")
-    group.set_defaults(**{DEFAULTS_VERSION_KEY: DEFAULTS_VERSION})  # a parser default, no flag: see .stored_args
+    for side in SIDES:
+        group.add_argument(f"--no-{side}-ffn", action="store_true",
+                           help=f"remove the feed-forward sublayers of the {side} (the -FF ablation)")
+    group.set_defaults(**{DEFAULTS_VERSION_KEY: DEFAULTS_VERSION})  # a parser default, no flag
     group.add_argument("--length-ratio", type=float, metavar="GAMMA",
                        help="gamma of cross-attention positions floor(gamma*n); default: mean source "
                             "length / mean target length of the binarized training set (stored in the "
@@ -67,6 +73,31 @@ def add_declared_options(group, registry, scopes):
         kwargs = dict(kwargs, help=f"{kwargs.get('help', '')} [read by: {', '.join(registry.readers(option))}]")
         for scope in scopes:
             group.add_argument(scope.flag(option), **kwargs)
+
+
+def stored_defaults_version(args) -> int:
+    """The defaults version stored with ``args`` (0: stored without one)."""
+    return getattr(args, DEFAULTS_VERSION_KEY, None) or 0
+
+
+def made_by_this_code(args) -> bool:
+    return stored_defaults_version(args) >= DEFAULTS_VERSION
+
+
+def legacy_readings(args, scope) -> Dict:
+    """option -> value of the legacy readings stored for ``scope`` (a Side or Placement)."""
+    return dict((getattr(args, LEGACY_READINGS, None) or {}).get(scope.name, {}))
+
+
+def write_legacy_reading(args, scope, option: str, value):
+    readings = {name: dict(options) for name, options in (getattr(args, LEGACY_READINGS, None) or {}).items()}
+    readings.setdefault(scope.name, {})[option] = value
+    setattr(args, LEGACY_READINGS, readings)
+
+
+def read_options(args, scope, declared: Dict[str, Dict]) -> Dict:
+    """The options ``declared`` by a registry entry for ``scope``, with its stored legacy readings."""
+    return {**scope.read_declared(args, declared), **legacy_readings(args, scope)}
 
 
 def default_mixers(args):
@@ -126,11 +157,10 @@ def validate_posmix_args(args):
                                  f"{placement.flag(other)} {value}, but {placement.flag(other)} is "
                                  f"{placement.read(args, other, entry.options[other].get('default'))}: "
                                  f"drop the flag or set {placement.flag(other)} {value}")
+    blind = position_blind_sides(args)
     for side in SIDES:
         check_declared_options(args, side, POSITION_ENCODING_REGISTRY, "position-encoding",
                                side.read(args, "position-encoding"), "position encoding")
-    blind = position_blind_sides(args)
-    for side in SIDES:
         if side.name not in blind and not side_has_position_signal(args, side):
             mixers = " / ".join(f"{p.flag('mixer')} {p.read(args, 'mixer')}"
                                 for p in PLACEMENTS if p.owner == side)

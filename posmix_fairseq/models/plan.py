@@ -3,18 +3,60 @@ options, and the side's embedding-level position module."""
 import itertools
 import math
 
+import torch
+from torch import Tensor, nn
+
 from ..core.placement import DECODER_CROSS, ENCODER_SELF, SELF_ATTENTION, SIDES, Side
 from ..core.position_tables import SharedPositionTables
 from ..core.positions import PositionRoute
 from ..core.shared_parameters import SharedParameters
 from ..mixers import MIXER_REGISTRY, MixerSpec, build_mixer
-from ..mixers.engine import reads_absolute_table, shared_table
+from ..mixers.engine import ContentEnergy, EnergyMixingAttention, Values, reads_absolute_table, shared_table
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY, EmbeddingStage, PositionEncodingSpec
 from ..position_encodings.recurrent import SLICED_LEGACY
-from .options import cross_heads
-from .stored_args import legacy_readings, read_options
-from .sliced_first_layer import build_sliced_attention
+from .options import cross_heads, legacy_readings, read_options
+
+
+class HeadSlicedLinear(nn.Module):
+    """A block-diagonal linear map: output slice h = input slice h @ W_h + b_h (D/H x D/H blocks)."""
+
+    def __init__(self, embed_dim: int, num_heads: int):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, embed_dim // num_heads
+        self.weight = nn.Parameter(torch.empty(num_heads, self.head_dim, self.head_dim))
+        self.bias = nn.Parameter(torch.zeros(num_heads, self.head_dim))
+        for block in self.weight:
+            nn.init.xavier_uniform_(block)
+
+    def forward(self, x: Tensor) -> Tensor:
+        sliced = x.reshape(*x.shape[:-1], self.num_heads, self.head_dim)
+        out = torch.einsum("...hd,hde->...he", sliced, self.weight.to(x.dtype)) + self.bias.to(x.dtype)
+        return out.reshape(x.shape)
+
+
+def build_sliced_attention(spec: MixerSpec):
+    """Multi-head attention (ungated) whose head h is computed from slice h of its input: the first
+    self-attention layer of RecPE models stored before the defaults version (their legacy reading
+    ``rpe-reading sliced-legacy``, which only their upgrade sets).
+
+    RecPE (Chen et al. 2019) Eqs. 4-5 feed self-attention m_j = [P : R] (RPEHead) or
+    [p^1 : r^1, ..., p^H : r^H] (MPRHead); here head h projects only its own D/H-dim slice m^h:
+
+        head_h = softmax((m^h W^Q_h)(m^h W^K_h)^T / sqrt(D_h)) (m^h W^V_h),   out = [head_1..head_H] W^O
+
+    so with d_r = t D / H exactly t heads see R (RPEHead), or every head its own slice of P and R (MPRHead).
+    The paper projects all of m_j in every head, as its parameter counts confirm; this reading is kept
+    so those checkpoints load as trained. Parameters: 3 (D^2 / H + D) + (D^2 + D).
+    """
+    if spec.kdim != spec.embed_dim:
+        raise ValueError(f"the head-sliced first layer of {spec.placement} needs equal key and model dims "
+                         f"({spec.kdim} != {spec.embed_dim})")
+
+    def sliced(in_dim, out_dim):
+        return HeadSlicedLinear(out_dim, spec.num_heads)
+    return EnergyMixingAttention(spec, ContentEnergy(spec, projection=sliced),
+                                 Values.of_spec(spec, projection=HeadSlicedLinear(spec.embed_dim, spec.num_heads)))
 
 
 class MixerPlan:
@@ -23,8 +65,7 @@ class MixerPlan:
     share; ``route`` carries the positions of each forward call."""
 
     def __init__(self, cfg, side: Side):
-        self.cfg = cfg
-        self.side = side
+        self.cfg, self.side = cfg, side
         self.shared_tables = SharedPositionTables()
         self.route = PositionRoute(side.name)
         self.shared_parameters = SharedParameters(self.shared_tables.tables, side.name)
@@ -48,29 +89,18 @@ class MixerPlan:
                   if side.read(cfg, FROZEN_OPTION) is not None}
         frozen = frozen if frozen and entry.frozen_energy is not None else None
         return MixerSpec(
-            name=name,
-            placement=placement,
-            layer_idx=layer_idx,
-            num_layers=side_cfg.layers,
-            embed_dim=side_cfg.embed_dim,
-            num_heads=num_heads,
-            kdim=cfg.encoder.embed_dim,
-            attention_dropout=cfg.attention_dropout,
-            dropout=cfg.dropout,
-            gated=entry.gated_by_default if gating == "default" else gating == "on",
-            length_ratio=length_ratio,
+            name=name, placement=placement, layer_idx=layer_idx, num_layers=side_cfg.layers,
+            embed_dim=side_cfg.embed_dim, num_heads=num_heads, kdim=cfg.encoder.embed_dim,
+            attention_dropout=cfg.attention_dropout, dropout=cfg.dropout,
+            gated=entry.gated_by_default if gating == "default" else gating == "on", length_ratio=length_ratio,
             max_query_positions=getattr(cfg, placement.query_side.max_positions_attr),
             max_key_positions=getattr(cfg, placement.key_side.max_positions_attr),
-            shared_tables=self.shared_tables,
-            route=self.route,
+            shared_tables=self.shared_tables, route=self.route, frozen_positions=frozen,
             # options a checkpoint made before an option existed lacks take its default
-            options=read_options(cfg, placement, entry.options),
-            frozen_positions=frozen,
-        )
+            options=read_options(cfg, placement, entry.options))
 
     def build(self, placement, layer_idx: int):
         spec = self.spec(placement, layer_idx)
-        # the side's legacy RPE reading: the first self-attention layer's heads read slices of its input
         if not placement.cross and layer_idx == 0 and \
                 legacy_readings(self.cfg, placement.owner).get("rpe-reading") == SLICED_LEGACY:
             return build_sliced_attention(spec)

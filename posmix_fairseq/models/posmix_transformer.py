@@ -12,15 +12,14 @@ from fairseq.models.transformer import (TransformerConfig, TransformerDecoderBas
 from ..core.placement import DECODER, ENCODER
 from ..core.positions import PositionFrame
 from ..fairseq_bf16 import Bf16Inference
-from ..length_ratio import training_length_ratio
+from ..binarized_data import training_length_ratio
 from ..mixers import MIXER_REGISTRY
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from ..tasks.translation import check_source_prefix
 from .layers import PosMixDecoderLayer, PosMixEncoderLayer, wrap_layer
-from .options import add_posmix_args, cross_heads, validate_posmix_args
+from .options import DEFAULTS_VERSION_KEY, add_posmix_args, cross_heads, made_by_this_code, validate_posmix_args
 from .plan import MixerPlan
-from .stored_args import DEFAULTS_VERSION_KEY, made_by_this_code
 from .upgrades import upgrade_stored_parameters
 
 logger = logging.getLogger(__name__)
@@ -50,9 +49,8 @@ class PositionAwareSide:
         """Only None arrives (nn.Module registers fairseq's LayerNorm itself); ``_setup_positions`` moves it."""
 
     def _setup_positions(self, cfg, side):
-        plan = self._mixer_plan
-        self.mixer_position_tables = plan.shared_tables.tables
-        self.position_encoding = plan.position_encoding(self._modules.pop("layernorm_embedding", None))
+        self.mixer_position_tables = self._mixer_plan.shared_tables.tables
+        self.position_encoding = self._mixer_plan.position_encoding(self._modules.pop("layernorm_embedding", None))
         self._learned_table = None  # (role, positions, option) of fairseq's learned table, one row per position
         if getattr(cfg, side.name).learned_pos:  # set by side_config
             self._learned_table = (side.role, getattr(cfg, side.max_positions_attr), side.max_positions_option)
@@ -67,10 +65,10 @@ class PositionAwareSide:
         return contextlib.nullcontext()
 
     def max_positions(self):
-        """fairseq's limit. A search-time model's encoder reports at most its frozen tables, so that fairseq
-        refuses a longer source before decoding; its decoder keeps the trained limit (fairseq-generate
-        bounds outputs by it, and a smaller table would silently shorten them; a position beyond a table
-        is a clear error instead) unless frozen with ``--tables-as-max-positions``."""
+        """fairseq's limit; a search-time model's encoder reports at most its frozen tables (fairseq refuses a
+        longer source before decoding). Its decoder keeps the trained limit, which bounds fairseq-generate's
+        outputs (a smaller table would silently shorten them; a position beyond it is an error instead),
+        unless frozen with --tables-as-max-positions."""
         limit = super().max_positions()
         return limit if self._frozen_positions is None else min(limit, self._frozen_positions)
 

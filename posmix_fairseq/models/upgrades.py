@@ -1,9 +1,6 @@
-"""Upgrades of what older checkpoints stored, run once per load (docs/choices.md, "Old checkpoints").
-
-An unset option takes today's default when a model is built, so a changed default or a renamed option
-would silently build another model. Ordered steps, each named by what changed, recognise what they
-concern: a renamed option by its old attribute, a changed default by a defaults version (:mod:`.stored_args`)
-below ``defaults_below``; a computation no command line asks for any more becomes a stored legacy reading.
+"""Upgrades of what older checkpoints stored, run once per load: an unset option takes today's default when a
+model is built, so a changed default or a renamed option would silently build another model. Ordered steps,
+each named by what changed, recognise what they concern (docs/choices.md, "Old checkpoints").
 """
 import logging
 from dataclasses import dataclass
@@ -13,9 +10,9 @@ from ..core.placement import PLACEMENTS, SIDES
 from ..mixers.engine import MIXER_REGISTRY, EnergyMixingAttention
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .options import side_has_position_signal
-from .stored_args import DEFAULTS_VERSION_KEY, DEFAULTS_VERSION, stored_defaults_version, write_legacy_reading
-from .sublayers import sublayers
+from .options import (DEFAULTS_VERSION_KEY, DEFAULTS_VERSION, side_has_position_signal, stored_defaults_version,
+                      write_legacy_reading)
+from .layers import sublayers
 
 logger = logging.getLogger(__name__)
 

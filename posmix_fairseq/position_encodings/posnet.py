@@ -13,8 +13,7 @@ import torch
 from fairseq import utils
 from torch import nn
 
-from ..core.position_figures import PositionFigure
-from ..core.position_tables import apply_position_kernels, position_kernels
+from ..core.position_tables import PositionFigure, apply_position_kernels, position_kernels
 from .base import PositionEncodingSpec, register_position_encoding
 
 

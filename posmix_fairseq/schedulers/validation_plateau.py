@@ -2,9 +2,8 @@
 ``--lr-patience``-th consecutive validation without improvement of the best validation score (PEA
 Section 4.1: 0.9 after 6, with 8 validations per epoch), counting every validation where fairseq's
 ``reduce_lr_on_plateau`` sees the end-of-epoch one only (docs/recipes.md, APE's learning-rate schedule).
-
-A validation in the middle of an epoch is seen through the checkpoint save that follows it, which moves
-fairseq's best score (``checkpoint_utils.save_checkpoint.best``): so every validation must be a save.
+A validation in the middle of an epoch is seen through the save that follows it, which moves fairseq's best
+score (``checkpoint_utils.save_checkpoint.best``): so every validation must be a save.
 """
 from dataclasses import dataclass, field
 from typing import List

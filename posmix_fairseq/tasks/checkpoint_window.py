@@ -1,8 +1,6 @@
 """``--task translation_window``: ``posmix_translation`` that keeps, of the interval checkpoints, only
 those a final average (``posmix-average``, GPA 5.3) can use, without their optimizer state (docs/recipes.md,
-Disk: the checkpoints the average needs). After each save (fairseq's ``post_save`` hook) it deletes the
-interval checkpoints outside the ``--average-window`` N from the current best on and the last N (all
-for N = 0; a later best can only be a later checkpoint), and strips the others of ``last_optimizer_state``.
+Disk: the checkpoints the average needs), after each save (fairseq's ``post_save`` hook).
 """
 import logging
 import os
@@ -89,13 +87,12 @@ if "translation_window" not in TASK_REGISTRY:  # idempotent: the plugin may be i
 
 
 def strip_optimizer_state(path: str) -> bool:
-    """Rewrites ``path`` without ``last_optimizer_state`` (atomically, as fairseq's
-    ``--no-save-optimizer-state`` leaves it); False if it had none."""
+    """Rewrites ``path`` without ``last_optimizer_state``, as fairseq's ``--no-save-optimizer-state`` leaves it,
+    with fairseq's own atomic save (a temporary file renamed over the old one: the mapped tensors are read from
+    the old file while the new one is written); False if it had none."""
     state = load_mapped(path)
     if "last_optimizer_state" not in state:
         return False
     del state["last_optimizer_state"]
-    # fairseq's own atomic save (a temporary file renamed over the old one), as for the checkpoints it
-    # writes; the mapped tensors are read from the old file while the new one is written
     torch_persistent_save(state, path)
     return True

@@ -1,9 +1,6 @@
-"""``posmix_translation``: fairseq's ``translation`` task with ``--source-prefix eos``, which starts
-every source sentence with EOS (it still ends with EOS), as the released code of GPA feeds its sources
-(docs/choices.md, Sources that start with EOS). The prefix is data: it is added where fairseq builds
-the data (``prepend_bos_src``; ``fairseq-interactive``'s encoded lines) and counted in each sentence's
-length, so ``--max-source-positions`` filters as the released code does. The model checks that the task
-makes its sources (:func:`check_source_prefix`). Without a prefix the task is ``translation`` exactly.
+"""``posmix_translation``: fairseq's ``translation`` task with ``--source-prefix eos``, which starts every
+source sentence with EOS, as the released code of GPA feeds its sources (docs/choices.md, Sources that start
+with EOS). Without a prefix the task is ``translation`` exactly.
 """
 from dataclasses import dataclass, field
 from typing import Optional
@@ -31,9 +28,8 @@ def source_prefix_length(args) -> int:
 
 def check_source_prefix(task, args):
     """Called by the model's ``build_model``: the task must make the sources the model reads (its stored
-    ``source_prefix``, none when absent), so generation cannot silently drop the prefix. This task takes
-    the model's prefix when ``--source-prefix`` is unset and refuses a different one; another task can
-    only feed sources without a prefix."""
+    ``source_prefix``, none when absent), so generation cannot silently drop the prefix; this task takes the
+    model's prefix when ``--source-prefix`` is unset."""
     prefix = source_prefix_value(getattr(args, "source_prefix", None)) or "none"
     if isinstance(task, PosMixTranslationTask):
         if task.source_prefix is None:

@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from ...core.placement import PLACEMENTS
-from ...models.sublayers import sublayers
+from ...models.layers import sublayers
 from .fairseq_loading import batches, first_sentences, load_for_inference
 from .sentence_attention import SentenceAttention
 from ..command import (UsageError, build_parser as command_parser, check_checkpoints, check_data_dir,

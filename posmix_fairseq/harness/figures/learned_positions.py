@@ -78,7 +78,7 @@ def default_query_positions(positions: int) -> List[int]:
 def extract(model, positions: Optional[int] = None, query_positions: Optional[Sequence[int]] = None,
             checkpoint: str = "") -> Dict:
     """The position-only tables of every sublayer of ``model`` (see the module docstring)."""
-    from ...models.sublayers import sublayers  # here: the models package imports fairseq, which draw() needs not
+    from ...models.layers import sublayers  # here: the models package imports fairseq, which draw() needs not
 
     model.float()
     model.eval()

@@ -13,7 +13,7 @@ from typing import Dict, Optional
 import torch
 from torch import Tensor
 
-from ...core.position_figures import PositionFigure
+from ...core.position_tables import PositionFigure
 from ...core.positions import clipped_relative_index
 from ...kernels import common as kernel_common
 from ...kernels.decode_step import position_decode_weights
