@@ -14,6 +14,7 @@ USER_DIR = os.path.dirname(os.path.abspath(__file__))
 def register() -> None:
     """Register the model and its named architectures, the token mixers, the position encodings, the
     scheduler and the tasks with fairseq; code that imports the package before fairseq calls it."""
+    # these import torch and fairseq (seconds): loaded when registering, not with the package (see below)
     from . import mixers, position_encodings, models, schedulers, tasks  # noqa: F401  (they register)
     from . import fairseq_bf16
     from .fairseq_checkpoints import allow_fairseq_checkpoints

@@ -7,6 +7,7 @@ import importlib.util
 import logging
 
 import torch
+from fairseq import options
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +35,6 @@ def correct_tpu(args: argparse.Namespace, input_args=None) -> None:
 def install():
     """Wrap ``fairseq.options.parse_args_and_arch`` with :func:`correct_tpu` (once per process): the CLIs call
     it by module attribute after the ``--user-dir`` import, before the arguments become the config."""
-    from fairseq import options
-
     original = options.parse_args_and_arch
     if getattr(original, _MARK, False):
         return

@@ -12,6 +12,7 @@ def fairseq_checkpoint_types() -> list:
     ``numpy.core.multiarray._reconstruct`` only allocates an empty array)."""
     types = [argparse.Namespace]
     try:
+        # optional: numpy (metric states); torch runs without it
         import numpy as np
         from numpy.core.multiarray import _reconstruct, scalar  # numpy 2 keeps these names as aliases
         types += [scalar, np.dtype, np.ndarray, _reconstruct]
