@@ -266,3 +266,17 @@ def test_average_refuses_checkpoints_with_different_model_options(trained, tmp_p
     torch.save(state, b)
     average.main(["--inputs", a, b, "--output", str(tmp_path / "avg.pt")])
     assert set(checkpoint_files.load(str(tmp_path / "avg.pt"))["model"]) == set(state["model"])
+
+
+def test_posmix_average_in_a_fresh_process_compares_only_model_options(trained, tmp_path):
+    """The installed command imports the package before fairseq: the posmix archs must still be registered
+    to tell model options from training ones (a different --max-update does not block an average)."""
+    a, b = copies(trained, tmp_path, "a.pt", "b.pt")
+    state = read_own(b)
+    state["cfg"]["model"].max_update = 99
+    torch.save(state, b)
+    entry = "import sys; from posmix_fairseq.harness.evaluation.average import cli; sys.exit(cli())"
+    done = subprocess.run([sys.executable, "-c", entry, "--inputs", a, b, "--output", str(tmp_path / "avg.pt")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "avg.pt").exists()

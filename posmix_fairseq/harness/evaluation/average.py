@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from ... import register
 from ..checkpoint_files import CheckpointFileError, check_output, check_tensors, load_mapped, save_atomic
 from ..command import CommandError, build_parser as command_parser, check_checkpoint, check_output_file, console
 
@@ -101,7 +102,7 @@ def declared_model_options(arch) -> Optional[set]:
     # fairseq loads in seconds: only to name the arch's options; averaging itself needs torch alone
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    import posmix_fairseq  # noqa: F401  (registers the posmix archs)
+    register()  # the posmix archs: the package, imported before fairseq, registered none
 
     model = ARCH_MODEL_REGISTRY.get(arch)
     if model is None or not hasattr(model, "add_args"):
