@@ -1,4 +1,5 @@
 """Unit checks of the mixers against direct implementations of the papers' equations."""
+import dataclasses
 import math
 import re
 
@@ -11,7 +12,7 @@ from helpers import (build_model, mix, mixer_spec, parse_model_args, random_batc
                      standalone_resources)
 from posmix_fairseq.core.position_tables import sinusoidal_encoding
 from posmix_fairseq.core.positions import clipped_relative_index
-from posmix_fairseq.mixers import MIXER_REGISTRY
+from posmix_fairseq.mixers import MIXER_REGISTRY, build_mixer
 from posmix_fairseq.mixers.engine import ContentEnergy
 from posmix_fairseq.mixers import EnergyMixingAttention
 
@@ -129,6 +130,21 @@ def test_position_tables_are_shared_across_layers_not_duplicated():
     assert names == ["encoder.mixer_position_tables.source_learned_32.weight",
                      "decoder.mixer_position_tables.target_learned_32.weight"]
     assert not any("_tables" in k for k in model.state_dict() if "layers" in k)
+
+
+def test_a_spec_is_frozen_configuration_and_the_side_lends_its_tables_and_route():
+    """A MixerSpec is plain data (assigning to it is an error); the mixers built with one SideResources share
+    its position table and read its route, a mixer built with other resources has its own."""
+    s = spec("aposnet", table="learned")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.gated = True
+    lent, other = standalone_resources(), standalone_resources()
+    first, second = build_mixer(s, lent), build_mixer(dataclasses.replace(s, layer_idx=1), lent)
+    alone = build_mixer(s, other)
+    (table,) = lent.shared_tables.tables.values()  # n~ = m~ in encoder self-attention
+    assert first.energy.query_table is table and second.energy.query_table is table
+    assert first.energy._key_table is table and alone.energy.query_table is not table
+    assert first._route is second._route is lent.route and alone._route is other.route
 
 
 def test_fully_masked_query_rows_give_no_nan():
