@@ -297,7 +297,8 @@ def test_decode_weight_table_equals_the_rows_of_each_step():
     up to a learned n~ table's size), and a new decode after the trained weights change in place
     (as fairseq's optimizers change them, through ``.data``) reads the new weights."""
     torch.manual_seed(0)
-    energy = standalone_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="sinusoidal", d=16, h=4)).energy
+    energy = standalone_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="sinusoidal", d=16,
+                                       h=4)).energy
     constants = {}
     for positions in (torch.tensor([[0], [2], [5], [63]]), torch.tensor([[64], [150], [3], [149]])):
         expected = energy.decode_weights(positions)  # gradients enabled: from energy_rows
@@ -311,7 +312,8 @@ def test_decode_weight_table_equals_the_rows_of_each_step():
         table = energy.decode_weights(positions, {})  # the next decode
     assert torch.allclose(table, energy.decode_weights(positions), atol=1e-6)
     assert not torch.allclose(table, expected, atol=1e-3)
-    learned = standalone_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="learned", d=16, h=4)).energy
+    learned = standalone_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="learned", d=16,
+                                       h=4)).energy
     limit = learned.decode_weight_limit()
     with torch.no_grad():
         constants = {}

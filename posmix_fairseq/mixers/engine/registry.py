@@ -53,7 +53,7 @@ class MixerSpec:
                     f"them) or raise {flag}")
         return size, flag
 
-    def energy(self, trained: Callable[["MixerSpec", "SideResources"], nn.Module], resources) -> nn.Module:
+    def energy(self, trained: Callable[..., nn.Module], resources: "SideResources") -> nn.Module:
         """The sublayer's energy: ``trained(spec, resources)``, or in a search-time model the frozen table
         that the mixer's registry entry declares (its trained parameters are then never built)."""
         if self.frozen_positions is None:
