@@ -8,7 +8,7 @@ import posmix_fairseq  # noqa: E402,F401
 from posmix_fairseq.harness import pipeline  # noqa: E402
 from posmix_fairseq.harness.testing import (TINY, TINY_POSNET_DIM, TINY_SIZES, build_model, build_model_from_args,  # noqa: E402,F401
                                     make_dictionary, meta_model, mix, mixer_spec, num_parameters, parse_model_args,
-                                    random_batch)
+                                    random_batch, standalone_mixer, standalone_resources)
 
 
 # ---- the CLI on tiny data: the pipeline's stages (posmix_fairseq.harness.pipeline) -----------------

@@ -2,8 +2,7 @@
 import pytest
 import torch
 
-from helpers import build_model, mix, mixer_spec as spec, random_batch
-from posmix_fairseq.mixers import build_mixer
+from helpers import build_model, mix, mixer_spec as spec, random_batch, standalone_mixer
 from posmix_fairseq.mixers.gaussian import parse_offsets
 
 
@@ -15,17 +14,17 @@ def weights_of(mixer, n_query, n_key, qpos=None):
 
 
 def test_head_centred_on_query_matches_footnote_1():
-    mixer = build_mixer(spec("gaussian", gaussian_offsets="0"))
+    mixer = standalone_mixer(spec("gaussian", gaussian_offsets="0"))
     w = weights_of(mixer, 9, 9)[0, 4]  # query 4, keys 0..8
     torch.testing.assert_close(w[2:7], torch.tensor([0.054, 0.242, 0.399, 0.242, 0.054]), atol=5e-4, rtol=0)
     assert w.sum() < 1.0  # cut, not renormalised (footnote 5)
 
 
 def test_conv_kernel_is_window_3_and_index_copies_one_neighbour():
-    conv = weights_of(build_mixer(spec("gaussian", gaussian_offsets="1", gaussian_impl="conv")), 6, 6)[0]
+    conv = weights_of(standalone_mixer(spec("gaussian", gaussian_offsets="1", gaussian_impl="conv")), 6, 6)[0]
     torch.testing.assert_close(conv[2, 2:5], torch.tensor([0.242, 0.399, 0.242]), atol=5e-4, rtol=0)
     assert conv[2, :2].abs().sum() == 0 and conv[2, 5:].abs().sum() == 0
-    index = build_mixer(spec("gaussian", gaussian_offsets="-1", gaussian_impl="index"))
+    index = standalone_mixer(spec("gaussian", gaussian_offsets="-1", gaussian_impl="index"))
     w = weights_of(index, 5, 5)[0]
     assert w.tolist() == [[1.0 if j == i - 1 else 0.0 for j in range(5)] for i in range(5)]
     # the index head returns exactly the (projected) value of the previous token
@@ -37,7 +36,7 @@ def test_conv_kernel_is_window_3_and_index_copies_one_neighbour():
 
 
 def test_cross_attention_centres_use_gamma_per_call():
-    mixer = build_mixer(spec("gaussian", placement="decoder_cross", gamma=1.5, gaussian_offsets="-1,0,1",
+    mixer = standalone_mixer(spec("gaussian", placement="decoder_cross", gamma=1.5, gaussian_offsets="-1,0,1",
                              gaussian_impl="index", h=3, d=12))
     w = weights_of(mixer, 4, 9)
     for i in range(4):
@@ -61,8 +60,8 @@ def test_offsets_expand_over_layers_and_heads_with_clear_errors():
 def test_value_projection_can_be_dropped_footnote_6():
     """GPA Table 8 counts 2D^2 for GaussianNet (W^V and W^O; matrices only, its totals are checked in
     test_paper_counts.py); the HC paper's footnote 6 drops W^V, leaving W^O's D^2."""
-    with_v = build_mixer(spec("gaussian"))
-    without_v = build_mixer(spec("gaussian", gaussian_value_projection="off"))
+    with_v = standalone_mixer(spec("gaussian"))
+    without_v = standalone_mixer(spec("gaussian", gaussian_value_projection="off"))
     assert sum(p.numel() for p in with_v.parameters() if p.dim() == 2) == 2 * 16 * 16
     assert sum(p.numel() for p in without_v.parameters() if p.dim() == 2) == 16 * 16
     assert not hasattr(without_v.values.projection, "weight")  # the values are the inputs themselves
@@ -137,8 +136,8 @@ def test_window_equals_a_direct_windowed_sum_and_full_where_the_cut_mass_is_negl
     cross = placement == "decoder_cross"
     options = dict(placement=placement, k=k, gaussian_sigma=sigma, gamma=1.5 if cross else 1.0,
                    gaussian_offsets="-1,0,1" if cross else "-1,1", h=4, d=16)
-    window = build_mixer(spec("gaussian", gaussian_impl="window", **options)).eval()
-    full = build_mixer(spec("gaussian", gaussian_impl="full", **options)).eval()
+    window = standalone_mixer(spec("gaussian", gaussian_impl="window", **options)).eval()
+    full = standalone_mixer(spec("gaussian", gaussian_impl="full", **options)).eval()
     full.load_state_dict(window.state_dict())
     x = torch.randn(12, 2, 16)
     pad = torch.zeros(2, 12, dtype=torch.bool)

@@ -11,11 +11,11 @@ import torch.nn.functional as F
 from fairseq import checkpoint_utils
 
 import posmix_fairseq
-from helpers import build_model, build_model_from_args, mix, mixer_spec, parse_model_args, random_batch
+from helpers import (build_model, build_model_from_args, mix, mixer_spec, parse_model_args, random_batch,
+                     standalone_mixer)
 from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.harness.testing import stored_arguments
 from posmix_fairseq.models.options import DEFAULTS_VERSION
-from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.mixers.engine import DirectWeights, Energy, SoftmaxEnergy
 
 LEGACY = os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints")
@@ -226,8 +226,8 @@ class PreviousToken(DirectWeights):
 
 
 @register_mixer("copy_previous", gated_by_default=False, uses_positions=True, description="a test mixer")
-def build(spec):
-    return EnergyMixingAttention(spec, PreviousToken())
+def build(spec, resources):
+    return EnergyMixingAttention(spec, resources, PreviousToken())
 '''
 CHILD = """
 import sys
@@ -277,7 +277,7 @@ def test_energy_contract_has_one_abstract_method_and_two_kinds():
     excluded = torch.tensor([[False, True, False]]).view(1, 1, 1, 3).expand(1, 1, 3, 3).clone()
     excluded[0, 0, 2] = True  # query 2 sees no key at all
     for name in ("rposnet", "gaussian"):  # a softmax energy and direct weights
-        energy = build_mixer(mixer_spec(name)).energy
+        energy = standalone_mixer(mixer_spec(name)).energy
         w = energy.mixing_weights(query, pos, None, pos, torch.zeros(1, 3, dtype=torch.bool), excluded)
         assert torch.isfinite(w).all() and (w[..., 1] == 0).all() and (w[0, :, 2] == 0).all(), name
         if name == "rposnet":

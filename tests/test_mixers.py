@@ -1,4 +1,5 @@
 """Unit checks of the mixers against direct implementations of the papers' equations."""
+import dataclasses
 import math
 import re
 
@@ -7,7 +8,8 @@ import torch
 import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 
-from helpers import build_model, mix, mixer_spec, parse_model_args, random_batch
+from helpers import (build_model, mix, mixer_spec, parse_model_args, random_batch, standalone_mixer,
+                     standalone_resources)
 from posmix_fairseq.core.position_tables import sinusoidal_encoding
 from posmix_fairseq.core.positions import clipped_relative_index
 from posmix_fairseq.mixers import MIXER_REGISTRY, build_mixer
@@ -20,7 +22,7 @@ spec = mixer_spec
 
 def test_ungated_content_mixer_equals_fairseq_multihead_attention():
     torch.manual_seed(0)
-    ours = EnergyMixingAttention(spec("mha"), ContentEnergy(spec("mha")))
+    ours = EnergyMixingAttention(spec("mha"), standalone_resources(), ContentEnergy(spec("mha")))
     ref = MultiheadAttention(16, 4, self_attention=True)
     with torch.no_grad():
         for a, b in [(ours.energy.q_proj, ref.q_proj), (ours.energy.k_proj, ref.k_proj),
@@ -39,7 +41,7 @@ def test_ungated_content_mixer_equals_fairseq_multihead_attention():
 def test_gated_aposnet_equals_direct_implementation_of_eq4_and_eq8():
     torch.manual_seed(0)
     s = spec("aposnet", gated=True)
-    mixer = build_mixer(s)
+    mixer = standalone_mixer(s)
     x = torch.randn(5, 2, 16)
     out, _ = mix(mixer, x)
     # direct: positions 0..4, n~ = m~ = sinusoids (Section 5.2), Eq. 8 energies, Eq. 4 gating
@@ -59,7 +61,7 @@ def test_gated_aposnet_equals_direct_implementation_of_eq4_and_eq8():
 def test_rposnet_energy_equals_eq10_with_gamma_and_clipping():
     torch.manual_seed(0)
     s = spec("rposnet", placement="decoder_cross", gated=True, k=2, table="learned", gamma=1.5)
-    mixer = build_mixer(s)
+    mixer = standalone_mixer(s)
     qpos, kpos = torch.tensor([[0, 1, 2, 3]]), torch.tensor([[0, 1, 2, 3, 4, 5]])
     energy = mixer.energy.logits(torch.zeros(4, 1, 16), qpos, None, kpos)
     n = mixer.energy.query_table(qpos)[0]
@@ -82,7 +84,7 @@ def test_clipped_relative_index():
 def test_shaw_value_term_equals_direct_sum():
     torch.manual_seed(0)
     s = spec("shaw", k=2, table="learned")
-    mixer = build_mixer(s)
+    mixer = standalone_mixer(s)
     probs = torch.softmax(torch.randn(1, 4, 3, 5), dim=-1)
     qpos, kpos = torch.arange(3).unsqueeze(0), torch.arange(5).unsqueeze(0)
     term = mixer.values.relative_term(probs, qpos, kpos)
@@ -116,7 +118,7 @@ PAPER_READINGS = {"shaw": dict(relative_embedding_heads="sliced", shaw_value_ter
 @pytest.mark.parametrize("name", ["mha", "shaw", "relattn", "aposnet", "rposnet"])
 def test_parameter_counts_match_table8_formulas(name, gated):
     for d, h, k in [(512, 8, 16), (1024, 16, 8)]:
-        mixer = build_mixer(spec(name, gated=gated, k=k, table="learned" if name != "aposnet" else "sinusoidal",
+        mixer = standalone_mixer(spec(name, gated=gated, k=k, table="learned" if name != "aposnet" else "sinusoidal",
                                  d=d, h=h, **PAPER_READINGS.get(name, {})))
         got = sum(p.numel() for p in mixer.parameters())
         assert got == expected_params(name, gated, d, h, k), (name, gated, d)
@@ -130,6 +132,21 @@ def test_position_tables_are_shared_across_layers_not_duplicated():
     assert not any("_tables" in k for k in model.state_dict() if "layers" in k)
 
 
+def test_a_spec_is_frozen_configuration_and_the_side_lends_its_tables_and_route():
+    """A MixerSpec is plain data (assigning to it is an error); the mixers built with one SideResources share
+    its position table and read its route, a mixer built with other resources has its own."""
+    s = spec("aposnet", table="learned")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.gated = True
+    lent, other = standalone_resources(), standalone_resources()
+    first, second = build_mixer(s, lent), build_mixer(dataclasses.replace(s, layer_idx=1), lent)
+    alone = build_mixer(s, other)
+    (table,) = lent.shared_tables.tables.values()  # n~ = m~ in encoder self-attention
+    assert first.energy.query_table is table and second.energy.query_table is table
+    assert first.energy._key_table is table and alone.energy.query_table is not table
+    assert first._route is second._route is lent.route and alone._route is other.route
+
+
 def test_fully_masked_query_rows_give_no_nan():
     for flags in (["--arch", "rposnet_iwslt_de_en"], ["--arch", "shaw_iwslt_de_en", "--decoder-self-gating", "on"]):
         model, d = build_model(flags)
@@ -141,7 +158,7 @@ def test_fully_masked_query_rows_give_no_nan():
         assert torch.isfinite(out).all()
         out[:, -1].sum().backward()
         assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
-    mixer = build_mixer(spec("rposnet", gated=True))
+    mixer = standalone_mixer(spec("rposnet", gated=True))
     x = torch.randn(4, 2, 16)
     mask = torch.tensor([[True] * 4, [False] * 4])
     out, w = mix(mixer, x, key_padding_mask=mask)

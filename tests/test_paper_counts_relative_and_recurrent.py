@@ -16,9 +16,9 @@ import torch
 
 from fairseq.models import ARCH_CONFIG_REGISTRY
 
-from helpers import build_model_from_args, meta_model, mixer_spec, num_parameters, parse_model_args
+from helpers import (build_model_from_args, meta_model, mixer_spec, num_parameters, parse_model_args,
+                     standalone_mixer)
 from posmix_fairseq.core.placement import ENCODER
-from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.models.options import DEFAULTS_VERSION_KEY as MARKER
 from posmix_fairseq.position_encodings.base import POSITION_ENCODING_REGISTRY, PositionEncodingSpec
 from posmix_fairseq.position_encodings.recurrent import RPE_OPTIONS
@@ -32,7 +32,7 @@ def count(flags, vocab, tiny=False):
 
 
 def layer_count(name, d, h, k, gated, **options):
-    return sum(p.numel() for p in build_mixer(mixer_spec(name, gated=gated, k=k, table="learned", d=d, h=h,
+    return sum(p.numel() for p in standalone_mixer(mixer_spec(name, gated=gated, k=k, table="learned", d=d, h=h,
                                                          **options)).parameters())
 
 
@@ -116,7 +116,7 @@ def test_ape_relative_sinusoids_are_the_first_d_k_dims_of_the_d_model_encoding()
     PE_{p,2i} = sin(p / 10000^(2i/d_model)), PE_{p,2i+1} = cos(p / 10000^(2i/d_model))."""
     d_model, heads, k = 512, 8, 16
     d_k = d_model // heads
-    mixer = build_mixer(mixer_spec("shaw", k=k, table="sinusoidal", d=d_model, h=heads,
+    mixer = standalone_mixer(mixer_spec("shaw", k=k, table="sinusoidal", d=d_model, h=heads,
                                    relative_embedding_heads="shared"))
     got = mixer.energy.relative_keys()  # (H, 2K+1, d_k)
     for distance in (-16, -3, 0, 5, 16):

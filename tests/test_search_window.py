@@ -8,15 +8,15 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import build_model, mix, mixer_spec, random_batch
+from helpers import build_model, mix, mixer_spec, random_batch, standalone_mixer
 from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.kernels.decode_step import position_decode_weights, weighted_decode_step
-from posmix_fairseq.mixers import build_mixer
 from posmix_fairseq.mixers.engine.table_energy import TABLE_KEY
 from posmix_fairseq.mixers.engine import relative_search
 from posmix_fairseq.mixers.engine.relative_search import STATE_KEYS
@@ -74,7 +74,7 @@ def test_window_equals_dense_self_attention(k):
     torch.manual_seed(0)
     lengths, width = [11, 5, 9], 11
     for placement in ("encoder_self", "decoder_self"):
-        mixer = build_mixer(mixer_spec("rposnet", placement, gated=True, k=k, table="learned", d=16, h=4))
+        mixer = standalone_mixer(mixer_spec("rposnet", placement, gated=True, k=k, table="learned", d=16, h=4))
         x = torch.randn(width, 3, 16, dtype=torch.float32)
         for left in (True, False):
             pad = padding(lengths, width, left)
@@ -86,7 +86,7 @@ def test_window_equals_dense_self_attention(k):
 
 def test_window_equals_dense_cross_attention_with_gamma():
     torch.manual_seed(1)
-    mixer = build_mixer(mixer_spec("rposnet", "decoder_cross", gated=True, k=3, gamma=1.3, d=16, h=2))
+    mixer = standalone_mixer(mixer_spec("rposnet", "decoder_cross", gated=True, k=3, gamma=1.3, d=16, h=2))
     x, source = torch.randn(8, 3, 16), torch.randn(13, 3, 16)
     source_pad = padding([13, 4, 9], 13, left=True)
     target_pad = padding([8, 6, 3], 8, left=False)
@@ -99,7 +99,7 @@ def test_window_cross_attention_while_decoding_step_by_step():
     """A decoding step has one query at position t (cached source values, static_kv)."""
     torch.manual_seed(2)
     spec = mixer_spec("rposnet", "decoder_cross", gated=True, k=2, gamma=0.7, d=16, h=2)
-    mixer = build_mixer(spec).eval()
+    mixer = standalone_mixer(spec).eval()
     x, source = torch.randn(9, 2, 16), torch.randn(12, 2, 16)
     source_pad = padding([12, 7], 12, left=True)
     with torch.no_grad():
@@ -115,9 +115,8 @@ def test_window_cross_attention_while_decoding_step_by_step():
 
 
 def test_window_has_no_dropout_and_no_weights():
-    spec = mixer_spec("rposnet", "encoder_self", k=2, rposnet_impl="window")
-    spec.attention_dropout = 0.1
-    mixer = build_mixer(spec)
+    spec = replace(mixer_spec("rposnet", "encoder_self", k=2, rposnet_impl="window"), attention_dropout=0.1)
+    mixer = standalone_mixer(spec)
     assert mixer.path_names == ("window", "dense")
     x = torch.randn(6, 2, 16)
     mixer.train()
@@ -132,16 +131,15 @@ def test_window_has_no_dropout_and_no_weights():
     assert weights.shape == (4, 2, 6, 6) and torch.allclose(dense_out, out, atol=TOL)
     with pytest.raises(ValueError, match=r"--encoder-self-rposnet-impl: 'banded' is not a mixing implementation "
                                          r"of rposnet; valid values: auto, dense, window"):
-        build_mixer(mixer_spec("rposnet", "encoder_self", rposnet_impl="banded"))
+        standalone_mixer(mixer_spec("rposnet", "encoder_self", rposnet_impl="banded"))
 
 
 def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch):
     """``--S-rposnet-impl auto`` (the default) takes kernels/choice.py's GPU defaults for CUDA tensors
     only, read once when the sublayer is built; CUDA is simulated by the choices' device check."""
     from posmix_fairseq.kernels import choice
-    spec = mixer_spec("rposnet", "encoder_self", k=2)
-    spec.attention_dropout = 0.1
-    mixer = build_mixer(spec).eval()
+    spec = replace(mixer_spec("rposnet", "encoder_self", k=2), attention_dropout=0.1)
+    mixer = standalone_mixer(spec).eval()
     window = mixer.paths[0]
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert mixer.path_names == ("window", "dense")
@@ -149,7 +147,7 @@ def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch)
     mix(mixer.train(), torch.randn(6, 2, 16), need_weights=False)  # dense in training with dropout: no error
     monkeypatch.setitem(choice.GPU_DEFAULTS, "rposnet_impl", ("window", "a test"))
     assert mixer.kernel_choice.on(cuda).mixing == "dense"  # settled when the sublayer was built
-    mixer = build_mixer(spec).eval()
+    mixer = standalone_mixer(spec).eval()
     assert mixer.kernel_choice.on(cuda).mixing == "window" and mixer.kernel_choice.on(cpu).mixing == "dense"
     x = torch.randn(6, 2, 16)
     expected, _ = mix(mixer, x, need_weights=False)
@@ -165,15 +163,15 @@ def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch)
     mix(mixer.train(), x, need_weights=False)  # attention dropout in training: dense, not an error
     assert len(served) == 1 and expected.shape == (6, 2, 16)
     monkeypatch.setenv("POSMIX_GPU_DEFAULTS", '{"rposnet_impl": "dense"}')  # one run's override
-    assert build_mixer(spec).kernel_choice.gpu.mixing == "dense"
+    assert standalone_mixer(spec).kernel_choice.gpu.mixing == "dense"
     monkeypatch.setenv("POSMIX_GPU_DEFAULTS", '{"impl": "dense"}')
     with pytest.raises(ValueError, match=r"POSMIX_GPU_DEFAULTS: \['impl'\] is not an object of GPU defaults; "
                                          r"valid keys: rposnet_impl, rposnet_decode, gating"):
-        build_mixer(spec)
+        standalone_mixer(spec)
     monkeypatch.delenv("POSMIX_GPU_DEFAULTS")
     monkeypatch.setitem(choice.GPU_DEFAULTS, "rposnet_impl", ("banded", "a test"))
     with pytest.raises(ValueError, match=r"GPU_DEFAULTS: rposnet_impl = 'banded'; valid values: dense, window"):
-        build_mixer(spec)
+        standalone_mixer(spec)
 
 
 def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
@@ -182,7 +180,7 @@ def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
     for a simulated GPU and the kernels' Triton launches are replaced by their references."""
     from posmix_fairseq import kernels
     from posmix_fairseq.kernels import choice, dispatch
-    mixer = build_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
+    mixer = standalone_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
     with torch.no_grad():
         mixer.values.norm.weight.uniform_(0.5, 1.5)
         mixer.values.norm.bias.uniform_(-0.5, 0.5)
@@ -190,7 +188,7 @@ def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
     expected, _ = mix(mixer, x, need_weights=False)
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     monkeypatch.setitem(choice.GPU_DEFAULTS, "gating", ("triton", "a test"))
-    gated = build_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
+    gated = standalone_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
     gated.load_state_dict(mixer.state_dict())
     assert str(gated.kernel_choice) == "cpu: dense mixing, gating torch; cuda: dense mixing, gating triton"
     launched = []
@@ -299,7 +297,8 @@ def test_decode_weight_table_equals_the_rows_of_each_step():
     up to a learned n~ table's size), and a new decode after the trained weights change in place
     (as fairseq's optimizers change them, through ``.data``) reads the new weights."""
     torch.manual_seed(0)
-    energy = build_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="sinusoidal", d=16, h=4)).energy
+    energy = standalone_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="sinusoidal", d=16,
+                                       h=4)).energy
     constants = {}
     for positions in (torch.tensor([[0], [2], [5], [63]]), torch.tensor([[64], [150], [3], [149]])):
         expected = energy.decode_weights(positions)  # gradients enabled: from energy_rows
@@ -313,7 +312,8 @@ def test_decode_weight_table_equals_the_rows_of_each_step():
         table = energy.decode_weights(positions, {})  # the next decode
     assert torch.allclose(table, energy.decode_weights(positions), atol=1e-6)
     assert not torch.allclose(table, expected, atol=1e-3)
-    learned = build_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="learned", d=16, h=4)).energy
+    learned = standalone_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="learned", d=16,
+                                       h=4)).energy
     limit = learned.decode_weight_limit()
     with torch.no_grad():
         constants = {}

@@ -1,14 +1,15 @@
 """FourierNet, LinearNet and light convolution checked against direct implementations."""
+from dataclasses import replace
+
 import pytest
 import torch
 
-from helpers import build_model, mix, mixer_spec as spec, random_batch
-from posmix_fairseq.mixers import build_mixer
+from helpers import build_model, mix, mixer_spec as spec, random_batch, standalone_mixer
 
 
 def test_fourier_equals_real_part_of_fft_over_the_true_length():
     torch.manual_seed(0)
-    mixer = build_mixer(spec("fourier"))
+    mixer = standalone_mixer(spec("fourier"))
     x = torch.randn(7, 2, 16)
     pad = torch.zeros(2, 7, dtype=torch.bool)
     pad[1, :3] = True  # sentence 1 is left-padded: true length 4
@@ -26,9 +27,9 @@ def test_fourier_outside_encoder_is_a_clear_error():
 
 
 def test_linearnet_uses_its_matrix_by_true_position_and_names_its_limit():
-    linear = spec("linear", linear_max_positions=8)
-    linear.max_query_positions = linear.max_key_positions = 8  # the model's limits may not exceed P
-    mixer = build_mixer(linear)
+    # the model's limits may not exceed P
+    linear = replace(spec("linear", linear_max_positions=8), max_query_positions=8, max_key_positions=8)
+    mixer = standalone_mixer(linear)
     qpos = torch.tensor([[0, 0, 1, 2]])  # left padded: the first slot is padding
     pad = torch.tensor([[True, False, False, False]])
     w = mixer.energy.direct_weights(torch.zeros(4, 1, 16), qpos, None, qpos, pad)
@@ -64,7 +65,7 @@ def direct_lightconv(kernel, n, length, k, causal, global_context):
 @pytest.mark.parametrize("global_context", ["off", "on"])
 def test_light_convolution_weights_equal_direct_kernel_sum(placement, global_context):
     torch.manual_seed(0)
-    mixer = build_mixer(spec("lightconv", placement=placement, k=2, lightconv_global_context=global_context))
+    mixer = standalone_mixer(spec("lightconv", placement=placement, k=2, lightconv_global_context=global_context))
     length = 8
     pos = torch.arange(length).unsqueeze(0)
     w = mixer.energy.direct_weights(torch.zeros(length, 1, 16), pos, None, pos,
@@ -90,7 +91,7 @@ def test_lightconv_glu_and_gating_together_is_a_clear_error():
 def test_causal_lightconv_has_k_plus_1_taps():
     """Parameter counts are checked against the GPA paper's Tables 2, 3, 7, 8 in test_paper_counts.py;
     the causal decoder kernel covers distances 0..K only."""
-    causal = build_mixer(spec("lightconv", placement="decoder_self", k=16, d=512, h=8))
+    causal = standalone_mixer(spec("lightconv", placement="decoder_self", k=16, d=512, h=8))
     assert causal.energy.kernel.numel() == 8 * 17
 
 

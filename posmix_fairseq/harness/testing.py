@@ -1,7 +1,7 @@
 """Model builders shared by the tests and the benchmarks (``posmix_fairseq.harness.benchmarks``): models of
 any arch built through fairseq's own argument parser (exactly as ``fairseq-train --user-dir ...
 --arch X`` builds them), at tiny sizes or full ones, on the meta device for parameter counts, mixer
-specs and a call helper for standalone mixers, and random batches. Needs fairseq."""
+specs, standalone mixers and a call helper for them, and random batches. Needs fairseq."""
 import os
 
 
@@ -15,7 +15,7 @@ from posmix_fairseq.core.position_tables import SharedPositionTables  # noqa: E4
 from posmix_fairseq.core.positions import PositionFrame, PositionRoute  # noqa: E402
 from posmix_fairseq.models.architectures import ARCHITECTURES  # noqa: E402
 from posmix_fairseq.models.upgrades import DEFAULTS_VERSION_KEY  # noqa: E402
-from posmix_fairseq.mixers import MIXER_REGISTRY, MixerSpec  # noqa: E402
+from posmix_fairseq.mixers import MIXER_REGISTRY, MixerSpec, SideResources, build_mixer  # noqa: E402
 from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask  # noqa: E402
 
 register()  # the package may have been imported before fairseq (then it registered nothing)
@@ -105,8 +105,17 @@ def mixer_spec(name, placement="encoder_self", gated=False, k=4, table="sinusoid
     opts = {o: options.get(o.replace("-", "_"), values.get(o, kw.get("default"))) for o, kw in declared.items()}
     return MixerSpec(name=name, placement=PLACEMENT_BY_NAME[placement], layer_idx=0, num_layers=1, options=opts,
                      embed_dim=d, num_heads=h, kdim=d, attention_dropout=0.0, gated=gated, length_ratio=gamma,
-                     max_query_positions=64, max_key_positions=64, shared_tables=SharedPositionTables(),
-                     route=PositionRoute("test"))
+                     max_query_positions=64, max_key_positions=64)
+
+
+def standalone_resources() -> SideResources:
+    """What a side of its own lends a standalone mixer: tables no other layer shares, a route of its own."""
+    return SideResources(SharedPositionTables(), PositionRoute("test"))
+
+
+def standalone_mixer(spec: MixerSpec):
+    """The mixer of ``spec`` built alone, lent :func:`standalone_resources`."""
+    return build_mixer(spec, standalone_resources())
 
 
 def mix(mixer, x, key_padding_mask=None, source=None, source_padding_mask=None, **kwargs):

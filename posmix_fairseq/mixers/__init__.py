@@ -4,8 +4,8 @@ below, so a new mixer is one new file; :mod:`.engine` and :mod:`.paths` are what
 import importlib
 import pkgutil
 
-from .engine import (MIXER_REGISTRY, EnergyMixingAttention, MixerSpec, TokenMixer, build_mixer,  # noqa: F401
-                     frozen_mixers, register_mixer)
+from .engine import (MIXER_REGISTRY, EnergyMixingAttention, MixerSpec, SideResources, TokenMixer,  # noqa: F401
+                     build_mixer, frozen_mixers, register_mixer)
 
 VARIANT_MODULES = tuple(m.name for m in pkgutil.iter_modules(__path__) if not m.ispkg and not m.name.startswith("_"))
 for _name in VARIANT_MODULES:

@@ -11,16 +11,17 @@ from torch import Tensor
 
 from ..core.position_tables import refer_to_shared
 from .engine import (AbsoluteTableEnergy, EnergyMixingAttention, FrozenAbsoluteEnergy, MixerSpec, PositionQueries,
-                     absolute_table_options, register_mixer, shared_table, split_heads, table_norm, xavier_linear)
+                     SideResources, absolute_table_options, register_mixer, shared_table, split_heads, table_norm,
+                     xavier_linear)
 
 
 class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
     """aPosNet, Eq. 8."""
 
-    def __init__(self, spec: MixerSpec):
-        super().__init__(spec)
-        refer_to_shared(self, "_key_table", shared_table(spec, spec.placement.key_side))  # m~
-        refer_to_shared(self, "_key_norm", table_norm(spec, spec.placement.key_side))
+    def __init__(self, spec: MixerSpec, resources: SideResources):
+        super().__init__(spec, resources)
+        refer_to_shared(self, "_key_table", shared_table(spec, resources, spec.placement.key_side))  # m~
+        refer_to_shared(self, "_key_norm", table_norm(spec, resources, spec.placement.key_side))
         self.k_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
 
     def key_features(self, key: Tensor, key_positions: Tensor) -> Tensor:
@@ -40,5 +41,5 @@ class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
 @register_mixer("aposnet", gated_by_default=True, uses_positions=True, frozen_energy=FrozenAbsoluteEnergy,
                 description="aPosNet: energies from absolute position embeddings only (Eq. 8)",
                 options=absolute_table_options("sinusoidal"))
-def build_aposnet(spec: MixerSpec):
-    return EnergyMixingAttention(spec, spec.energy(AbsolutePositionEnergy))
+def build_aposnet(spec: MixerSpec, resources: SideResources):
+    return EnergyMixingAttention(spec, resources, spec.energy(AbsolutePositionEnergy, resources))

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, register_mixer
+from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
 from ..core.placement import ENCODER_SELF
 
 
@@ -24,8 +24,8 @@ class FourierWeights(DirectWeights):
 
 @register_mixer("fourier", gated_by_default=False, uses_positions=True,
                 description="FourierNet (Eq. 11): real part of the DFT along each sentence (encoder only)")
-def build_fourier(spec: MixerSpec):
+def build_fourier(spec: MixerSpec, resources: SideResources):
     if spec.placement != ENCODER_SELF:
         raise ValueError(f"{spec.flag('mixer')} fourier: FourierNet transforms the whole sentence, so it is "
                          "not causal and has no target-source form; use it as --encoder-self-mixer only")
-    return EnergyMixingAttention(spec, FourierWeights())
+    return EnergyMixingAttention(spec, resources, FourierWeights())

@@ -20,8 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from ..core.position_tables import PositionFigure
-from .engine import (CentredEnergy, DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
-                     max_relative_position_option, register_mixer)
+from .engine import (CentredEnergy, DirectWeights, EnergyMixingAttention, MixerSpec, SideResources, Values,
+                     max_relative_position, max_relative_position_option, register_mixer)
 from .paths.gaussian_window import GaussianWindowMixing
 
 DEFAULT_OFFSETS = {"encoder_self": "-1,1", "decoder_self": "-1,0", "decoder_cross": "-1,0,1"}
@@ -101,12 +101,12 @@ class GaussianWeights(DirectWeights, CentredEnergy):
         "gaussian-value-projection": dict(choices=("on", "off"), default="on",
                                  help="keep W^V (on) or use the inputs as values (off, footnote 6)"),
     })
-def build_gaussian(spec: MixerSpec):
+def build_gaussian(spec: MixerSpec, resources: SideResources):
     weights = GaussianWeights(spec)
     paths = [GaussianWindowMixing(weights.window, weights.sigma)] if weights.impl == "window" else []
     if spec.options["gaussian-value-projection"] == "on":
-        return EnergyMixingAttention(spec, weights, paths=paths)
+        return EnergyMixingAttention(spec, resources, weights, paths=paths)
     if spec.kdim != spec.embed_dim:
         raise ValueError(f"{spec.flag('gaussian-value-projection')} off needs equal key and model dims "
                          f"({spec.kdim} != {spec.embed_dim})")
-    return EnergyMixingAttention(spec, weights, Values.of_spec(spec, projection=nn.Identity()), paths=paths)
+    return EnergyMixingAttention(spec, resources, weights, Values.of_spec(spec, projection=nn.Identity()), paths=paths)

@@ -13,7 +13,7 @@ sentence and the weights of an interior query still sum to 1.
 import torch
 from torch import nn
 
-from .engine import (DirectWeights, EnergyMixingAttention, MixerSpec, Values, max_relative_position,
+from .engine import (DirectWeights, EnergyMixingAttention, MixerSpec, SideResources, Values, max_relative_position,
                      max_relative_position_option, register_mixer, xavier_linear)
 from ..core.positions import relative_distance
 
@@ -56,13 +56,13 @@ class LightConvWeights(DirectWeights):
         "lightconv-global-context": dict(choices=("on", "off"), default="off",
                                          help="spread the outermost taps over the whole sentence (default off)"),
     })
-def build_lightconv(spec: MixerSpec):
+def build_lightconv(spec: MixerSpec, resources: SideResources):
     glu = spec.options["lightconv-glu"] == "on"
     if glu and spec.gated:
         raise ValueError(f"{spec.flag('gating')} on replaces the GLU (Appendix E): also pass "
                          f"{spec.flag('lightconv-glu')} off")
     weights = LightConvWeights(spec)
     if not glu:
-        return EnergyMixingAttention(spec, weights)
+        return EnergyMixingAttention(spec, resources, weights)
     projection = nn.Sequential(xavier_linear(spec.kdim, 2 * spec.embed_dim), nn.GLU(dim=-1))
-    return EnergyMixingAttention(spec, weights, Values.of_spec(spec, projection=projection))
+    return EnergyMixingAttention(spec, resources, weights, Values.of_spec(spec, projection=projection))

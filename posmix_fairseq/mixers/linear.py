@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..core.position_tables import PositionFigure
-from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, register_mixer
+from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
 
 DEFAULT_MAX_POSITIONS = 128  # N of GPA Table 2 (see the module docstring)
 
@@ -48,5 +48,5 @@ class LinearSpatialWeights(DirectWeights):
                                                       help="positions covered by the LinearNet matrix (default "
                                                            f"{DEFAULT_MAX_POSITIONS}, GPA Table 2's N); the "
                                                            "model's max source/target positions may not exceed it")})
-def build_linear(spec: MixerSpec):
-    return EnergyMixingAttention(spec, LinearSpatialWeights(spec))
+def build_linear(spec: MixerSpec, resources: SideResources):
+    return EnergyMixingAttention(spec, resources, LinearSpatialWeights(spec))

@@ -6,14 +6,14 @@ e_nm = (W^Q y_n)(W^K x_m)^T / sqrt(D_h) inside :class:`EnergyMixingAttention` wi
 """
 from fairseq.modules import MultiheadAttention
 
-from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, register_mixer
+from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
 
 
 @register_mixer("mha", gated_by_default=False, uses_positions=False,
                 description="multi-head attention (Vaswani et al. 2017); fairseq's module when ungated")
-def build_mha(spec: MixerSpec):
+def build_mha(spec: MixerSpec, resources: SideResources):
     if spec.gated:
-        return EnergyMixingAttention(spec, ContentEnergy(spec))
+        return EnergyMixingAttention(spec, resources, ContentEnergy(spec))
     return MultiheadAttention(spec.embed_dim, spec.num_heads, kdim=spec.kdim, vdim=spec.kdim,
                               dropout=spec.attention_dropout, self_attention=not spec.placement.cross,
                               encoder_decoder_attention=spec.placement.cross)

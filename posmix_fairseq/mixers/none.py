@@ -5,7 +5,7 @@ identity, so ``x + 0`` passes through unchanged: exactly a layer without the sub
 """
 import torch
 
-from .engine import MixerSpec, TokenMixer, register_mixer
+from .engine import MixerSpec, SideResources, TokenMixer, register_mixer
 
 
 class NoMixing(TokenMixer):
@@ -18,7 +18,7 @@ class NoMixing(TokenMixer):
 
 @register_mixer("none", gated_by_default=False, uses_positions=False,
                 description="no self-attention sublayer (the -SA ablations)")
-def build_none(spec: MixerSpec):
+def build_none(spec: MixerSpec, resources: SideResources):
     if spec.placement.cross:
         raise ValueError("--decoder-cross-mixer none: remove cross-attention with --decoder-cross-heads "
                          "(0 for each layer without it) instead")

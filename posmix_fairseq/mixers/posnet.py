@@ -17,7 +17,7 @@ from fairseq import utils
 from torch import nn
 
 from ..core.position_tables import PositionFigure, apply_position_kernels, position_kernels, refer_to_shared
-from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, Values, register_mixer
+from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, Values, register_mixer
 
 DEFAULT_MAX_POSITIONS = 128  # P (see the module docstring and PosNet Table 1)
 PER_HEAD_KERNELS = "head"  # the stored legacy reading "posnet-kernel" of checkpoints made before the marker
@@ -81,7 +81,7 @@ class PositionKernelValues(Values):
         "posnet-share-kernels": dict(choices=("on", "off"), default="on",
                                      help="one kernel tensor for the layers of this sublayer kind (default on)"),
     })
-def build_posnet(spec: MixerSpec):
+def build_posnet(spec: MixerSpec, resources: SideResources):
     opts = spec.options
     max_positions, option = spec.position_table_size("posnet-max-positions", "PosNet-Attn kernel table")
     energy = ContentEnergy(spec)  # built before the kernels: the parameters' initialisation order
@@ -91,8 +91,8 @@ def build_posnet(spec: MixerSpec):
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"{spec.flag('posnet-dropout')} must be in [0, 1) (got {dropout})")
     make = lambda: PositionKernels(max_positions, groups, spec.embed_dim // spec.num_heads)  # noqa: E731
-    kernels = spec.shared_tables.shared(f"posnet_{spec.placement.name}", make) if shared else make()
+    kernels = resources.shared_tables.shared(f"posnet_{spec.placement.name}", make) if shared else make()
     values = PositionKernelValues.of_spec(spec, kernels=kernels, shared=shared,
                                           activation=opts["posnet-activation"], max_positions_option=option,
                                           key_role=spec.placement.key_side.role, dropout=dropout)
-    return EnergyMixingAttention(spec, energy, values)
+    return EnergyMixingAttention(spec, resources, energy, values)

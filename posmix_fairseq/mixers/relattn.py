@@ -7,7 +7,7 @@ distance; the default, GPA Table 6 "Rel. Self-Attention" 63.6M needs it), 3(D^2 
 with ``--S-relative-embedding-heads shared`` (no W^K).
 """
 from ..core.positions import clipped_relative_index
-from .engine import (EnergyMixingAttention, MixerSpec, SoftmaxEnergy, gather_relative, head_scaling,
+from .engine import (EnergyMixingAttention, MixerSpec, SideResources, SoftmaxEnergy, gather_relative, head_scaling,
                      max_relative_position, max_relative_position_option, position_table_option, register_mixer,
                      relative_embeddings_options, relative_position_table, split_heads, xavier_linear)
 
@@ -33,5 +33,5 @@ class RelativeKeyEnergy(SoftmaxEnergy):
                 description="token-position relative attention (content queries, relative-position keys)",
                 options={**max_relative_position_option(), **position_table_option("learned"),
                          **relative_embeddings_options("sliced")})
-def build_relattn(spec: MixerSpec):
-    return EnergyMixingAttention(spec, RelativeKeyEnergy(spec))
+def build_relattn(spec: MixerSpec, resources: SideResources):
+    return EnergyMixingAttention(spec, resources, RelativeKeyEnergy(spec))

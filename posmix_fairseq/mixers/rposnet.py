@@ -12,8 +12,8 @@ from torch import Tensor
 
 from ..kernels.choice import choose
 from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, PositionQueries, RelativeTableEnergy,
-                     absolute_table_options, max_relative_position, max_relative_position_option, register_mixer,
-                     relative_embeddings_options, relative_position_table)
+                     SideResources, absolute_table_options, max_relative_position, max_relative_position_option,
+                     register_mixer, relative_embeddings_options, relative_position_table)
 from .paths.constant_state import ConstantStateDecoding
 from .paths.rposnet_band import RPosNetBandMixing
 
@@ -24,8 +24,8 @@ DEFAULT_IMPL = "auto"  # dense on the CPU, chosen by measurement (docs/search-ti
 class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
     """rPosNet, Eqs. 9-10."""
 
-    def __init__(self, spec: MixerSpec):
-        super().__init__(spec)
+    def __init__(self, spec: MixerSpec, resources: SideResources):
+        super().__init__(spec, resources)
         self.k, self.length_ratio = max_relative_position(spec), spec.length_ratio
         self.relative_embeddings = relative_position_table(spec, self.k, "learned")
 
@@ -54,13 +54,13 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                                                    "the CPU, on a GPU kernels/choice.py's defaults; triton: the window "
                                                    "form, decoding step and gating by the Triton kernels, an error "
                                                    f"where they cannot run (default {DEFAULT_IMPL})")})
-def build_rposnet(spec: MixerSpec):
+def build_rposnet(spec: MixerSpec, resources: SideResources):
     # a checkpoint stored without the option reads its default, auto: dense on the CPU, as it was trained
     impl, placement = spec.options["rposnet-impl"], spec.placement
     choice = choose(impl, placement.flag("rposnet-impl"), decodes=placement.causal and not placement.cross,
                     gated=spec.gated)  # checks impl
-    return EnergyMixingAttention(spec, spec.energy(RelativePositionEnergy), paths=rposnet_paths(placement, impl),
-                                 kernel_choice=choice)
+    return EnergyMixingAttention(spec, resources, spec.energy(RelativePositionEnergy, resources),
+                                 paths=rposnet_paths(placement, impl), kernel_choice=choice)
 
 
 def rposnet_paths(placement, impl: str):

@@ -12,9 +12,9 @@ each layout: docs/architectures.md; why GPA's Shaw has no a^V: docs/choices.md.
 from torch import nn
 
 from ..core.positions import clipped_relative_index
-from .engine import (ContentEnergy, EnergyMixingAttention, MixerSpec, Values, bucket_probabilities, gather_relative,
-                     max_relative_position, max_relative_position_option, position_table_option, register_mixer,
-                     relative_embeddings_options, relative_position_table)
+from .engine import (ContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, Values, bucket_probabilities,
+                     gather_relative, max_relative_position, max_relative_position_option, position_table_option,
+                     register_mixer, relative_embeddings_options, relative_position_table)
 
 
 class ShawEnergy(ContentEnergy):
@@ -53,10 +53,10 @@ class ShawValues(Values):
                          "shaw-value-term": dict(choices=("on", "off"), default="on",
                                                  help="the a^V term of Shaw Eq. 3 (off: K-only, the positional-"
                                                       "encoding analysis' variant; default on)")})
-def build_shaw(spec: MixerSpec):
+def build_shaw(spec: MixerSpec, resources: SideResources):
     energy = ShawEnergy(spec)
     if spec.options["shaw-value-term"] == "off":
-        return EnergyMixingAttention(spec, energy)
+        return EnergyMixingAttention(spec, resources, energy)
     values = ShawValues.of_spec(spec, k=energy.k, length_ratio=spec.length_ratio,
                                 table=relative_position_table(spec, energy.k, spec.options["position-table"]))
-    return EnergyMixingAttention(spec, energy, values)
+    return EnergyMixingAttention(spec, resources, energy, values)

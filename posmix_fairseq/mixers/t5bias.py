@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from ..core.placement import ENCODER_SELF
 from ..core.position_tables import PositionFigure, refer_to_shared
 from ..core.positions import relative_distance
-from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, register_mixer
+from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
 
 ADAPTIVE = ("off", "on")
 CUMULATIVE = "cumulative"  # the stored legacy reading "t5-adaptive" of checkpoints made before the marker
@@ -142,7 +142,7 @@ class SoftBucketBias(nn.Module):
 
 
 class T5BiasEnergy(ContentEnergy):
-    def __init__(self, spec: MixerSpec):
+    def __init__(self, spec: MixerSpec, resources: SideResources):
         super().__init__(spec)
         if spec.placement.cross:
             raise ValueError("--decoder-cross-mixer t5bias: T5's scalar relative bias is defined for "
@@ -175,7 +175,8 @@ class T5BiasEnergy(ContentEnergy):
             make = lambda: ScalarRelativeBias(spec.num_heads, num_buckets, max_distance, bidirectional,  # noqa: E731
                                               cumulative, spec.embed_dim)
         # one table per encoder/decoder (T5 shares it across layers)
-        refer_to_shared(self, "relative_bias", spec.shared_tables.shared(f"t5bias_{spec.placement.name}_{name}", make))
+        bias = resources.shared_tables.shared(f"t5bias_{spec.placement.name}_{name}", make)
+        refer_to_shared(self, "relative_bias", bias)
 
     def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
         """The scalar bias per head of every distance n - m within +-``positions`` (one table per side)."""
@@ -206,5 +207,5 @@ class T5BiasEnergy(ContentEnergy):
                     "at5-hidden": dict(type=str, default="32,4", metavar="L1,L2",
                                        help="AT5 (--S-t5-adaptive on): hidden widths of the MLP (default 32,4)"),
                 })
-def build_t5bias(spec: MixerSpec):
-    return EnergyMixingAttention(spec, T5BiasEnergy(spec))
+def build_t5bias(spec: MixerSpec, resources: SideResources):
+    return EnergyMixingAttention(spec, resources, T5BiasEnergy(spec, resources))

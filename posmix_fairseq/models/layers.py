@@ -15,7 +15,8 @@ from .plan import MixerPlan
 
 
 def _forward_with_frame(plan: MixerPlan, checkpointed_forward, *args, **kwargs):
-    return checkpointed_forward(*args, positions=plan.route.frame, **plan.shared_parameters.as_arguments(), **kwargs)
+    return checkpointed_forward(*args, positions=plan.resources.route.frame, **plan.shared_parameters.as_arguments(),
+                                **kwargs)
 
 
 def wrap_layer(cfg, layer, plan: MixerPlan):
@@ -65,7 +66,7 @@ class PosMixLayer:
         if positions is None:
             return super().forward(*args, **kwargs)
         shared = self._mixer_plan.shared_parameters
-        with self._mixer_plan.route.carrying(positions), shared.substituted(shared.take_arguments(kwargs)):
+        with self._mixer_plan.resources.route.carrying(positions), shared.substituted(shared.take_arguments(kwargs)):
             return super().forward(*args, **kwargs)
 
 

@@ -10,7 +10,7 @@ from ..core.placement import DECODER_CROSS, ENCODER_SELF, SELF_ATTENTION, SIDES,
 from ..core.position_tables import SharedPositionTables
 from ..core.positions import PositionRoute
 from ..core.shared_parameters import SharedParameters
-from ..mixers import MIXER_REGISTRY, MixerSpec, build_mixer
+from ..mixers import MIXER_REGISTRY, MixerSpec, SideResources, build_mixer
 from ..mixers.engine import ContentEnergy, EnergyMixingAttention, Values, reads_absolute_table, shared_table
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY, EmbeddingStage, PositionEncodingSpec
@@ -35,7 +35,7 @@ class HeadSlicedLinear(nn.Module):
         return out.reshape(x.shape)
 
 
-def build_sliced_attention(spec: MixerSpec):
+def build_sliced_attention(spec: MixerSpec, resources: SideResources):
     """Multi-head attention (ungated) whose head h is computed from slice h of its input: the first
     self-attention layer of RecPE models stored before the defaults version (their legacy reading
     ``rpe-reading sliced-legacy``, which only their upgrade sets).
@@ -55,20 +55,19 @@ def build_sliced_attention(spec: MixerSpec):
 
     def sliced(in_dim, out_dim):
         return HeadSlicedLinear(out_dim, spec.num_heads)
-    return EnergyMixingAttention(spec, ContentEnergy(spec, projection=sliced),
+    return EnergyMixingAttention(spec, resources, ContentEnergy(spec, projection=sliced),
                                  Values.of_spec(spec, projection=HeadSlicedLinear(spec.embed_dim, spec.num_heads)))
 
 
 class MixerPlan:
     """Builds the mixers of one encoder or decoder (``side``). fairseq builds the layers in order and its
-    hooks take no index: ``layer_indices`` counts them. ``shared_tables`` holds what the side's layers
-    share; ``route`` carries the positions of each forward call."""
+    hooks take no index: ``layer_indices`` counts them. ``resources`` is what the side lends its mixers: the
+    tables its layers share and the route that carries the positions of each forward call."""
 
     def __init__(self, cfg, side: Side):
         self.cfg, self.side = cfg, side
-        self.shared_tables = SharedPositionTables()
-        self.route = PositionRoute(side.name)
-        self.shared_parameters = SharedParameters(self.shared_tables.tables, side.name)
+        self.resources = SideResources(SharedPositionTables(), PositionRoute(side.name))
+        self.shared_parameters = SharedParameters(self.resources.shared_tables.tables, side.name)
         self.layer_indices = itertools.count()
 
     def spec(self, placement, layer_idx: int) -> MixerSpec:
@@ -94,8 +93,7 @@ class MixerPlan:
             attention_dropout=cfg.attention_dropout, dropout=cfg.dropout,
             gated=entry.gated_by_default if gating == "default" else gating == "on", length_ratio=length_ratio,
             max_query_positions=getattr(cfg, placement.query_side.max_positions_attr),
-            max_key_positions=getattr(cfg, placement.key_side.max_positions_attr),
-            shared_tables=self.shared_tables, route=self.route, frozen_positions=frozen,
+            max_key_positions=getattr(cfg, placement.key_side.max_positions_attr), frozen_positions=frozen,
             # options a checkpoint made before an option existed lacks take its default
             options=read_options(cfg, placement, entry.options))
 
@@ -103,8 +101,8 @@ class MixerPlan:
         spec = self.spec(placement, layer_idx)
         if not placement.cross and layer_idx == 0 and \
                 legacy_readings(self.cfg, placement.owner).get("rpe-reading") == SLICED_LEGACY:
-            return build_sliced_attention(spec)
-        return build_mixer(spec)
+            return build_sliced_attention(spec, self.resources)
+        return build_mixer(spec, self.resources)
 
     def self_mixer_table(self):
         """The side's self-attention mixer's absolute position table n~ (built here if its layers did not,
@@ -115,7 +113,7 @@ class MixerPlan:
             raise ValueError(f"{self.side.flag('position-encoding')} mixer-table adds the self-attention mixer's "
                              f"absolute position table n~ to the embeddings, but {placement.flag('mixer')} "
                              f"{spec.name} has none: use aposnet or rposnet, or another position encoding")
-        return shared_table(spec, self.side)
+        return shared_table(spec, self.resources, self.side)
 
     def position_encoding(self, layer_norm_embedding):
         """The side's :class:`EmbeddingStage`: its position encoding (none for fairseq's additive
@@ -129,4 +127,4 @@ class MixerPlan:
             dropout=cfg.dropout, options=read_options(cfg, side, entry.options),
             embed_scale=1.0 if cfg.no_scale_embedding else math.sqrt(side_cfg.embed_dim),
             mixer_table=self.self_mixer_table)
-        return EmbeddingStage(entry.builder(spec), self.route, layer_norm_embedding)
+        return EmbeddingStage(entry.builder(spec), self.resources.route, layer_norm_embedding)

@@ -49,7 +49,7 @@ class PositionAwareSide:
         """Only None arrives (nn.Module registers fairseq's LayerNorm itself); ``_setup_positions`` moves it."""
 
     def _setup_positions(self, cfg, side):
-        self.mixer_position_tables = self._mixer_plan.shared_tables.tables
+        self.mixer_position_tables = self._mixer_plan.resources.shared_tables.tables
         self.position_encoding = self._mixer_plan.position_encoding(self._modules.pop("layernorm_embedding", None))
         self._learned_table = None  # (role, positions, option) of fairseq's learned table, one row per position
         if getattr(cfg, side.name).learned_pos:  # set by side_config
@@ -74,7 +74,7 @@ class PositionAwareSide:
 
     @property
     def position_route(self):
-        return self._mixer_plan.route
+        return self._mixer_plan.resources.route
 
     def position_limits(self):
         """(role, positions, option) of fairseq's learned position table, if the side has one."""

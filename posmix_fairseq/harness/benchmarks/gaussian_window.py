@@ -11,8 +11,7 @@ import time
 
 import torch
 
-from posmix_fairseq.mixers import build_mixer
-from posmix_fairseq.harness.testing import mix, mixer_spec
+from posmix_fairseq.harness.testing import mix, mixer_spec, standalone_mixer
 from ..command import build_parser as command_parser, console
 
 
@@ -30,7 +29,8 @@ def main(argv=None):
     for n in [int(v) for v in args.lengths.split(",")]:
         times = {}
         for impl in ("full", "window"):
-            mixer = build_mixer(mixer_spec("gaussian", gaussian_impl=impl, k=args.k, d=args.dim, h=args.heads)).eval()
+            spec = mixer_spec("gaussian", gaussian_impl=impl, k=args.k, d=args.dim, h=args.heads)
+            mixer = standalone_mixer(spec).eval()
             x = torch.randn(n, args.batch, args.dim)
             samples = []
             with torch.no_grad():

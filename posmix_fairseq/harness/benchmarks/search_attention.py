@@ -22,24 +22,24 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 
 
 import torch  # noqa: E402
 from fairseq.modules import MultiheadAttention  # noqa: E402
 
 from posmix_fairseq.core.positions import PositionFrame  # noqa: E402
-from posmix_fairseq.mixers import build_mixer  # noqa: E402
 from posmix_fairseq.mixers.engine.relative_search import STATE_KEYS  # noqa: E402
 from posmix_fairseq.mixers.rposnet import rposnet_paths  # noqa: E402
-from posmix_fairseq.harness.testing import mixer_spec  # noqa: E402
+from posmix_fairseq.harness.testing import mixer_spec, standalone_mixer  # noqa: E402
 from ..command import build_parser as command_parser, console  # noqa: E402
 
 
 def rposnet(placement, args, impl="dense"):
     spec = mixer_spec("rposnet", placement, gated=True, k=args.k, table="learned", d=args.dim, h=args.heads,
                       rposnet_impl=impl)
-    spec.max_query_positions = spec.max_key_positions = args.max_positions
-    return build_mixer(spec).eval()
+    spec = replace(spec, max_query_positions=args.max_positions, max_key_positions=args.max_positions)
+    return standalone_mixer(spec).eval()
 
 
 def mha(args, self_attention=True):

@@ -1,7 +1,7 @@
 """The machinery every token mixer is built from; it imports no variant. How a sublayer mixes is a strategy
 in :mod:`posmix_fairseq.mixers.paths` (docs/contributing.md, Layout)."""
-from .registry import (MIXER_REGISTRY, MixerSpec, build_mixer, frozen_mixers, max_relative_position,  # noqa: F401
-                       max_relative_position_option, position_table_option, register_mixer,
+from .registry import (MIXER_REGISTRY, MixerSpec, SideResources, build_mixer, frozen_mixers,  # noqa: F401
+                       max_relative_position, max_relative_position_option, position_table_option, register_mixer,
                        relative_embeddings_options, relative_position_table)
 from .energy import (CentredEnergy, ContentEnergy, DirectWeights, Energy, SoftmaxEnergy,  # noqa: F401
                      head_scaling, split_heads, xavier_linear)

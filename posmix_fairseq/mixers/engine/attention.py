@@ -21,7 +21,7 @@ from ...kernels.dispatch import KernelBackendError
 from ...core.incremental import BatchFirstIncrementalState
 from .energy import Energy, xavier_linear
 from .mixing import DenseMixing, MixingCall, MixingPath
-from .registry import MixerSpec
+from .registry import MixerSpec, SideResources
 from .values import ContextGate, Values
 
 
@@ -46,7 +46,7 @@ class TokenMixer(BatchFirstIncrementalState):
 class EnergyMixingAttention(TokenMixer):
     """A token mixer made of an :class:`Energy`, the (gated) values, its mixing paths and W^O."""
 
-    def __init__(self, spec: MixerSpec, energy: Energy, values: Optional[Values] = None,
+    def __init__(self, spec: MixerSpec, resources: SideResources, energy: Energy, values: Optional[Values] = None,
                  paths: Sequence[MixingPath] = (), kernel_choice: Optional[SublayerKernels] = None):
         super().__init__(spec.embed_dim, spec.num_heads)
         self.placement = spec.placement
@@ -61,7 +61,7 @@ class EnergyMixingAttention(TokenMixer):
         self.values.kernel_choice = self.kernel_choice
         if self.gating is not None:
             self.gating.kernel_choice = self.kernel_choice
-        self._route = spec.route  # not a module: the encoder/decoder owns it
+        self._route = resources.route  # not a module: the encoder/decoder owns it
 
     def use_paths(self, paths: Sequence[MixingPath]):
         """Mix with ``paths`` (tried in order), then dense mixing for the calls they decline."""

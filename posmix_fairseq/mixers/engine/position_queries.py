@@ -12,7 +12,7 @@ from torch import Tensor
 
 from ...core.position_tables import ABSOLUTE_SINUSOIDS, SharedPositionTables, refer_to_shared
 from .energy import SoftmaxEnergy, head_scaling, split_heads, xavier_linear
-from .registry import MixerSpec, position_table_option
+from .registry import MixerSpec, SideResources, position_table_option
 
 SWITCH = ("on", "off")
 
@@ -39,18 +39,18 @@ def reads_absolute_table(spec: MixerSpec) -> bool:
     return "absolute-sinusoids" in spec.options
 
 
-def shared_table(spec: MixerSpec, side):
+def shared_table(spec: MixerSpec, resources: SideResources, side):
     """The absolute position table n~ (or m~) of ``side``, shared across the layers of its owner."""
     kind, layout = spec.options["position-table"], spec.options.get("absolute-sinusoids")
     if layout is not None and kind != "sinusoidal":
         raise ValueError(f"{spec.flag('absolute-sinusoids')} {layout} applies to sinusoidal tables only; "
                          f"{spec.flag('position-table')} is {kind}: drop the flag or make the table sinusoidal")
-    return spec.shared_tables.get(side.role, kind, spec.embed_dim,
-                                  spec.max_query_positions if side == spec.placement.query_side
-                                  else spec.max_key_positions, side.max_positions_option, layout or "concatenated")
+    positions = spec.max_query_positions if side == spec.placement.query_side else spec.max_key_positions
+    return resources.shared_tables.get(side.role, kind, spec.embed_dim, positions, side.max_positions_option,
+                                       layout or "concatenated")
 
 
-def table_norm(spec: MixerSpec, side):
+def table_norm(spec: MixerSpec, resources: SideResources, side):
     """The LayerNorm of ``side``'s table (``--S-position-table-layernorm on``), or None."""
     value = spec.options.get("position-table-layernorm", "off")
     if value not in SWITCH:
@@ -59,11 +59,11 @@ def table_norm(spec: MixerSpec, side):
         return None
     kind, layout = spec.options["position-table"], spec.options.get("absolute-sinusoids") or "concatenated"
     key = SharedPositionTables.key(side.role, kind, spec.embed_dim, layout if kind == "sinusoidal" else "concatenated")
-    return spec.shared_tables.layer_norm(key, spec.embed_dim)
+    return resources.shared_tables.layer_norm(key, spec.embed_dim)
 
 
 class PositionQueries(SoftmaxEnergy):
-    def __init__(self, spec: MixerSpec):
+    def __init__(self, spec: MixerSpec, resources: SideResources):
         super().__init__()
         self.num_heads = spec.num_heads
         self.scaling = head_scaling(spec.embed_dim // spec.num_heads)
@@ -73,8 +73,8 @@ class PositionQueries(SoftmaxEnergy):
         self.table_dropout = float(p)
         # Only the query side's table is built here: rPosNet never reads the key side's (a cross-attention
         # rPosNet would otherwise build an unused source table in the decoder).
-        refer_to_shared(self, "query_table", shared_table(spec, spec.placement.query_side))
-        refer_to_shared(self, "_query_norm", table_norm(spec, spec.placement.query_side))
+        refer_to_shared(self, "query_table", shared_table(spec, resources, spec.placement.query_side))
+        refer_to_shared(self, "_query_norm", table_norm(spec, resources, spec.placement.query_side))
         self.q_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
 
     def table_rows(self, table, norm, positions: Tensor, dtype) -> Tensor:

@@ -1,5 +1,5 @@
-"""The token-mixer registry, the spec a mixer is built from (:func:`register_mixer`) and the options several
-mixers declare (K, the kind of a mixer's own position table, relative embeddings)."""
+"""The token-mixer registry (:func:`register_mixer`), the spec a mixer is built from, what its side lends it, and
+the options several mixers declare (K, the kind of a mixer's own position table, relative embeddings)."""
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional, Tuple
 
@@ -11,9 +11,10 @@ from ...core.positions import PositionRoute
 from ...core.registry import Entry, Registry
 
 
-@dataclass
+@dataclass(frozen=True)
 class MixerSpec:
-    """Everything a mixer builder needs to know about the sublayer it fills."""
+    """The configuration of the sublayer a mixer builder fills (plain data; what the owning encoder or
+    decoder lends its sublayers is a :class:`SideResources`)."""
 
     name: str
     placement: Placement
@@ -27,8 +28,6 @@ class MixerSpec:
     length_ratio: float  # gamma; 1.0 for self-attention
     max_query_positions: int
     max_key_positions: int
-    shared_tables: SharedPositionTables = None  # tables shared by the layers of the owning side
-    route: PositionRoute = None  # the owning side's positions route
     options: Dict = field(default_factory=dict)  # the mixer's own options (declared in register_mixer)
     dropout: float = 0.0  # the model's --dropout (PosNet-Attn's default rate)
     # search-time model: each side's table size {"source": N_s, "target": N_t}; None: a trained model
@@ -54,12 +53,21 @@ class MixerSpec:
                     f"them) or raise {flag}")
         return size, flag
 
-    def energy(self, trained: Callable[["MixerSpec"], nn.Module]) -> nn.Module:
-        """The sublayer's energy: ``trained(spec)``, or in a search-time model the frozen table that
-        the mixer's registry entry declares (its trained parameters are then never built)."""
+    def energy(self, trained: Callable[..., nn.Module], resources: "SideResources") -> nn.Module:
+        """The sublayer's energy: ``trained(spec, resources)``, or in a search-time model the frozen table
+        that the mixer's registry entry declares (its trained parameters are then never built)."""
         if self.frozen_positions is None:
-            return trained(self)
+            return trained(self, resources)
         return MIXER_REGISTRY.get(self.name, self.flag("mixer")).frozen_energy(self)
+
+
+@dataclass(frozen=True)
+class SideResources:
+    """What the encoder or decoder that owns a sublayer lends the mixers it builds: live objects, not
+    configuration. ``shared_tables``: the tables its layers share; ``route``: the positions of its forward call."""
+
+    shared_tables: SharedPositionTables
+    route: PositionRoute
 
 
 @dataclass
@@ -86,7 +94,8 @@ MIXER_REGISTRY: Registry[MixerEntry] = Registry("token mixer")
 def register_mixer(name: str, *, gated_by_default: bool, uses_positions: bool, description: str,
                    options: Optional[Dict] = None, frozen_energy: Optional[Callable] = None,
                    read_when: Optional[Dict[str, Tuple[str, str]]] = None):
-    """Decorator registering ``builder(spec) -> module`` under ``name``.
+    """Decorator registering ``builder(spec, resources) -> module`` (a :class:`MixerSpec`, the owning
+    side's :class:`SideResources`) under ``name``.
 
     ``options`` declares the mixer's own options (``{"gaussian-sigma": dict(type=float, ...)}`` becomes
     ``--encoder-self-gaussian-sigma`` etc., read as ``spec.options["gaussian-sigma"]``); a flag given for a
@@ -109,8 +118,8 @@ def frozen_mixers():
     return [name for name, entry in MIXER_REGISTRY.items() if entry.frozen_energy is not None]
 
 
-def build_mixer(spec: MixerSpec) -> nn.Module:
-    return MIXER_REGISTRY.get(spec.name, spec.flag("mixer")).builder(spec)
+def build_mixer(spec: MixerSpec, resources: SideResources) -> nn.Module:
+    return MIXER_REGISTRY.get(spec.name, spec.flag("mixer")).builder(spec, resources)
 
 
 def max_relative_position_option():
