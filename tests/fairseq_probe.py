@@ -19,7 +19,6 @@ As a script (one process of a distributed run)::
     python tests/fairseq_probe.py RECORD.pt <fairseq-train arguments>
 """
 import contextlib
-import os
 import sys
 
 

@@ -6,7 +6,6 @@ equal the analysis output's, or the model's own attention weights in a forward p
 import json
 import math
 import os
-import re
 
 import numpy as np
 import pytest

@@ -12,7 +12,6 @@ from helpers import build_model, random_batch
 from posmix_fairseq import kernels
 from posmix_fairseq.kernels import choice, common, dispatch
 from posmix_fairseq.kernels.choice import kernel_summary
-from posmix_fairseq.mixers.engine import relative_search as rposnet_window
 
 NO_COMPILER = "Failed to find C compiler. Please specify via CC environment variable."
 RPOSNET = ["--arch", "rposnet_iwslt_de_en", "--encoder-layers", "1", "--decoder-layers", "1",

@@ -13,7 +13,6 @@ from fairseq import checkpoint_utils
 import posmix_fairseq
 from helpers import (build_model, build_model_from_args, mix, mixer_spec, parse_model_args, random_batch,
                      standalone_mixer)
-from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.harness.testing import stored_arguments
 from posmix_fairseq.models.options import DEFAULTS_VERSION
 from posmix_fairseq.mixers.engine import DirectWeights, Energy, SoftmaxEnergy

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import build_model, mix, mixer_spec, random_batch, standalone_mixer
+from helpers import mix, mixer_spec, random_batch, standalone_mixer
 from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.kernels.decode_step import position_decode_weights, weighted_decode_step
 from posmix_fairseq.mixers.engine.table_energy import TABLE_KEY
@@ -140,7 +140,6 @@ def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch)
     from posmix_fairseq.kernels import choice
     spec = replace(mixer_spec("rposnet", "encoder_self", k=2), attention_dropout=0.1)
     mixer = standalone_mixer(spec).eval()
-    window = mixer.paths[0]
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert mixer.path_names == ("window", "dense")
     assert mixer.kernel_choice.on(cpu).mixing == "dense" and mixer.kernel_choice.on(cuda).mixing == "dense"

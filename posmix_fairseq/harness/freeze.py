@@ -37,7 +37,7 @@ import sys
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
-from fairseq import checkpoint_utils, tasks
+from fairseq import tasks
 from fairseq.dataclass.configs import GenerationConfig
 from omegaconf import OmegaConf
 

@@ -2,7 +2,6 @@
 any arch built through fairseq's own argument parser (exactly as ``fairseq-train --user-dir ...
 --arch X`` builds them), at tiny sizes or full ones, on the meta device for parameter counts, mixer
 specs, standalone mixers and a call helper for them, and random batches. Needs fairseq."""
-import os
 
 
 import torch  # noqa: E402

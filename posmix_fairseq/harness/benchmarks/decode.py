@@ -17,7 +17,6 @@ on the shared cores hits all of them alike. Tokens = generated tokens of the bes
 included). Reported: mean ± std and variance of tokens/s over the runs, and each model's ratio to
 the Transformer (ratio of means).
 """
-import os
 import statistics
 import time
 

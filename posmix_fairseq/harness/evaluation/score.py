@@ -20,7 +20,6 @@ file given as two systems (a system and its baseline) is refused, and so is a fa
 with a sentence id twice (two outputs concatenated).
 """
 import csv
-import io
 import json
 import logging
 import os

@@ -26,7 +26,7 @@ import tarfile
 import urllib.request
 import zipfile
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from .settings import TASKS
 

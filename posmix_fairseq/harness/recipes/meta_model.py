@@ -1,6 +1,5 @@
 """A recipe's model on torch's meta device: its shapes (parameter count, position tables) without
 memory or data, built through fairseq's own training parser as ``fairseq-train --arch X`` builds it."""
-import os
 from typing import Optional, Sequence
 
 import torch

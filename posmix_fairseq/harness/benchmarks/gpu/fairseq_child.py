@@ -11,7 +11,6 @@ The arguments are fairseq's own. Two differences from the console scripts, both 
   allocated during the run (``torch.cuda.max_memory_allocated``) and the wall time of the command.
 """
 import json
-import os
 import sys
 import time
 

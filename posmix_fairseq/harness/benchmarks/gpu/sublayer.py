@@ -13,7 +13,6 @@ import contextlib
 import math
 
 import torch
-import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from posmix_fairseq import kernels
