@@ -15,10 +15,10 @@ from typing import Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
+from ...core.incremental import BatchFirstIncrementalState
 from ...core.positions import PositionFrame
 from ...kernels.choice import SublayerKernels, choose
 from ...kernels.dispatch import KernelBackendError
-from ...core.incremental import BatchFirstIncrementalState
 from .energy import Energy, xavier_linear
 from .mixing import DenseMixing, MixingCall, MixingPath
 from .registry import MixerSpec, SideResources

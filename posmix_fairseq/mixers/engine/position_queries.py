@@ -57,8 +57,8 @@ def table_norm(spec: MixerSpec, resources: SideResources, side):
         raise ValueError(f"{spec.flag('position-table-layernorm')}: {value!r} is not one of {', '.join(SWITCH)}")
     if value == "off":
         return None
-    kind, layout = spec.options["position-table"], spec.options.get("absolute-sinusoids") or "concatenated"
-    key = SharedPositionTables.key(side.role, kind, spec.embed_dim, layout if kind == "sinusoidal" else "concatenated")
+    key = SharedPositionTables.key(side.role, spec.options["position-table"], spec.embed_dim,
+                                   spec.options.get("absolute-sinusoids") or "concatenated")
     return resources.shared_tables.layer_norm(key, spec.embed_dim)
 
 
