@@ -54,6 +54,13 @@ OPTIMISATION = ("--optimizer adam --adam-betas (0.9,0.98) --lr 1e-3 --lr-schedul
                 "--clip-norm 1.0 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 "
                 "--share-all-embeddings --seed 1 --num-workers 0 --no-progress-bar --no-epoch-checkpoints "
                 "--best-checkpoint-metric loss")
+#: a size only for checking that the study runs end to end (the tests): 1+1 layers, D = 32
+TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+        "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+        "--decoder-attention-heads 2 --dropout 0.1")
+SIZES = {"mini": MINI, "tiny": TINY}
+SIZE_TEXT = {"mini": "3+3 layers, D = 128, FFN 256, 4 heads, dropout 0.1 (`MINI` in `harness/evaluation/claims.py`)",
+             "tiny": "1+1 layers, D = 32 (`--size tiny`: a check that the steps run, not a measurement)"}
 SHAW_PEA = ("--encoder-self-relative-embedding-heads shared --decoder-self-relative-embedding-heads shared "
             "--encoder-self-shaw-value-term on --decoder-self-shaw-value-term on")  # PEA: trainable a^K and a^V
 TEST_SETS = ("test", "seen", "long", "concat")
@@ -70,8 +77,8 @@ class StudySystem:
     flags: str = ""
     freeze: bool = False  # also decode its search-time model (posmix-freeze)
 
-    def train_flags(self) -> List[str]:
-        return ["--arch", self.arch, *MINI.split(), *shlex.split(self.flags)]
+    def train_flags(self, size: str = "mini") -> List[str]:
+        return ["--arch", self.arch, *SIZES[size].split(), *shlex.split(self.flags)]
 
 
 SYSTEMS: Dict[str, StudySystem] = {s.key: s for s in [
@@ -120,7 +127,7 @@ class Claim:
         if self.kind == "frozen":
             return ["rposnet"]
         if self.kind == "params":
-            return [s for s in (self.system, self.baseline) if s]
+            return ["rposnet"]
         return [s for s in (self.system, self.baseline) if s] if self.kind == "bleu" else []
 
 
@@ -137,9 +144,9 @@ CLAIMS: List[Claim] = [
     Claim("gpa-4", "GPA", "rPosNet's energies can be stored as tables after training: the search-time model "
           "translates identically with fewer parameters (Sections 4.1-4.2)",
           "no figure; Table 4: equal decoding speed (16.8 vs 16.8 tokens/s, CPU)", kind="frozen"),
-    Claim("gpa-5", "GPA", "rPosNet needs fewer self-attention parameters than the Transformer",
-          "60.8M vs 66.5M without gating; 63.9M vs 66.5M gated (En-De Base, Table 6)", "rposnet", "transformer",
-          kind="params"),
+    Claim("gpa-5", "GPA", "precomputing rPosNet's energies after training saves over 20% of its self-attention "
+          "parameters (Section 4.2, Table 8: K^D + 4D^2 -> HK^N + 3D^2 per layer)",
+          "23% at Base (D = 512), 24% at Big (D = 1024)", kind="params"),
     Claim("hc-1", "HC", "hard-coded Gaussian self-attention (HC-SA) nearly rivals learned self-attention",
           "30.3 vs 30.0 BLEU (IWSLT16 En-De); at most 1.2 lower on the other pairs (Table 2)", "hc_sa",
           "transformer", expect="no_worse", margin=1.0),
@@ -251,10 +258,9 @@ def prepare(opts, lay: Layout) -> dict:
     if os.path.isfile(info_path):
         with open(info_path) as f:
             return json.load(f)
-    from ..raw_text import prepare_bpe
     from .concat_testset import concatenate_pairs
 
-    texts, sp = prepare_bpe(opts.data_dir, opts.src, opts.tgt, lay.bpe, opts.vocab_size)
+    texts, sp = bpe_texts(opts, lay)
 
     def pieces(line):
         return sp.encode(line, out_type=str)
@@ -298,6 +304,31 @@ def prepare(opts, lay: Layout) -> dict:
     return info
 
 
+def bpe_texts(opts, lay: Layout):
+    """prepare_bpe's BPE files and (raw texts, processor); with a stored results folder's spm.model, that
+    model encodes the splits (a study continued elsewhere keeps its segmentation and dictionary)."""
+    import sentencepiece as spm
+
+    from ..raw_text import SPLIT_NAMES, find_split, prepare_bpe, read_lines
+
+    stored = os.path.join(opts.results, "spm.model") if opts.results else None
+    if not (stored and os.path.isfile(stored)):
+        texts, sp = prepare_bpe(opts.data_dir, opts.src, opts.tgt, lay.bpe, opts.vocab_size)
+        if opts.results:
+            os.makedirs(opts.results, exist_ok=True)
+            shutil.copyfile(lay.spm, stored)
+        return texts, sp
+    os.makedirs(lay.bpe, exist_ok=True)
+    shutil.copyfile(stored, lay.spm)
+    sp = spm.SentencePieceProcessor(model_file=lay.spm)
+    texts = {(split, lang): read_lines(find_split(opts.data_dir, names, lang))
+             for split, names in SPLIT_NAMES.items() for lang in (opts.src, opts.tgt)}
+    for (split, lang), lines in texts.items():
+        with open(os.path.join(lay.bpe, f"{split}.{lang}"), "w", encoding="utf-8") as f:
+            f.writelines(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines)
+    return texts, sp
+
+
 def preprocess_cmd(opts, lay: Layout) -> List[str]:
     cmd = pipeline.preprocess_command(opts.src, opts.tgt, lay.data_bin, os.path.join(lay.bpe, "train.capped"),
                                       os.path.join(lay.bpe, "valid"), None, workers=1)
@@ -305,7 +336,7 @@ def preprocess_cmd(opts, lay: Layout) -> List[str]:
 
 
 def train_cmd(opts, lay: Layout, system: StudySystem) -> List[str]:
-    flags = [*system.train_flags(), *shlex.split(OPTIMISATION), "--max-tokens", str(opts.max_tokens),
+    flags = [*system.train_flags(opts.size), *shlex.split(OPTIMISATION), "--max-tokens", str(opts.max_tokens),
              "--max-update", str(opts.max_update), "--validate-interval-updates", str(opts.validate_every),
              "--save-interval-updates", str(opts.validate_every), "--keep-interval-updates",
              str(opts.patience + 2), "--patience", str(opts.patience), "--log-interval", str(opts.validate_every),
@@ -322,7 +353,7 @@ def average_cmd(opts, lay: Layout, system: StudySystem) -> List[str]:
 
 def generate_cmd(opts, lay: Layout, checkpoint: str, test: str) -> List[str]:
     return pipeline.generate_command(lay.data_bin, checkpoint, ["--beam", str(opts.beam), "--max-tokens", "4000",
-                                                                *device_flags(opts)],
+                                                                "--max-len-b", str(opts.max_len_b), *device_flags(opts)],
                                      gen_subset=subset_index(TEST_SETS, test))
 
 
@@ -369,7 +400,7 @@ def model_parameters(checkpoint: str, data_bin: str) -> Dict[str, int]:
 
 def run_system(opts, lay: Layout, system: StudySystem, core: Optional[int]) -> dict:
     """Train, average, decode (and freeze) one system; its result.json holds what it cost and measured."""
-    if os.path.isfile(lay.result(system.key)):
+    if os.path.isfile(lay.result(system.key)) or (opts.results and import_system(opts, lay, system.key)):
         with open(lay.result(system.key)) as f:
             return json.load(f)
     sdir = lay.system_dir(system.key)
@@ -415,6 +446,8 @@ def run_system(opts, lay: Layout, system: StudySystem, core: Optional[int]) -> d
     result["seconds"] = round(time.time() - t0, 1)
     with open(lay.result(system.key), "w") as f:
         json.dump(result, f, indent=2)
+    if opts.results:
+        export_system(opts, lay, system.key)
     log(f"{system.key}: done in {result['seconds']:.0f} s")
     return result
 
@@ -470,6 +503,74 @@ def score(opts, lay: Layout, keys: List[str]) -> dict:
     return scores
 
 
+# ---- the results folder: what a study keeps (and a repository can commit) ---------------------------------
+
+def settings(opts) -> dict:
+    """What makes two systems' results comparable: a results folder holds one study's settings."""
+    return {"src": opts.src, "tgt": opts.tgt, "vocab_size": opts.vocab_size, "max_train_len": opts.max_train_len,
+            "max_tokens": opts.max_tokens, "max_update": opts.max_update, "validate_every": opts.validate_every,
+            "patience": opts.patience, "average": opts.average, "beam": opts.beam, "max_len_b": opts.max_len_b,
+            "size": SIZES[opts.size],
+            "optimisation": OPTIMISATION}
+
+
+def check_results_folder(opts) -> None:
+    path = os.path.join(opts.results, "study.json")
+    if not os.path.isfile(path):
+        return
+    with open(path) as f:
+        stored = json.load(f)["settings"]
+    differ = {k: (stored.get(k), v) for k, v in settings(opts).items() if stored.get(k) != v}
+    if differ:
+        raise UsageError(f"--results {opts.results} holds a study with other settings ("
+                         + "; ".join(f"{k}: {a!r} there, {b!r} here" for k, (a, b) in differ.items())
+                         + "): give the same options, or another --results folder")
+
+
+def hyp_lines(gen_out: str) -> List[str]:
+    return [f"H-{i}\t0\t{h}\n" for i, h in sorted(pipeline.hypotheses(gen_out).items())]
+
+
+def export_system(opts, lay: Layout, key: str) -> None:
+    """The system's result.json and its hypotheses (fairseq-generate's H- lines, gzipped) in --results."""
+    import gzip
+
+    target = os.path.join(opts.results, key)
+    os.makedirs(target, exist_ok=True)
+    shutil.copyfile(lay.result(key), os.path.join(target, "result.json"))
+    for test in TEST_SETS:
+        for frozen in (False, True):
+            gen = lay.gen(key, test, frozen)
+            if os.path.isfile(gen):
+                name = os.path.basename(gen).replace("generate.", "hyp.") + ".gz"
+                with gzip.GzipFile(os.path.join(target, name), "wb", compresslevel=9, mtime=0) as f:
+                    f.write("".join(hyp_lines(gen)).encode("utf-8"))  # mtime 0: the same bytes for the same lines
+
+
+def import_system(opts, lay: Layout, key: str) -> bool:
+    """A system finished earlier (its --results entry) restored into the study folder; False if none."""
+    import gzip
+
+    source = os.path.join(opts.results, key)
+    if not os.path.isfile(os.path.join(source, "result.json")):
+        return False
+    os.makedirs(lay.system_dir(key), exist_ok=True)
+    for name in os.listdir(source):
+        if name.startswith("hyp.") and name.endswith(".gz"):
+            with gzip.open(os.path.join(source, name), "rt", encoding="utf-8") as f, open(
+                    os.path.join(lay.system_dir(key), name[:-3].replace("hyp.", "generate.")), "w",
+                    encoding="utf-8") as out:
+                out.write(f.read())
+    shutil.copyfile(os.path.join(source, "result.json"), lay.result(key))
+    return True
+
+
+def write_study(opts, info: dict, meta: dict) -> None:
+    os.makedirs(opts.results, exist_ok=True)
+    with open(os.path.join(opts.results, "study.json"), "w") as f:
+        json.dump({"settings": settings(opts), "prepare": info, "meta": meta}, f, indent=2)
+
+
 # ---- the page ---------------------------------------------------------------------------------------
 
 def records(scores: dict, test: str) -> List[dict]:
@@ -505,6 +606,18 @@ def row_command(claim: Claim) -> str:
     return f"`posmix-claims --data-dir $MULTI30K --src de --tgt en --rows {claim.key}`"
 
 
+def base_size_saving(n: int = 128) -> float:
+    """Section 4.2's count at Base size: rPosNet's self-attention parameters trained vs frozen at N
+    positions (matrices and tables, as Table 8 counts them), on the meta device: a count needs no weights."""
+    from ..recipes.meta_model import meta_model
+
+    counts = []
+    for frozen in ([], ["--encoder-frozen-energy-positions", str(n), "--decoder-frozen-energy-positions", str(n)]):
+        layer = meta_model(["--arch", "rposnet_wmt_en_de", "--share-all-embeddings", *frozen], 1000).encoder.layers[0]
+        counts.append(sum(p.numel() for p in layer.self_attn.parameters() if p.dim() >= 2))
+    return 100 * (1 - counts[1] / counts[0])
+
+
 def claim_row(claim: Claim, scores: dict, results: Dict[str, dict]) -> str:
     label = SYSTEMS[claim.system].label if claim.system in SYSTEMS else ""
     base = SYSTEMS[claim.baseline].label if claim.baseline in SYSTEMS else ""
@@ -522,13 +635,20 @@ def claim_row(claim: Claim, scores: dict, results: Dict[str, dict]) -> str:
         return (f"| {claim.key} | {claim.text} | {claim.paper_figure} | {ours} | exact (no sampling) | "
                 f"{'holds' if ok else 'does not hold'} | {row_command(claim)} |")
     if claim.kind == "params":
-        if not all(k in results for k in (claim.system, claim.baseline)):
+        r = results.get("rposnet", {})
+        if not r.get("frozen"):
             return f"| {claim.key} | {claim.text} | {claim.paper_figure} | — | — | not run | {row_command(claim)} |"
-        a = results[claim.system]["parameters"]["self_attention"]
-        b = results[claim.baseline]["parameters"]["self_attention"]
-        return (f"| {claim.key} | {claim.text} | {claim.paper_figure} | self-attention parameters {a:,} ({label}) vs "
-                f"{b:,} ({base}): {100 * (a / b - 1):+.1f}% | exact (no sampling) | "
-                f"{'holds' if a < b else 'does not hold'} | {row_command(claim)} |")
+        trained, frozen = r["parameters"]["self_attention"], r["frozen"]["parameters"]["self_attention"]
+        saving = 100 * (1 - frozen / trained)
+        base = base_size_saving()
+        ours = (f"D = 128: {trained:,} → {frozen:,} self-attention parameters ({saving:.1f}% saved; the tables "
+                f"HK^N grow with the positions N the model must cover while the D^2 saved shrinks with D); "
+                f"Base size, same count: {base:.1f}% saved")
+        verdict_text = ("holds" if saving > 20 else
+                        f"holds at Base size ({base:.1f}%); does not hold at D = 128 ({saving:.1f}%)"
+                        if base > 20 else "does not hold")
+        return (f"| {claim.key} | {claim.text} | {claim.paper_figure} | {ours} | exact count (no sampling) | "
+                f"{verdict_text} | {row_command(claim)} |")
     s, b = cell(scores, claim.test, claim.system), cell(scores, claim.test, claim.baseline)
     p = p_value(scores, claim.test, claim.system, claim.baseline)
     if s is None or b is None or p is None:
@@ -573,15 +693,14 @@ def render(opts, lay: Layout, info: dict, scores: dict, results: Dict[str, dict]
         "",
         f"- **Generated**: {meta.get('date', time.strftime('%Y-%m-%d'))} on {meta.get('machine', machine())}.",
         f"- **Command**: `{meta.get('command', 'posmix-claims')}`",
-        f"- **Data**: Multi30k (task 1) {opts.src}→{opts.tgt}: {info['train_pairs']:,} training pairs, of which "
+        f"- **Data**: {opts.data_name} {opts.src}→{opts.tgt}: {info['train_pairs']:,} training pairs, of which "
         f"{info['train_pairs_kept']:,} have both sides within {info['max_train_len']} SentencePiece pieces (the "
         f"length cap every system trains with: the 90th percentile of the longer side); joint BPE "
-        f"{info['vocab_size']:,}. Test sets: `test` {sizes['test']} pairs (test_2016_flickr), `seen` "
+        f"{info['vocab_size']:,}. Test sets: `test` {sizes['test']} pairs (the test split), `seen` "
         f"{sizes['seen']} (source within the cap), `long` {sizes['long']} (source longer than any training "
         f"source), `concat` {sizes['concat']} (consecutive pairs joined; {info['concat_longer_than_cap']} "
         "of them longer than the cap).",
-        f"- **Scale**: every system at 3+3 layers, D = 128, FFN 256, 4 heads, dropout 0.1 (`MINI` in "
-        f"`harness/evaluation/claims.py`), Adam, lr 1e-3, inverse-sqrt schedule, {opts.max_tokens} tokens per "
+        f"- **Scale**: every system at {SIZE_TEXT[opts.size]}, Adam, lr 1e-3, inverse-sqrt schedule, {opts.max_tokens} tokens per "
         f"batch, one seed. Training stops when the validation loss has not improved for {opts.patience} "
         f"validations ({opts.validate_every} updates apart) or at {opts.max_update} updates; the model "
         f"decoded is the average of the best checkpoint and the {opts.average - 1} after it (GPA Section 5). "
@@ -674,6 +793,7 @@ def plan(opts, lay: Layout, keys: List[str]) -> str:
 def build_parser():
     p = command_parser("posmix-claims", __doc__)
     p.add_argument("--data-dir", metavar="DIR", help="raw parallel text: {train,val|valid|dev,test*}.{SRC,TGT}[.gz]")
+    p.add_argument("--data-name", default="Multi30k (task 1)", help="the data's name on the page")
     p.add_argument("--src", default="de", metavar="LANG", help="source language suffix of --data-dir's files")
     p.add_argument("--tgt", default="en", metavar="LANG", help="target language suffix")
     p.add_argument("--out", default="claims", metavar="DIR", help="the study's folder (relative to the current "
@@ -683,26 +803,34 @@ def build_parser():
     p.add_argument("--plan", action="store_true", help="print every command and the budget; run nothing")
     p.add_argument("--render-only", action="store_true", help="score and write the page from finished systems")
     p.add_argument("--page", metavar="FILE", help="write the page here (default: OUT/reproduction.md)")
+    p.add_argument("--results", metavar="DIR",
+                   help="keep each finished system's result and hypotheses here (small files a repository can "
+                        "commit); systems found here are not trained again, and a study continued on another "
+                        "machine encodes with the spm.model kept here")
     p.add_argument("--vocab-size", type=int, default=8000, help="joint SentencePiece BPE vocabulary")
     p.add_argument("--max-train-len", type=int, default=0,
                    help="length cap of the training pairs in pieces (0: the 90th percentile of the longer side)")
     p.add_argument("--max-tokens", type=int, default=4096, help="tokens per batch")
-    p.add_argument("--max-update", type=int, default=3000, help="the most updates a system trains")
-    p.add_argument("--validate-every", type=int, default=200, help="updates between validations / checkpoints")
+    p.add_argument("--max-update", type=int, default=2500, help="the most updates a system trains")
+    p.add_argument("--validate-every", type=int, default=100, help="updates between validations / checkpoints")
     p.add_argument("--patience", type=int, default=3,
                    help="stop after this many validations without a better validation loss")
     p.add_argument("--average", type=int, default=4, help="average the best checkpoint and the N-1 after it")
     p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--jobs", type=int, default=1, help="systems trained at once (each on its own core)")
+    p.add_argument("--max-len-b", type=int, default=200, help="fairseq-generate's --max-len-b (its default: 200)")
+    p.add_argument("--size", choices=sorted(SIZES), default="mini",
+                   help="mini: 3+3 layers, D = 128 (the study); tiny: 1+1, D = 32 (checks that the steps run)")
+    p.add_argument("--jobs", type=int, default=1, help="systems trained at once, each pinned to its own core (on "
+                   "a 2-vCPU machine whose vCPUs share a core, two jobs train no faster than one)")
     p.add_argument("--threads", type=int, default=0, help="torch threads per run (0: cores / jobs)")
-    p.add_argument("--seconds-per-update", type=float, default=0.6,
-                   help="--plan's estimate of one update's time (measured: 0.6 s on 2 CPU cores)")
+    p.add_argument("--seconds-per-update", type=float, default=1.7,
+                   help="--plan's estimate of one update's time (measured here: 1.6-1.9 s on a 2-core CPU)")
     p.add_argument("--cpu", action="store_true", default=None, help="train on the CPU (default: when no GPU)")
     return p
 
 
 def check_options(opts) -> None:
-    for name in ("vocab_size", "max_tokens", "max_update", "validate_every", "patience", "beam", "jobs"):
+    for name in ("vocab_size", "max_tokens", "max_update", "validate_every", "patience", "beam", "jobs", "max_len_b"):
         if getattr(opts, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(opts, name)})")
     for name in ("max_train_len", "threads"):
@@ -724,45 +852,61 @@ def main(argv: Optional[List[str]] = None):
     if opts.threads == 0:
         opts.threads = max(1, (os.cpu_count() or 1) // opts.jobs)
     lay = Layout(opts.out)
-    if not opts.render_only:
-        if not opts.data_dir:
-            raise UsageError("--data-dir is required: a folder of raw parallel text (e.g. Multi30k's data/task1/raw)")
-        if not os.path.isdir(opts.data_dir):
-            raise UsageError(f"--data-dir {opts.data_dir}: no such directory")
+    info_path = os.path.join(lay.bpe, "prepare.json")
+    needs_data = not (opts.render_only and os.path.isfile(info_path))
+    if needs_data and not opts.data_dir:
+        raise UsageError("--data-dir is required: a folder of raw parallel text (e.g. Multi30k's data/task1/raw)"
+                         + (f"; --render-only needs it too while {lay.out} holds no prepared study"
+                            if opts.render_only else ""))
+    if opts.data_dir and not os.path.isdir(opts.data_dir):
+        raise UsageError(f"--data-dir {opts.data_dir}: no such directory")
+    if opts.results:
+        check_results_folder(opts)
     if opts.cpu is None:
         opts.cpu = not _has_gpu()
     if opts.plan:
         print(plan(opts, lay, keys))
         return 0
-    info_path = os.path.join(lay.bpe, "prepare.json")
-    if opts.render_only:
-        if not os.path.isfile(info_path):
-            raise UsageError(f"--render-only: {lay.out} holds no prepared study (run without --render-only first)")
-    else:
+    if needs_data:
         log(f"prepare: {opts.data_dir} ({opts.src}->{opts.tgt})")
         info = prepare(opts, lay)
         log(f"  length cap {info['max_train_len']} pieces: {info['train_pairs_kept']:,} of {info['train_pairs']:,} "
             f"training pairs; test sets {info['test_sizes']}")
+    with open(info_path) as f:
+        info = json.load(f)
+    meta_path = os.path.join(lay.out, "meta.json")
+    if not opts.render_only:
         if not os.path.isfile(os.path.join(lay.data_bin, "dict." + opts.src + ".txt")):
             pipeline.run(preprocess_cmd(opts, lay), log=os.path.join(lay.out, "preprocess.log"))
-        meta_path = os.path.join(lay.out, "meta.json")
         with open(meta_path, "w") as f:
             json.dump({"date": time.strftime("%Y-%m-%d"), "machine": machine(),
                        "command": "posmix-claims " + shlex.join(sys.argv[1:] if argv is None else argv)}, f)
+        if opts.results:
+            write_study(opts, info, json.load(open(meta_path)))
         run_systems(opts, lay, keys)
-    with open(info_path) as f:
-        info = json.load(f)
-    done = [k for k in keys if os.path.isfile(lay.result(k))]
+    done = []
+    for k in keys:
+        if os.path.isfile(lay.result(k)):
+            if opts.results and not os.path.isfile(os.path.join(opts.results, k, "result.json")):
+                export_system(opts, lay, k)  # finished in a study folder before it had a results folder
+            done.append(k)
+        elif opts.results and import_system(opts, lay, k):
+            done.append(k)
     if not done:
-        raise UsageError(f"{lay.out}: no finished system to score")
+        raise UsageError(f"{lay.out}: no finished system to score" + (f" (nor in {opts.results})" if opts.results else ""))
     results = {}
     for k in done:
         with open(lay.result(k)) as f:
             results[k] = json.load(f)
-    meta_path = os.path.join(lay.out, "meta.json")
+    stored_meta = os.path.join(opts.results, "study.json") if opts.results else None
     if os.path.isfile(meta_path):
         with open(meta_path) as f:
             results["__meta__"] = json.load(f)
+    elif stored_meta and os.path.isfile(stored_meta):
+        with open(stored_meta) as f:
+            results["__meta__"] = json.load(f)["meta"]
+    if opts.results:
+        write_study(opts, info, results.get("__meta__", {}))
     scores = score(opts, lay, done)
     page = render(opts, lay, info, scores, results, done)
     target = opts.page or os.path.join(lay.out, "reproduction.md")
