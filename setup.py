@@ -22,6 +22,7 @@ setup(
         "posmix-attention=posmix_fairseq.harness.evaluation.attention:cli",
         "posmix-contrastive=posmix_fairseq.harness.evaluation.contrastive:cli",
         "posmix-reproduce=posmix_fairseq.harness.evaluation.reproduce:cli",
+        "posmix-claims=posmix_fairseq.harness.evaluation.claims:cli",
         "posmix-bench-kernels=posmix_fairseq.harness.benchmarks.kernels:cli",
         "posmix-bench-gpu=posmix_fairseq.harness.benchmarks.gpu:cli",
         "posmix-bench-decode=posmix_fairseq.harness.benchmarks.decode:cli",

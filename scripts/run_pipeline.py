@@ -1,17 +1,21 @@
 #!/usr/bin/env python
 """The main job: data -> fairseq-preprocess -> fairseq-train -> posmix-freeze -> fairseq-generate ->
 sacreBLEU, for a small Transformer and a small rPosNet, then the search-time (frozen) rPosNet made
-from the trained one (GPA Sections 4.1-4.2), with a side-by-side table:
-scores, parameters at training and at search, decoding tokens/s (fairseq-generate's own count),
-and how many of the frozen model's translations equal the trained model's.
+from the trained one (GPA Sections 4.1-4.2), with a side-by-side table: BLEU on two test sets (the
+test split, drawn like the training data, and a set of sentences longer than any in training),
+parameters at training and at search, decoding tokens/s (fairseq-generate's own count), and how many
+of the frozen model's translations equal the trained model's. A line above the table says what the
+corpus stresses and where each system is expected to be weak.
 
     python scripts/run_pipeline.py                       # embedded synthetic corpus (default)
     python scripts/run_pipeline.py --data-dir ../shared/data/multi30k --src en --tgt de
 
 Without --data-dir, a deterministic synthetic corpus is generated (posmix_fairseq.harness.toy_corpus: a
-seeded grammar whose target needs word reordering). With --data-dir, raw parallel text is read
+seeded grammar whose target needs word reordering by word category; its long split joins clauses into
+sentences longer than any training sentence). With --data-dir, raw parallel text is read
 from DIR/{train,val|valid,test*}.{src,tgt}[.gz], a joint SentencePiece BPE model is trained on
-the training split, and BLEU/chrF are computed on detokenized output against the raw references.
+the training split, BLEU/chrF are computed on detokenized output against the raw references, and the
+second test set is PEA's concatenated test set (consecutive test pairs joined).
 Every step runs the real fairseq command line, as a user would.
 """
 import argparse
@@ -26,6 +30,16 @@ from posmix_fairseq.harness import pipeline
 SMALL = ("--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 "
          "--encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 --encoder-attention-heads 4 "
          "--decoder-attention-heads 4 --dropout 0.1").split()
+STRESS = {  # what each corpus stresses, printed above the table
+    "toy": "Corpus: synthetic, reordering by word category (adjectives after their noun, verbs to the clause "
+           "end): where a target word comes from depends on token identity, which content-based attention "
+           "(Transformer) reads and position-only self-attention (rPosNet) leaves to cross-attention, so rPosNet "
+           "is expected to trail on `test`; `long` holds sentences longer than any in training (length "
+           "generalisation, what relative position models are built for).",
+    "real": "Corpus: real text; `long` is PEA's concatenated test set (consecutive test pairs joined, mostly longer "
+            "than the training sentences). Small models and few updates: early training, not a ranking "
+            "(docs/reproduction.md has converged runs).",
+}
 SYSTEMS = {  # label -> fairseq-train flags
     "Transformer": ["--arch", "posmix_transformer_iwslt_de_en"],
     "rPosNet": ["--arch", "rposnet_iwslt_de_en"],
@@ -102,6 +116,26 @@ def hypotheses(generate_out, n, sp):
     return [sp.decode(h.split()) for h in out] if sp is not None else out
 
 
+def table_text(results: dict, max_update: int) -> str:
+    """The job's table: a row per system, BLEU on both test sets."""
+    def cell(value, fmt):
+        return "—" if value is None else format(value, fmt)
+
+    header = (f"| system | BLEU test | BLEU long | chrF test | valid loss | valid nll (bits) | params (training) | "
+              f"params (search) | train time ({max_update} updates) | decoding tokens/s | "
+              f"same translations as trained |")
+    rows = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        train_seconds = r.get("train_seconds")
+        rows.append(f"| {name} | {r['bleu_test']:.2f} | {r['bleu_long']:.2f} | {r['chrf']:.2f} | "
+                    f"{cell(r.get('valid_loss'), '.3f')} | "
+                    f"{cell(r.get('valid_nll'), '.3f')} | {cell(r.get('params_train'), ',')} | "
+                    f"{r['params_search']:,} | {cell(train_seconds and round(train_seconds), ',')}"
+                    f"{'' if train_seconds is None else ' s'} | {cell(r['decode_tokens_per_second'], '.1f')} | "
+                    f"{r.get('same_translations', '—')} |")
+    return "\n".join(rows)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", help="raw parallel text (default: the embedded synthetic corpus)")
@@ -130,45 +164,53 @@ def main():
     os.makedirs(raw, exist_ok=True)
     t_start = time.time()
     sp = None
+    from posmix_fairseq.harness.raw_text import read_lines
+
     if args.data_dir:
         log(f"data: {args.data_dir} ({args.src}->{args.tgt}), SentencePiece BPE {args.vocab_size}")
+        from posmix_fairseq.harness.evaluation.concat_testset import concatenate_pairs
         from posmix_fairseq.harness.raw_text import prepare_bpe
 
         texts, sp = prepare_bpe(args.data_dir, args.src, args.tgt, raw, args.vocab_size, args.max_train_sentences)
-        references = texts[("test", args.tgt)]
+        joined = concatenate_pairs(texts[("test", args.src)], texts[("test", args.tgt)])
+        for lang, lines in zip((args.src, args.tgt), joined):
+            with open(os.path.join(raw, f"long.{lang}"), "w", encoding="utf-8") as f:
+                f.writelines(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines)
+        references = {"test": texts[("test", args.tgt)], "long": joined[1]}
+        stress = STRESS["real"]
     else:
         from posmix_fairseq.harness.toy_corpus import write_corpus
 
-        log("data: embedded synthetic reordering corpus (20,000 train / 500 valid / 500 test pairs)")
-        write_corpus(raw, seed=1, src=args.src, tgt=args.tgt)
-        from posmix_fairseq.harness.raw_text import read_lines
-
-        references = read_lines(os.path.join(raw, f"test.{args.tgt}"))
+        log("data: embedded synthetic reordering corpus (20,000 train / 500 valid / 500 test pairs, 300 long pairs)")
+        write_corpus(raw, seed=1, src=args.src, tgt=args.tgt, long_split=True)
+        references = {t: read_lines(os.path.join(raw, f"{t}.{args.tgt}")) for t in ("test", "long")}
+        stress = STRESS["toy"]
 
     log("fairseq-preprocess")
-    pipeline.preprocess(args.src, args.tgt, data_bin, f"{raw}/train", f"{raw}/valid", f"{raw}/test", workers=2,
-                        log=os.path.join(out, "preprocess.log"))
+    pipeline.preprocess(args.src, args.tgt, data_bin, f"{raw}/train", f"{raw}/valid", f"{raw}/test,{raw}/long",
+                        workers=2, log=os.path.join(out, "preprocess.log"))
 
     import sacrebleu
 
     def decode(name, checkpoint):
         # fairseq-generate's defaults but the beam (its default, 5, unless --beam) and the batch size: what a
         # user runs, so the frozen-vs-trained check holds for the lengths fairseq-generate allows (max-len-b 200)
-        log(f"fairseq-generate {name} (beam {args.beam})")
-        gen_out = os.path.join(out, f"generate.{name.replace(' ', '_')}.txt")
-        gen_log = os.path.join(out, f"generate.{name.replace(' ', '_')}.log")  # fairseq's log lines
-        pipeline.generate(data_bin, checkpoint, gen_out, ["--beam", str(args.beam), "--max-tokens", "4000", "--cpu"],
-                          log=gen_log)
-        hyps = hypotheses(gen_out, len(references), sp)
-        with open(os.path.join(out, f"hyp.{name.replace(' ', '_')}.txt"), "w", encoding="utf-8") as f:
-            f.writelines(h + "\n" for h in hyps)
-        tokens_per_second, _ = decoding_speed(gen_log)
-        return gen_out, {
-            "bleu": sacrebleu.corpus_bleu(hyps, [references]).score,
-            "chrf": sacrebleu.corpus_chrf(hyps, [references]).score,
-            "params_search": model_parameters(checkpoint, data_bin),
-            "decode_tokens_per_second": tokens_per_second,
-        }
+        outputs, scores = {}, {"params_search": model_parameters(checkpoint, data_bin)}
+        for test, subset in (("test", "test"), ("long", "test1")):
+            log(f"fairseq-generate {name} on {test} (beam {args.beam})")
+            stem = f"{name.replace(' ', '_')}.{test}"
+            gen_out, gen_log = os.path.join(out, f"generate.{stem}.txt"), os.path.join(out, f"generate.{stem}.log")
+            pipeline.generate(data_bin, checkpoint, gen_out, ["--beam", str(args.beam), "--max-tokens", "4000", "--cpu"],
+                              gen_subset=subset, log=gen_log)
+            hyps = hypotheses(gen_out, len(references[test]), sp)
+            with open(os.path.join(out, f"hyp.{stem}.txt"), "w", encoding="utf-8") as f:
+                f.writelines(h + "\n" for h in hyps)
+            outputs[test] = gen_out
+            scores[f"bleu_{test}"] = sacrebleu.corpus_bleu(hyps, [references[test]]).score
+            if test == "test":
+                scores["chrf"] = sacrebleu.corpus_chrf(hyps, [references[test]]).score
+                scores["decode_tokens_per_second"] = decoding_speed(gen_log)[0]
+        return outputs, scores
 
     results = {}
     for name, flags in systems.items():
@@ -186,7 +228,7 @@ def main():
             env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")})
         train_time = time.time() - t0
         checkpoint = os.path.join(save_dir, "checkpoint_last.pt")
-        gen_out, scores = decode(name, checkpoint)
+        gen_outs, scores = decode(name, checkpoint)
         valid_loss, valid_nll = last_valid_losses(train_log)
         results[name] = dict(scores, params_train=count_params(train_log), valid_loss=valid_loss,
                              valid_nll=valid_nll, train_seconds=train_time, updates=args.max_update)
@@ -197,33 +239,26 @@ def main():
         if not pipeline.freeze(checkpoint, frozen, log=os.path.join(out, f"freeze.{name}.log")):
             log(f"  {name} has no position-only energies (aPosNet / rPosNet): nothing to freeze")
             continue
-        frozen_out, frozen_scores = decode(f"{name} frozen", frozen)
-        trained_hyps, frozen_hyps = pipeline.hypotheses(gen_out), pipeline.hypotheses(frozen_out)
-        same = sum(trained_hyps[i] == frozen_hyps.get(i) for i in trained_hyps)
-        results[f"{name} frozen"] = dict(frozen_scores, same_translations=f"{same}/{len(trained_hyps)}")
+        frozen_outs, frozen_scores = decode(f"{name} frozen", frozen)
+        same = total = 0
+        for test in ("test", "long"):
+            trained_hyps, frozen_hyps = pipeline.hypotheses(gen_outs[test]), pipeline.hypotheses(frozen_outs[test])
+            same += sum(trained_hyps[i] == frozen_hyps.get(i) for i in trained_hyps)
+            total += len(trained_hyps)
+        results[f"{name} frozen"] = dict(frozen_scores, same_translations=f"{same}/{total}")
 
-    def cell(value, fmt):
-        return "—" if value is None else format(value, fmt)
-
-    header = (f"| system | BLEU | chrF | valid loss | valid nll (bits) | params (training) | params (search) | "
-              f"train time ({args.max_update} updates) | decoding tokens/s | same translations as trained |")
-    rows = [header, "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, r in results.items():
-        train_seconds = r.get("train_seconds")
-        rows.append(f"| {name} | {r['bleu']:.2f} | {r['chrf']:.2f} | {cell(r.get('valid_loss'), '.3f')} | "
-                    f"{cell(r.get('valid_nll'), '.3f')} | {cell(r.get('params_train'), ',')} | "
-                    f"{r['params_search']:,} | {cell(train_seconds and round(train_seconds), ',')}"
-                    f"{'' if train_seconds is None else ' s'} | {cell(r['decode_tokens_per_second'], '.1f')} | "
-                    f"{r.get('same_translations', '—')} |")
-    table = "\n".join(rows)
+    table = table_text(results, args.max_update)
     with open(os.path.join(out, "results.md"), "w") as f:
-        f.write(table + "\n")
+        f.write(stress + "\n\n" + table + "\n")
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(results, f, indent=2)
     print()
+    print(stress)
+    print()
     print(table)
-    print(f"\nsacreBLEU on the test split ({len(references)} sentences); decoding tokens/s as fairseq-generate "
-          f"reports it (beam {args.beam}, CPU); everything in {out}; total {time.time() - t_start:.0f} s")
+    print(f"\nsacreBLEU on `test` ({len(references['test'])} sentences) and `long` ({len(references['long'])}); "
+          f"decoding tokens/s as fairseq-generate reports it on `test` (beam {args.beam}, CPU); everything in {out}; "
+          f"total {time.time() - t_start:.0f} s. Real data, converged: docs/reproduction.md")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,16 @@
-"""A deterministic synthetic parallel corpus whose translation needs word reordering.
+"""A deterministic synthetic parallel corpus built to separate content-based from position-based mixing.
 
 Source (English-like, SVO):  det adj* noun [prep det adj* noun] verb det adj* noun [adv] [conj clause]
 Target (German/French-like): every word translated by a fixed lexicon, adjectives AFTER their
 noun, the verb at the END of its clause (subject object [adv] verb), plural nouns marked by a
-separate suffix token. A model must know where words are to translate, so position modelling
-matters. Same seed -> same corpus, on any machine.
+separate suffix token. Same seed -> same corpus, on any machine.
+
+What it stresses: where a target word's source lies depends on the word's *category*, i.e. on token
+identity (an adjective moves behind its noun, a verb to its clause's end). Content-based attention
+(the Transformer's) finds that source directly; position-only self-attention (aPosNet, rPosNet) cannot
+look at the tokens when it mixes them and leaves the reordering to cross-attention, so it is expected to
+trail here. The ``long`` test split holds sentences longer than any in training (clauses joined by
+conjunctions): it tests what position-based and relative attention are built for, length generalisation.
 """
 import argparse
 import os
@@ -81,11 +87,28 @@ class ToyGrammar:
             yield " ".join(s), " ".join(t)
 
 
+    def long_sentences(self, n: int, seed: int, longer_than: int):
+        """``n`` pairs whose source has more than ``longer_than`` words: clauses joined by conjunctions, as the
+        grammar joins two, until the source is long enough."""
+        rng = random.Random(seed)
+        for _ in range(n):
+            src, tgt = self.clause(rng, 0)
+            while len(src) <= longer_than:
+                conj = self._pick(rng, "conj")
+                s2, t2 = self.clause(rng, 0)
+                src += [conj[0]] + s2
+                tgt += [conj[1]] + t2
+            yield " ".join(src), " ".join(tgt)
+
+
 SPLITS = {"train": (20000, 11), "valid": (500, 12), "test": (500, 13)}
+LONG_SPLIT = ("long", 300, 14)  # name, pairs, seed offset
 
 
-def write_corpus(out_dir: str, seed: int = 1, sizes: Dict[str, int] = None, src: str = "src", tgt: str = "tgt"):
-    """Write {train,valid,test}.{src,tgt} to ``out_dir``; returns the paths' prefix dict."""
+def write_corpus(out_dir: str, seed: int = 1, sizes: Dict[str, int] = None, src: str = "src", tgt: str = "tgt",
+                 long_split: bool = False):
+    """Write {train,valid,test}.{src,tgt} to ``out_dir`` (with ``long_split``, also long.{src,tgt}: sources longer
+    than every training source); returns the paths' prefix dict."""
     os.makedirs(out_dir, exist_ok=True)
     grammar = ToyGrammar(seed)
     prefixes = {}
@@ -97,6 +120,16 @@ def write_corpus(out_dir: str, seed: int = 1, sizes: Dict[str, int] = None, src:
                 fs.write(s + "\n")
                 ft.write(t + "\n")
         prefixes[split] = os.path.join(out_dir, split)
+    if long_split:
+        with open(os.path.join(out_dir, f"train.{src}")) as f:
+            longest = max(len(line.split()) for line in f)
+        name, default_n, split_seed = LONG_SPLIT
+        with open(os.path.join(out_dir, f"{name}.{src}"), "w") as fs, \
+                open(os.path.join(out_dir, f"{name}.{tgt}"), "w") as ft:
+            for s, t in grammar.long_sentences((sizes or {}).get(name, default_n), seed * 1000 + split_seed, longest):
+                fs.write(s + "\n")
+                ft.write(t + "\n")
+        prefixes[name] = os.path.join(out_dir, name)
     return prefixes
 
 

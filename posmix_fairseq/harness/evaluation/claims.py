@@ -816,7 +816,7 @@ def build_parser():
     p.add_argument("--patience", type=int, default=3,
                    help="stop after this many validations without a better validation loss")
     p.add_argument("--average", type=int, default=4, help="average the best checkpoint and the N-1 after it")
-    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--beam", type=int, default=5, help="beam size of fairseq-generate")
     p.add_argument("--max-len-b", type=int, default=200, help="fairseq-generate's --max-len-b (its default: 200)")
     p.add_argument("--size", choices=sorted(SIZES), default="mini",
                    help="mini: 3+3 layers, D = 128 (the study); tiny: 1+1, D = 32 (checks that the steps run)")
