@@ -225,7 +225,7 @@ def main():
             "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens), "--max-update", str(args.max_update),
             "--no-epoch-checkpoints", "--no-progress-bar", "--log-interval", "100",
             "--seed", "1", "--num-workers", "0", "--cpu"], log=train_log, on_line=progress(args.max_update),
-            env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")})
+            env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
         train_time = time.time() - t0
         checkpoint = os.path.join(save_dir, "checkpoint_last.pt")
         gen_outs, scores = decode(name, checkpoint)

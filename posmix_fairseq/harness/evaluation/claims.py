@@ -63,6 +63,8 @@ TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-
         "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
         "--decoder-attention-heads 2 --dropout 0.1")
 SIZES = {"mini": MINI, "small": SMALL, "tiny": TINY}
+#: one update of 4,096 tokens, one thread of a 2-core x86-64 CPU (the plan's estimate)
+SECONDS_PER_UPDATE = {"mini": 1.8, "small": 0.55, "tiny": 0.05}
 SIZE_TEXT = {"mini": "3+3 layers, D = 128, FFN 256, 4 heads, dropout 0.1 (`--size mini`)",
              "small": "3+3 layers, D = 64, FFN 256, 4 heads, dropout 0.1 (`--size small`)",
              "tiny": "1+1 layers, D = 32 (`--size tiny`: a check that the steps run, not a measurement)"}
@@ -789,8 +791,9 @@ def plan(opts, lay: Layout, keys: List[str]) -> str:
             lines.append(shlex.join(pipeline.freeze_command(os.path.join(lay.system_dir(k), "averaged.pt"),
                                                             os.path.join(lay.system_dir(k), "search.pt"))))
     lines.append("# then posmix-score per test set (BLEU, chrF++, 95% intervals, paired p-values) and the page")
-    budget = opts.max_update * len(keys) * opts.seconds_per_update / max(opts.jobs, 1)
-    lines.append(f"# at most {opts.max_update} updates per system; at {opts.seconds_per_update:g} s per update "
+    per_update = opts.seconds_per_update or SECONDS_PER_UPDATE[opts.size]
+    budget = opts.max_update * len(keys) * per_update / max(opts.jobs, 1)
+    lines.append(f"# at most {opts.max_update} updates per system; at {per_update:g} s per update "
                  f"(--seconds-per-update) that is at most {budget / 3600:.1f} h of training")
     return "\n".join(lines)
 
@@ -812,7 +815,7 @@ def build_parser():
                    help="keep each finished system's result and hypotheses here (small files a repository can "
                         "commit); systems found here are not trained again, and a study continued on another "
                         "machine encodes with the spm.model kept here")
-    p.add_argument("--vocab-size", type=int, default=8000, help="joint SentencePiece BPE vocabulary")
+    p.add_argument("--vocab-size", type=int, default=4000, help="joint SentencePiece BPE vocabulary")
     p.add_argument("--max-train-len", type=int, default=0,
                    help="length cap of the training pairs in pieces (0: the 90th percentile of the longer side)")
     p.add_argument("--max-tokens", type=int, default=4096, help="tokens per batch")
@@ -823,13 +826,15 @@ def build_parser():
     p.add_argument("--average", type=int, default=4, help="average the best checkpoint and the N-1 after it")
     p.add_argument("--beam", type=int, default=5, help="beam size of fairseq-generate")
     p.add_argument("--max-len-b", type=int, default=200, help="fairseq-generate's --max-len-b (its default: 200)")
-    p.add_argument("--size", choices=sorted(SIZES), default="mini",
-                   help="mini: 3+3 layers, D = 128 (the study); tiny: 1+1, D = 32 (checks that the steps run)")
+    p.add_argument("--size", choices=sorted(SIZES), default="small",
+                   help="small: 3+3 layers, D = 64 (the grid that fits a 2-core CPU); mini: 3+3, D = 128; "
+                        "tiny: 1+1, D = 32 (checks that the steps run)")
     p.add_argument("--jobs", type=int, default=1, help="systems trained at once, each pinned to its own core (on "
                    "a 2-vCPU machine whose vCPUs share a core, two jobs train no faster than one)")
     p.add_argument("--threads", type=int, default=0, help="torch threads per run (0: cores / jobs)")
-    p.add_argument("--seconds-per-update", type=float, default=1.7,
-                   help="--plan's estimate of one update's time (measured here: 1.6-1.9 s on a 2-core CPU)")
+    p.add_argument("--seconds-per-update", type=float, default=0.0,
+                   help="--plan's estimate of one update's time (0: the size's time measured on a 2-core CPU, "
+                        "one thread: small 0.55 s, mini 1.8 s)")
     p.add_argument("--cpu", action="store_true", default=None, help="train on the CPU (default: when no GPU)")
     return p
 
@@ -846,8 +851,8 @@ def check_options(opts) -> None:
                          f"the ones after it that training keeps (got {opts.average})")
     if opts.validate_every > opts.max_update:
         raise UsageError(f"--validate-every {opts.validate_every} is more than --max-update {opts.max_update}")
-    if not opts.seconds_per_update > 0 or math.isinf(opts.seconds_per_update):
-        raise UsageError(f"--seconds-per-update must be a positive number (got {opts.seconds_per_update})")
+    if not opts.seconds_per_update >= 0 or math.isinf(opts.seconds_per_update):
+        raise UsageError(f"--seconds-per-update must be a number >= 0 (got {opts.seconds_per_update})")
 
 
 def main(argv: Optional[List[str]] = None):
@@ -879,6 +884,9 @@ def main(argv: Optional[List[str]] = None):
             f"training pairs; test sets {info['test_sizes']}")
     with open(info_path) as f:
         info = json.load(f)
+    if opts.results and not os.path.isfile(os.path.join(opts.results, "spm.model")):
+        os.makedirs(opts.results, exist_ok=True)
+        shutil.copyfile(lay.spm, os.path.join(opts.results, "spm.model"))
     meta_path = os.path.join(lay.out, "meta.json")
     if not opts.render_only:
         if not os.path.isfile(os.path.join(lay.data_bin, "dict." + opts.src + ".txt")):
