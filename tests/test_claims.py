@@ -4,7 +4,6 @@ the length-capped splits, the page, and a study continued from its results folde
 trains to convergence."""
 import gzip
 import json
-import os
 import re
 import subprocess
 import sys

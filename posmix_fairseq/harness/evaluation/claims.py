@@ -1,23 +1,23 @@
 """``posmix-claims``: the five papers' headline claims, measured on one real corpus, and the page that
 gives each claim its verdict (``docs/reproduction.md``).
 
-    posmix-claims --data-dir DIR --src de --tgt en --plan        # every command, the budget, nothing run
-    posmix-claims --data-dir DIR --src de --tgt en --out claims  # prepare, train, decode, score, render
-    posmix-claims --data-dir DIR --src de --tgt en --rows gpa-1  # only the systems one row needs
-    posmix-claims --out claims --render-only --page docs/reproduction.md
+    posmix-claims --data-dir DIR --plan                      # every command and the budget; runs nothing
+    posmix-claims --data-dir DIR --out claims --results R    # prepare, train, decode, score, write the page
+    posmix-claims --data-dir DIR --rows gpa-1,pea-2          # only the systems those rows compare
+    posmix-claims --data-dir DIR --results R --render-only   # the page from the finished systems
 
-DIR holds raw parallel text ``{train, val|valid|dev, test*}.{src,tgt}[.gz]`` (Multi30k's raw release, for
-example). The study, one set of steps for every system:
+DIR holds raw parallel text ``{train, val|valid|dev, test*}.{src,tgt}[.gz]`` (Multi30k's raw release; de->en
+by default). The study, the same steps for every system:
 
 1. a joint SentencePiece BPE model on the training split; training pairs longer than ``--max-train-len``
-   pieces on either side are left out (PEA Section 4.1 trains with a length cap to test positions never
-   seen in training; one cap for every system keeps the grid to one training set);
+   pieces on either side are left out (PEA's length analysis trains with a length cap to test positions
+   never seen in training; one cap for every system keeps the grid to one training set);
 2. four test sets: the whole test split (``test``), its pairs whose source fits the cap (``seen``), those
    whose source is longer than any training source (``long``), and PEA's concatenated test set
    (``concat``: consecutive pairs joined, as ``posmix-concat-testset`` writes it);
 3. ``fairseq-train`` per system until validation stops improving (``--patience`` validations without a
    better validation loss, checked every ``--validate-every`` updates, at most ``--max-update``
-   updates); the final model averages the best checkpoint and the ones after it (GPA Section 5's rule);
+   updates); the model decoded averages the best checkpoint and the ones after it (GPA Section 5's rule);
 4. ``fairseq-generate`` with beam search on the four test sets; rPosNet is also frozen
    (``posmix-freeze``) and decoded, and its translations compared with the trained model's;
 5. ``posmix-score``: BLEU and chrF++ with 95% intervals (paired bootstrap, 1,000 resamples) and paired
@@ -25,8 +25,11 @@ example). The study, one set of steps for every system:
 6. the page: one row per claim, the paper's figure beside ours, and a verdict by the rule in
    :func:`verdict`.
 
-Each step skips what an earlier run finished (its output exists), so a stopped run continues where it
-stopped. ``--jobs 2`` trains two systems at once, each process on one thread and pinned to its own core.
+Each step skips what an earlier run finished, so a stopped run continues where it stopped. ``--results``
+keeps what a finished system measured (its result and its hypotheses, gzipped; the study's spm.model
+and settings): small files a repository can commit, from which a study continues on another machine
+and the page is rewritten. ``--jobs 2`` trains two systems at once, each on one thread pinned to its own
+core (on a 2-vCPU machine whose vCPUs share a physical core this is no faster than one).
 """
 import json
 import math
@@ -35,18 +38,18 @@ import platform
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 from .. import pipeline
 from ..command import UsageError, build_parser as command_parser, console
 from .paper_tables import GPA, HC, APE as PEA, POSNET, RPE as RECPE
 
-#: the size every system trains at on a CPU: 3+3 layers, D = 128 (the arch's other settings as registered)
+#: 3+3 layers, D = 128: the size of docs/benchmarks.md's early-training tables (the arch's other settings as
+#: registered); on a 2-core CPU one system needs over an hour to reach a validation plateau
 MINI = ("--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 "
         "--encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 --encoder-attention-heads 4 "
         "--decoder-attention-heads 4 --dropout 0.1")
@@ -414,7 +417,8 @@ def run_system(opts, lay: Layout, system: StudySystem, core: Optional[int]) -> d
     os.makedirs(sdir, exist_ok=True)
     env = {"OMP_NUM_THREADS": str(opts.threads)}
     launcher = ["taskset", "-c", str(core)] if core is not None and shutil.which("taskset") else []
-    result = {"system": system.key, "label": system.label, "command": shlex.join(train_cmd(opts, lay, system)),
+    result = {"system": system.key, "label": system.label, "train_flags": shlex.join(train_cmd(opts, lay, system)[
+        train_cmd(opts, lay, system).index("--arch"):]),
               "threads": opts.threads, "core": core}
 
     def run(cmd, **kw):
@@ -634,7 +638,7 @@ def claim_row(claim: Claim, scores: dict, results: Dict[str, dict]) -> str:
     if claim.kind == "frozen":
         r = results.get("rposnet", {}).get("frozen")
         if not r:
-            return f"| {claim.key} | {claim.text} | {claim.paper_figure} | — | — | not run | {row_command(claim)} |"
+            return f"| {claim.key} | {claim.text} | {claim.paper_figure} | — | — | not run yet | {row_command(claim)} |"
         trained = results["rposnet"]["parameters"]["all"]
         ours = (f"{r['same_translations']}/{r['sentences']} test translations identical; parameters "
                 f"{trained:,} → {r['parameters']['all']:,} ({100 * (r['parameters']['all'] / trained - 1):+.1f}%)")
@@ -644,7 +648,7 @@ def claim_row(claim: Claim, scores: dict, results: Dict[str, dict]) -> str:
     if claim.kind == "params":
         r = results.get("rposnet", {})
         if not r.get("frozen"):
-            return f"| {claim.key} | {claim.text} | {claim.paper_figure} | — | — | not run | {row_command(claim)} |"
+            return f"| {claim.key} | {claim.text} | {claim.paper_figure} | — | — | not run yet | {row_command(claim)} |"
         trained, frozen = r["parameters"]["self_attention"], r["frozen"]["parameters"]["self_attention"]
         saving = 100 * (1 - frozen / trained)
         base = base_size_saving()
@@ -659,7 +663,7 @@ def claim_row(claim: Claim, scores: dict, results: Dict[str, dict]) -> str:
     s, b = cell(scores, claim.test, claim.system), cell(scores, claim.test, claim.baseline)
     p = p_value(scores, claim.test, claim.system, claim.baseline)
     if s is None or b is None or p is None:
-        return f"| {claim.key} | {claim.text} | {claim.paper_figure} | — | — | not run | {row_command(claim)} |"
+        return f"| {claim.key} | {claim.text} | {claim.paper_figure} | — | — | not run yet | {row_command(claim)} |"
     diff = s["score"] - b["score"]
     margin = f"; margin {claim.margin:g}" if claim.expect in ("no_worse", "same") else ""
     ours = (f"{label} {fmt_score(s)} vs {base} {fmt_score(b)} BLEU on `{claim.test}`: "
@@ -686,7 +690,6 @@ def systems_table(scores: dict, results: Dict[str, dict], keys: List[str]) -> Li
 
 
 def render(opts, lay: Layout, info: dict, scores: dict, results: Dict[str, dict], keys: List[str]) -> str:
-    measured = [c for c in CLAIMS if c.kind != "not_measured"]
     rows_by_paper: Dict[str, List[str]] = {}
     for c in CLAIMS:
         rows_by_paper.setdefault(c.paper, []).append(claim_row(c, scores, results))
@@ -699,7 +702,8 @@ def render(opts, lay: Layout, info: dict, scores: dict, results: Dict[str, dict]
         "code measures on real data. Generated by `posmix-claims` (the command below); do not edit by hand.",
         "",
         f"- **Generated**: {meta.get('date', time.strftime('%Y-%m-%d'))} on {meta.get('machine', machine())}.",
-        f"- **Command**: `{meta.get('command', 'posmix-claims')}`",
+        f"- **Command**: `{canonical_command(opts)}` (`$MULTI30K`: below; about "
+        f"{total_hours(results):.1f} h of training and decoding for the systems here, one after another)",
         f"- **Data**: {opts.data_name} {opts.src}→{opts.tgt}: {info['train_pairs']:,} training pairs, of which "
         f"{info['train_pairs_kept']:,} have both sides within {info['max_train_len']} SentencePiece pieces (the "
         f"length cap every system trains with: the 90th percentile of the longer side); joint BPE "
@@ -721,8 +725,10 @@ def render(opts, lay: Layout, info: dict, scores: dict, results: Dict[str, dict]
         "(`$MULTI30K`: a folder of Multi30k's raw `{train,val,test_2016_flickr}.{de,en}`; users fetch it from the "
         "multi30k/dataset repository, `data/task1/raw`).",
         "",
-        f"{sum(1 for c in measured)} of {len(CLAIMS)} claims measured here; "
-        f"{sum(1 for c in CLAIMS if c.kind == 'not_measured')} need a GPU and the papers' data.",
+        progress_line(results, keys),
+        "",
+        "How the study's settings were chosen, and where the papers leave a choice open: "
+        "[choices](choices.md#the-claims-study-posmix-claims-reproduction).",
         "",
     ]
     for paper, rows in rows_by_paper.items():
@@ -730,14 +736,50 @@ def render(opts, lay: Layout, info: dict, scores: dict, results: Dict[str, dict]
                 "| row | claim | the paper | ours | rule | verdict | command |", "|---|---|---|---|---|---|---|",
                 *rows, ""]
     out += ["## Every system on every test set", "",
-            "BLEU ± 95% interval on each test set; what each run cost (wall time on the machine above, "
-            f"{opts.jobs} run(s) at a time, {opts.threads} thread(s) each).", "",
+            "BLEU ± 95% interval on each test set; what each run cost (wall time on the machine above, one run "
+            "at a time on one torch thread unless a row's system says otherwise).", "",
             *systems_table(scores, results, keys), ""]
     if "rposnet" in results and results["rposnet"].get("frozen"):
         fr = results["rposnet"]["frozen"]
         out += [f"rPosNet frozen (`posmix-freeze`): {fr['same_translations']}/{fr['sentences']} translations of "
                 f"`test` identical to the trained model's; {fr['parameters']['all']:,} parameters.", ""]
     return "\n".join(out) + "\n"
+
+
+def progress_line(results: Dict[str, dict], keys: List[str]) -> str:
+    """How many rows are measured, how many wait for systems not trained yet, how many need a GPU."""
+    done = set(k for k in results if k != "__meta__")
+    gpu = [c for c in CLAIMS if c.kind == "not_measured"]
+    ready = [c for c in CLAIMS if c.kind != "not_measured" and set(c.systems()) <= done]
+    with_intervals = [c for c in ready if c.kind == "bleu"]
+    pending = sorted(set(k for c in CLAIMS for k in c.systems()) - done, key=list(SYSTEMS).index)
+    line = (f"**{len(ready)} of {len(CLAIMS)} rows measured** ({len(with_intervals)} with intervals); "
+            f"{len(CLAIMS) - len(ready) - len(gpu)} wait for systems not trained yet; {len(gpu)} need a GPU "
+            "and the papers' data.")
+    if pending:
+        line += (" Systems still to train (the command above continues with them, keeping the finished ones): "
+                 + ", ".join(SYSTEMS[k].label for k in pending) + ".")
+    return line
+
+
+def canonical_command(opts) -> str:
+    """The command that regenerates the page, without this machine's paths: the options that differ from
+    their defaults, the data as $MULTI30K."""
+    parser = build_parser()
+    words = ["posmix-claims", "--data-dir", "$MULTI30K"]
+    for action in parser._actions:
+        if not action.option_strings or action.dest in ("data_dir", "out", "page", "results", "render_only", "plan",
+                                                        "help", "version", "quiet", "debug", "cpu", "threads",
+                                                        "jobs", "seconds_per_update", "rows", "systems"):
+            continue
+        value = getattr(opts, action.dest, None)
+        if value != action.default:
+            words += [action.option_strings[-1], str(value)]
+    return " ".join(words + ["--results", "examples/claims/results", "--page", "docs/reproduction.md"])
+
+
+def total_hours(results: Dict[str, dict]) -> float:
+    return sum(r.get("seconds", 0) for k, r in results.items() if k != "__meta__") / 3600
 
 
 def machine() -> str:
