@@ -674,8 +674,9 @@ def claim_row(claim: Claim, scores: dict, results: Dict[str, dict]) -> str:
 
 def systems_table(scores: dict, results: Dict[str, dict], keys: List[str]) -> List[str]:
     lines = ["| system | " + " | ".join(f"BLEU `{t}`" for t in TEST_SETS) + " | chrF++ `test` | parameters | "
-             "self-attention parameters | updates (best / run) | stopped by | train time | decode time (4 sets) |",
-             "|---|" + "---|" * (len(TEST_SETS) + 7)]
+             "self-attention parameters | updates (best / run) | stopped by | best valid loss (change over its last "
+             "3 validations) | train time | decode time (4 sets) |",
+             "|---|" + "---|" * (len(TEST_SETS) + 8)]
     for k in keys:
         r = results.get(k)
         if not r:
@@ -684,9 +685,21 @@ def systems_table(scores: dict, results: Dict[str, dict], keys: List[str]) -> Li
         stop = "patience" if r.get("stopped_by_patience") else "--max-update"
         lines.append(f"| {SYSTEMS[k].label} | {bleu} | {fmt_score(cell(scores, 'test', k, 'chrF2++'))} | "
                      f"{r['parameters']['all']:,} | {r['parameters']['self_attention']:,} | "
-                     f"{r['best_update']} / {r['last_update']} | {stop} | {r['train_seconds'] / 60:.1f} min | "
+                     f"{r['best_update']} / {r['last_update']} | {stop} | {plateau(r)} | "
+                     f"{r['train_seconds'] / 60:.1f} min | "
                      f"{r['decode_seconds'] / 60:.1f} min |")
     return lines
+
+
+def plateau(result: dict) -> str:
+    """The best validation loss and how much the loss fell over the last three validations before the best
+    (a run stopped by the update cap while still falling has not reached its plateau)."""
+    losses = [loss for _, loss in result.get("validations", [])]
+    if not losses:
+        return "—"
+    best = losses.index(min(losses))
+    before = losses[max(0, best - 3)]
+    return f"{losses[best]:.3f} ({losses[best] - before:+.3f})"
 
 
 def render(opts, lay: Layout, info: dict, scores: dict, results: Dict[str, dict], keys: List[str]) -> str:
