@@ -548,7 +548,13 @@ def export_system(opts, lay: Layout, key: str) -> None:
 
     target = os.path.join(opts.results, key)
     os.makedirs(target, exist_ok=True)
-    shutil.copyfile(lay.result(key), os.path.join(target, "result.json"))
+    with open(lay.result(key)) as f:
+        result = json.load(f)
+    if "command" in result:  # the full command names this machine's paths; the flags are what matters
+        words = shlex.split(result.pop("command"))
+        result["train_flags"] = shlex.join(words[words.index("--arch"):])
+    with open(os.path.join(target, "result.json"), "w") as f:
+        json.dump(result, f, indent=2)
     for test in TEST_SETS:
         for frozen in (False, True):
             gen = lay.gen(key, test, frozen)
@@ -578,6 +584,7 @@ def import_system(opts, lay: Layout, key: str) -> bool:
 
 def write_study(opts, info: dict, meta: dict) -> None:
     os.makedirs(opts.results, exist_ok=True)
+    meta = {k: v for k, v in meta.items() if k != "command"}  # the command line names this machine's paths
     with open(os.path.join(opts.results, "study.json"), "w") as f:
         json.dump({"settings": settings(opts), "prepare": info, "meta": meta}, f, indent=2)
 
