@@ -80,6 +80,7 @@ class CommandParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         ns, rest = super().parse_known_args(args, namespace)
+        check_languages(self, ns)
         if getattr(ns, "quiet", False):
             logging.disable(logging.INFO)  # only warnings and errors: lines a user acts on
         return ns, rest
@@ -97,6 +98,44 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-q", "--quiet", action="store_true",
                        help="no log lines from the libraries below the command (only their warnings and errors)")
     group.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
+class DeprecatedSpelling(argparse.Action):
+    """An old spelling of an option: stores its value under the new option's destination and prints one
+    line on stderr naming the spelling to use. Hidden from ``--help``."""
+
+    def __init__(self, option_strings, dest, use: str = "", **kwargs):
+        kwargs.setdefault("help", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+        self.use = use
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: {option_string} is deprecated here; use {self.use}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_language_options(parser: argparse.ArgumentParser, required: bool = False, source_default: Optional[str] = None,
+                         target_default: Optional[str] = None, what: str = "") -> None:
+    """``-s/--source-lang`` and ``-t/--target-lang`` (fairseq's spelling: a language code, never a file),
+    with ``--src`` / ``--tgt`` accepted as deprecated spellings. In every posmix command, ``--src`` and
+    ``--ref`` name files (posmix-score, posmix-concat-testset)."""
+    for short, long, old, default, side in (("-s", "--source-lang", "--src", source_default, "source"),
+                                            ("-t", "--target-lang", "--tgt", target_default, "target")):
+        dest = long[2:].replace("-", "_")
+        parser.add_argument(short, long, dest=dest, default=default,
+                            metavar="LANG", help=f"{side} language code{what}, e.g. " + ("en" if side == "source" else "de"))
+        parser.add_argument(old, dest=dest, action=DeprecatedSpelling, use=f"{short}/{long}", metavar="LANG")
+    if required:  # either spelling gives the value, so argparse's own "required" cannot say it: check_languages
+        parser.set_defaults(_languages_required=True)
+
+
+def check_languages(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The usage error argparse would give for a required language that none of its spellings gave."""
+    if getattr(args, "_languages_required", False):
+        missing = [flag for flag, dest in (("-s/--source-lang", "source_lang"), ("-t/--target-lang", "target_lang"))
+                   if getattr(args, dest, None) is None]
+        if missing:
+            parser.error(f"the following arguments are required: {', '.join(missing)}")
 
 
 def build_parser(prog: str, doc: Optional[str], **kwargs) -> CommandParser:
