@@ -17,6 +17,7 @@ import gzip
 import io
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -98,6 +99,92 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-q", "--quiet", action="store_true",
                        help="no log lines from the libraries below the command (only their warnings and errors)")
     group.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
+# -- numbers -------------------------------------------------------------------------------------------
+
+class Number:
+    """An argparse ``type``: a number of ``kind`` (int or float) within its valid range, checked while the
+    options are parsed, before any work. A value that is not a number, not finite, or out of range is
+    argparse's usage error (exit status 2) naming the option and the range:
+    ``argument --runs: 0 is out of range: must be an integer >= 1``."""
+
+    def __init__(self, kind=int, low=None, high=None, low_open: bool = False, high_open: bool = False):
+        self.kind, self.low, self.high, self.low_open, self.high_open = kind, low, high, low_open, high_open
+        self.__name__ = "integer" if kind is int else "number"
+
+    def describe(self) -> str:
+        what = "an integer" if self.kind is int else "a finite number"
+        if self.low is not None and self.high is not None:
+            lo, hi = ("above " if self.low_open else "from "), (" (exclusive)" if self.high_open else "")
+            return f"must be {what} {lo}{self.low} to {self.high}{hi}"
+        if self.low is not None:
+            return f"must be {what} {'>' if self.low_open else '>='} {self.low}"
+        if self.high is not None:
+            return f"must be {what} {'<' if self.high_open else '<='} {self.high}"
+        return f"must be {what}"
+
+    def __call__(self, text) -> object:
+        try:
+            value = self.kind(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number: {self.describe()}") from None
+        if self.kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text} is not finite: {self.describe()}")
+        low_bad = self.low is not None and (value < self.low or (self.low_open and value == self.low))
+        high_bad = self.high is not None and (value > self.high or (self.high_open and value == self.high))
+        if low_bad or high_bad:
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {self.describe()}")
+        return value
+
+    def out_of_range(self) -> List[str]:
+        """Values just outside the range (and "nan" for a float): what a test feeds the option."""
+        step = 1 if self.kind is int else 0.5
+        bad = []
+        if self.low is not None:
+            bad.append(str(self.low if self.low_open else self.low - step))
+        if self.high is not None:
+            bad.append(str(self.high if self.high_open else self.high + step))
+        return bad + (["nan"] if self.kind is float else ["x"])
+
+    def __repr__(self):
+        return f"Number({self.describe()})"
+
+
+POSITIVE_INT = Number(int, 1)
+NON_NEGATIVE_INT = Number(int, 0)
+POSITIVE_FLOAT = Number(float, 0, low_open=True)
+
+
+class NumberList:
+    """An argparse ``type``: a comma-separated list of numbers, each a :class:`Number` of ``item``, of
+    ``length`` items if given, strictly increasing if ``increasing`` (an inverted range is refused)."""
+
+    def __init__(self, item: Number, increasing: bool = False, length: Optional[int] = None):
+        self.item, self.increasing, self.length = item, increasing, length
+        self.__name__ = "list"
+
+    def __call__(self, text) -> list:
+        parts = [x.strip() for x in str(text).split(",")]
+        if self.length is not None and len(parts) != self.length:
+            raise argparse.ArgumentTypeError(f"{text!r}: give {self.length} comma-separated values")
+        values = []
+        for part in parts:
+            try:
+                values.append(self.item(part))
+            except argparse.ArgumentTypeError as e:
+                raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+        if self.increasing and any(b <= a for a, b in zip(values, values[1:])):
+            raise argparse.ArgumentTypeError(f"{text!r}: the values must increase (each larger than the one before)")
+        return values
+
+    def out_of_range(self) -> List[str]:
+        """Items out of range, and (``increasing``) a valid pair in inverted order."""
+        bad = list(self.item.out_of_range())
+        if self.increasing:
+            first = (self.item.low or 0) + (1 if self.item.kind is int else 0.5)
+            bad.append(f"{first * 2},{first}")
+        return bad
 
 
 class DeprecatedSpelling(argparse.Action):
