@@ -32,6 +32,7 @@ setup(
         "posmix-plot=posmix_fairseq.harness.figures.plot:cli",
         "posmix-forward-time=posmix_fairseq.harness.evaluation.forward_time:cli",
         "posmix-ngram-orders=posmix_fairseq.harness.evaluation.ngram_orders:cli",
+        "posmix-options=posmix_fairseq.harness.options:cli",
     ]},
     # triton: the GPU kernels (posmix_fairseq.kernels runs without it); Linux x86-64 wheels only, and the
     # version must be the one the installed torch requires (3.6 for torch 2.11, 3.7.1 for torch 2.13).

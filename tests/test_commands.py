@@ -76,8 +76,8 @@ def undocumented(parser, where=""):
     return missing
 
 
-def test_the_entry_points_are_the_eighteen_commands():
-    assert len(SCRIPTS) == 18 and all(name.startswith("posmix-") for name in SCRIPTS)
+def test_the_entry_points_are_the_nineteen_commands():
+    assert len(SCRIPTS) == 19 and all(name.startswith("posmix-") for name in SCRIPTS)
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
