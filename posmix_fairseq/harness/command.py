@@ -202,24 +202,26 @@ class DeprecatedSpelling(argparse.Action):
 
 
 def add_language_options(parser: argparse.ArgumentParser, required: bool = False, source_default: Optional[str] = None,
-                         target_default: Optional[str] = None, what: str = "") -> None:
+                         target_default: Optional[str] = None, what: str = "",
+                         dests: Sequence[str] = ("source_lang", "target_lang")) -> None:
     """``-s/--source-lang`` and ``-t/--target-lang`` (fairseq's spelling: a language code, never a file),
     with ``--src`` / ``--tgt`` accepted as deprecated spellings. In every posmix command, ``--src`` and
-    ``--ref`` name files (posmix-score, posmix-concat-testset)."""
-    for short, long, old, default, side in (("-s", "--source-lang", "--src", source_default, "source"),
-                                            ("-t", "--target-lang", "--tgt", target_default, "target")):
-        dest = long[2:].replace("-", "_")
-        parser.add_argument(short, long, dest=dest, default=default,
-                            metavar="LANG", help=f"{side} language code{what}, e.g. " + ("en" if side == "source" else "de"))
+    ``--ref`` name files (posmix-score, posmix-concat-testset). ``required``: checked by
+    :func:`check_languages` (argparse's own check cannot see the old spellings)."""
+    for short, long, old, default, side, dest in (("-s", "--source-lang", "--src", source_default, "source", dests[0]),
+                                                  ("-t", "--target-lang", "--tgt", target_default, "target", dests[1])):
+        parser.add_argument(short, long, dest=dest, default=default, metavar="LANG",
+                            help=f"{side} language code{what}, e.g. " + ("en" if side == "source" else "de"))
         parser.add_argument(old, dest=dest, action=DeprecatedSpelling, use=f"{short}/{long}", metavar="LANG")
-    if required:  # either spelling gives the value, so argparse's own "required" cannot say it: check_languages
-        parser.set_defaults(_languages_required=True)
+    if required:
+        parser.set_defaults(_languages_required=tuple(dests))
 
 
 def check_languages(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The usage error argparse would give for a required language that none of its spellings gave."""
-    if getattr(args, "_languages_required", False):
-        missing = [flag for flag, dest in (("-s/--source-lang", "source_lang"), ("-t/--target-lang", "target_lang"))
+    dests = getattr(args, "_languages_required", None)
+    if dests:
+        missing = [flag for flag, dest in zip(("-s/--source-lang", "-t/--target-lang"), dests)
                    if getattr(args, dest, None) is None]
         if missing:
             parser.error(f"the following arguments are required: {', '.join(missing)}")

@@ -35,7 +35,7 @@ from ..recipes.grid_plan import grid_summary
 from ..recipes.settings import resolve
 from ..recipes.stages import Runner, Stages, run_recipe
 from .paper_tables import PAPER_NUMBERS, TABLES, System, Table, paper_short_name
-from ..command import build_parser as command_parser, console
+from ..command import add_language_options, build_parser as command_parser, console
 
 ROOT = PACKAGE_ROOT  # the checkout: its examples/ hold the recipes
 DEFAULT_DATA = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
@@ -384,10 +384,8 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--throughput", type=float, default=DEFAULT_THROUGHPUT,
                    help="--plan: the training tokens per second per GPU that its GPU-hours assume "
                         f"(default: {DEFAULT_THROUGHPUT:,.0f}, an assumption, not a measurement)")
-    p.add_argument("-s", "--source-lang", "--src", dest="src", default="en",
-                   help="tiny scale: source language code, the suffix of --data-dir's files (default: en)")
-    p.add_argument("-t", "--target-lang", "--tgt", dest="tgt", default="de",
-                   help="tiny scale: target language code (default: de)")
+    add_language_options(p, source_default="en", target_default="de", dests=("src", "tgt"),
+                         what=" (tiny scale: the suffix of --data-dir's files)")
     p.add_argument("--size", choices=["mini", "tiny"], default="mini",
                    help="tiny scale: recipe SIZE (mini: 3+3 layers, D=128; tiny: 1+1 layers, D=32, for tests)")
     p.add_argument("--max-update", type=int, default=300, help="tiny scale: updates per system")

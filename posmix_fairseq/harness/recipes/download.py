@@ -563,14 +563,14 @@ def main(argv: Optional[List[str]] = None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("task", choices=sorted(TASKS))
     p.add_argument("raw_dir")
-    add_language_options(p, required=True)
+    add_language_options(p, required=True, dests=("src", "tgt"))
     p.add_argument("--paper", default="", help="whose data selection (e.g. hc: WMT14 En-Fr's subset)")
     p.add_argument("--mtdata", action="store_true",
                    help="fetch the corpora mtdata indexes through it (pip install mtdata); the others as without it")
     a = p.parse_args(argv)
     check_languages(p, a)
     os.makedirs(a.raw_dir, exist_ok=True)
-    download(a.task, a.raw_dir, a.source_lang, a.target_lang, a.paper, a.mtdata)
+    download(a.task, a.raw_dir, a.src, a.tgt, a.paper, a.mtdata)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ OUT/spm.model (joint) or OUT/spm.{src,tgt}.model (separate), and OUT/raw/test.{s
 as read, for scoring; a Romanian reference gets the same Romanian normalisation, since the model never
 sees diacritics: scoring against the reference with them would count every diacritic as an error).
 
-    python -m posmix_fairseq.harness.recipes.prepare_data RAW OUT --src de --tgt en --lowercase --moses --vocab-size 10000
+    python -m posmix_fairseq.harness.recipes.prepare_data RAW OUT -s de -t en --lowercase --moses --vocab-size 10000
 """
 import argparse
 import os
@@ -23,6 +23,7 @@ from typing import Dict, List
 
 import sentencepiece as spm
 
+from ..command import add_language_options, check_languages
 from ..raw_text import SPLIT_NAMES, find_split, read_lines
 
 
@@ -118,8 +119,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("raw")
     p.add_argument("out")
-    p.add_argument("--src", required=True)
-    p.add_argument("--tgt", required=True)
+    add_language_options(p, required=True, dests=("src", "tgt"))
     p.add_argument("--vocab-size", type=int, default=32000)
     p.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
     p.add_argument("--separate", action="store_true", help="one subword model per language")
@@ -132,6 +132,7 @@ def main():
     p.add_argument("--test-name", default="", help="RAW/<NAME>.{src,tgt} as the test set (e.g. newstest_all)")
     p.add_argument("--max-eval-sentences", type=int, default=0, help="keep the first N valid/test pairs (0: all)")
     a = p.parse_args()
+    check_languages(p, a)
     if a.vocab_size < 50:
         raise SystemExit(f"--vocab-size must be >= 50 (got {a.vocab_size})")
     if a.target_vocab_size and not a.separate:
