@@ -366,3 +366,53 @@ def test_missing_learned_models_end_the_command_with_the_reason(tmp_path, capsys
                         "--bleurt-checkpoint", str(tmp_path / "nowhere"), "--paired-bs-n", "0"])
     assert "BLEURT was asked for (--metrics) and cannot be computed" in str(e.value.code)
     assert "--bleurt-checkpoint" in str(e.value.code) and capsys.readouterr().out == ""
+
+
+def sacrebleu_private_uses(source: str):
+    """Attribute accesses ``X._name`` (not dunder) where X is a name imported from sacreBLEU, a call of one,
+    or a variable assigned such a call: uses of sacreBLEU's private API."""
+    import ast
+
+    tree = ast.parse(source)
+    names = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and (node.module or "").startswith("sacrebleu") for alias in node.names}
+    names |= {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+              for alias in node.names if alias.name.startswith("sacrebleu")}
+
+    def from_sacrebleu(node):
+        if isinstance(node, ast.Call):
+            node = node.func
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id in names
+
+    for node in ast.walk(tree):  # variables holding a sacreBLEU object
+        if isinstance(node, ast.Assign) and from_sacrebleu(node.value):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return sorted(f"line {node.lineno}: .{node.attr}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                  and from_sacrebleu(node.value))
+
+
+def test_the_commands_use_only_sacrebleus_public_api():
+    """sacreBLEU is required as >= 2 without an upper bound: its private methods may change in any release,
+    so no command calls them (the old chrF-per-order code did: it is caught by this check)."""
+    import glob
+
+    old = "counter = CHRF(char_order=8)\nstats = counter._extract_corpus_statistics(h, r)\nCHRF()._compute_f_score(s)\n"
+    assert sacrebleu_private_uses("from sacrebleu.metrics import CHRF\n" + old) == [
+        "line 3: ._extract_corpus_statistics", "line 4: ._compute_f_score"]
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for path in glob.glob(os.path.join(repo, "posmix_fairseq", "**", "*.py"), recursive=True):
+        assert sacrebleu_private_uses(open(path, encoding="utf-8").read()) == [], path
+
+
+def test_ngram_orders_chrf_per_order():
+    """Identical text: 100 at every order; a changed word: below 100 at every order."""
+    from posmix_fairseq.harness.evaluation import ngram_orders
+
+    refs = ["the cat sat on the mat", "a dog ran in the park"]
+    same = ngram_orders.chrf_by_order(refs, refs, [1, 6, 12], [1, 2, 3])
+    assert same == {"char": [100.0, 100.0, 100.0], "word": [100.0, 100.0, 100.0]}
+    other = ngram_orders.chrf_by_order(["the cat sat on the rug", "a dog ran in the park"], refs, [1, 6], [1, 2])
+    assert all(0 < x < 100 for x in other["char"] + other["word"])

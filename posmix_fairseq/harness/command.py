@@ -156,15 +156,33 @@ NON_NEGATIVE_INT = Number(int, 0)
 POSITIVE_FLOAT = Number(float, 0, low_open=True)
 
 
+def checked_text(check: Callable[[str], object]) -> Callable[[str], str]:
+    """An argparse ``type`` from a function that raises ValueError for a malformed value: the text itself,
+    once ``check`` accepts it; its message becomes argparse's usage error (exit status 2) naming the option."""
+
+    def convert(text: str) -> str:
+        try:
+            check(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return text
+
+    convert.__name__ = getattr(check, "__name__", "value")
+    return convert
+
+
 class NumberList:
     """An argparse ``type``: a comma-separated list of numbers, each a :class:`Number` of ``item``, of
-    ``length`` items if given, strictly increasing if ``increasing`` (an inverted range is refused)."""
+    ``length`` items if given, strictly increasing if ``increasing`` (an inverted range is refused); an
+    empty text is the empty list if ``allow_empty``."""
 
-    def __init__(self, item: Number, increasing: bool = False, length: Optional[int] = None):
-        self.item, self.increasing, self.length = item, increasing, length
+    def __init__(self, item: Number, increasing: bool = False, length: Optional[int] = None, allow_empty: bool = False):
+        self.item, self.increasing, self.length, self.allow_empty = item, increasing, length, allow_empty
         self.__name__ = "list"
 
     def __call__(self, text) -> list:
+        if self.allow_empty and not str(text).strip():
+            return []
         parts = [x.strip() for x in str(text).split(",")]
         if self.length is not None and len(parts) != self.length:
             raise argparse.ArgumentTypeError(f"{text!r}: give {self.length} comma-separated values")

@@ -36,6 +36,7 @@ from ..recipes.settings import resolve
 from ..recipes.stages import Runner, Stages, run_recipe
 from .paper_tables import PAPER_NUMBERS, TABLES, System, Table, paper_short_name
 from ..command import add_language_options, build_parser as command_parser, console
+from ..command import POSITIVE_FLOAT, POSITIVE_INT
 
 ROOT = PACKAGE_ROOT  # the checkout: its examples/ hold the recipes
 DEFAULT_DATA = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
@@ -381,17 +382,17 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--out", default=os.path.join("runs", "reproduce"),
                    help="the runs' folder, relative to the current directory (default: runs/reproduce)")
     p.add_argument("--data-dir", default=DEFAULT_DATA, help="tiny scale: raw corpus (default: the shared Multi30k)")
-    p.add_argument("--throughput", type=float, default=DEFAULT_THROUGHPUT,
+    p.add_argument("--throughput", type=POSITIVE_FLOAT, default=DEFAULT_THROUGHPUT,
                    help="--plan: the training tokens per second per GPU that its GPU-hours assume "
                         f"(default: {DEFAULT_THROUGHPUT:,.0f}, an assumption, not a measurement)")
     add_language_options(p, source_default="en", target_default="de", dests=("src", "tgt"),
                          what=" (tiny scale: the suffix of --data-dir's files)")
     p.add_argument("--size", choices=["mini", "tiny"], default="mini",
                    help="tiny scale: recipe SIZE (mini: 3+3 layers, D=128; tiny: 1+1 layers, D=32, for tests)")
-    p.add_argument("--max-update", type=int, default=300, help="tiny scale: updates per system")
-    p.add_argument("--max-train", type=int, default=30000, help="tiny scale: training pairs (Multi30k has 29k)")
-    p.add_argument("--max-eval", type=int, default=1000, help="tiny scale: valid/test pairs")
-    p.add_argument("--vocab", type=int, default=8000, help="tiny scale: BPE vocabulary")
+    p.add_argument("--max-update", type=POSITIVE_INT, default=300, help="tiny scale: updates per system")
+    p.add_argument("--max-train", type=POSITIVE_INT, default=30000, help="tiny scale: training pairs (Multi30k has 29k)")
+    p.add_argument("--max-eval", type=POSITIVE_INT, default=1000, help="tiny scale: valid/test pairs")
+    p.add_argument("--vocab", type=POSITIVE_INT, default=8000, help="tiny scale: BPE vocabulary")
     p.add_argument("--render-only", action="store_true", help="print the table from the scores already in --out")
     p.add_argument("--paper-only", action="store_true",
                    help="with --render-only: print the paper's numbers even when --out holds no results of ours")

@@ -33,6 +33,7 @@ from .generate_output import GenerateOutput, read_generate_output
 from .metrics import (ALL_METRICS, BLEU_TOKENIZERS, LEARNED_METRICS, SACREBLEU_METRICS, BleurtScorer, CometScorer,
                       MetricUnavailable, format_signature, resolve_gpus, sacrebleu_metric)
 from .significance import paired_approximate_randomization, paired_bootstrap, sacrebleu_seed
+from ..command import NON_NEGATIVE_INT, Number, POSITIVE_INT
 
 SACREBLEU_ORDER = ["BLEU", "chrF2++", "chrF2", "TER"]
 RAW_HINT = "pass the raw text (the recipes' prep/raw/test.LANG), not the subword-encoded file"
@@ -368,12 +369,12 @@ def build_parser():
                    help="a COMET-family model (COMET, CometKiwi, XCOMET): a directory as COMET stores it, its .ckpt, "
                         "or a name in the local Hugging Face cache; repeat for several")
     p.add_argument("--bleurt-checkpoint", help="local bleurt-pytorch model directory (e.g. BLEURT-20)")
-    p.add_argument("--batch-size", type=int, default=16, help="COMET/BLEURT sentences per batch")
-    p.add_argument("--gpus", type=int, default=None,
+    p.add_argument("--batch-size", type=POSITIVE_INT, default=16, help="COMET/BLEURT sentences per batch")
+    p.add_argument("--gpus", type=Number(int, 0, 1), default=None,
                    help="COMET/BLEURT on 1 GPU or 0 (CPU); default: the GPU when CUDA is visible")
-    p.add_argument("--paired-bs-n", type=int, default=1000, metavar="N",
+    p.add_argument("--paired-bs-n", type=NON_NEGATIVE_INT, default=1000, metavar="N",
                    help="paired bootstrap resamples, as sacreBLEU's --paired-bs-n (0: off)")
-    p.add_argument("--paired-ar-n", type=int, default=10000, metavar="N",
+    p.add_argument("--paired-ar-n", type=NON_NEGATIVE_INT, default=10000, metavar="N",
                    help="paired approximate randomization trials, as sacreBLEU's --paired-ar-n (0: off)")
     p.add_argument("--csv", metavar="FILE", help="write one row per system x metric (x baseline) here ('-': stdout)")
     p.add_argument("--json", metavar="FILE", help="write the full result here ('-': stdout)")

@@ -37,6 +37,7 @@ from ...tasks.translation import source_prefix_length
 from .. import pipeline
 from ..command import add_language_options, check_languages
 from .position_limits import Limit, position_limits
+from ..command import NON_NEGATIVE_INT, Number, POSITIVE_INT
 
 RAISED_MINIMUM = 1024   # raised limits are at least fairseq's default max positions
 
@@ -155,11 +156,11 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--subset", default="test")
     p.add_argument("--out", required=True, help="fairseq-generate's output goes here")
     p.add_argument("--untranslated", required=True, help="JSON: ids not translated, the limit and the reason")
-    p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--lenpen", type=float, default=1.0)
-    p.add_argument("--max-len-a", type=float, default=1.0)
-    p.add_argument("--max-len-b", type=int, default=50)
-    p.add_argument("--max-tokens", type=int, default=8000)
+    p.add_argument("--beam", type=POSITIVE_INT, default=5)
+    p.add_argument("--lenpen", type=Number(float), default=1.0)
+    p.add_argument("--max-len-a", type=Number(float, 0), default=1.0)
+    p.add_argument("--max-len-b", type=NON_NEGATIVE_INT, default=50)
+    p.add_argument("--max-tokens", type=POSITIVE_INT, default=8000)
     p.add_argument("--device-flags", default="", help="e.g. '--cpu' or '--fp16'")
     p.add_argument("extra", nargs="*", help="after '--': more fairseq-generate flags")
     a = p.parse_args(argv)

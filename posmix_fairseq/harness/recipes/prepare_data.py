@@ -25,6 +25,7 @@ import sentencepiece as spm
 
 from ..command import add_language_options, check_languages
 from ..raw_text import SPLIT_NAMES, find_split, read_lines
+from ..command import NON_NEGATIVE_INT, POSITIVE_INT
 
 
 ROMANIAN_COMMA = str.maketrans({"\u015e": "\u0218", "\u015f": "\u0219", "\u0162": "\u021a", "\u0163": "\u021b"})
@@ -120,17 +121,17 @@ def main():
     p.add_argument("raw")
     p.add_argument("out")
     add_language_options(p, required=True, dests=("src", "tgt"))
-    p.add_argument("--vocab-size", type=int, default=32000)
+    p.add_argument("--vocab-size", type=POSITIVE_INT, default=32000)
     p.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
     p.add_argument("--separate", action="store_true", help="one subword model per language")
-    p.add_argument("--target-vocab-size", type=int, default=0, help="with --separate: the target's size (default: "
+    p.add_argument("--target-vocab-size", type=NON_NEGATIVE_INT, default=0, help="with --separate: the target's size (default: "
                                                                     "--vocab-size)")
     p.add_argument("--romanian", action="store_true", help="Sennrich et al. (2016)'s WMT16 En-Ro preprocessing")
     p.add_argument("--moses", action="store_true", help="Moses punctuation normalisation + tokenisation")
     p.add_argument("--lowercase", action="store_true")
-    p.add_argument("--max-train-sentences", type=int, default=0, help="keep the first N training pairs (0: all)")
+    p.add_argument("--max-train-sentences", type=NON_NEGATIVE_INT, default=0, help="keep the first N training pairs (0: all)")
     p.add_argument("--test-name", default="", help="RAW/<NAME>.{src,tgt} as the test set (e.g. newstest_all)")
-    p.add_argument("--max-eval-sentences", type=int, default=0, help="keep the first N valid/test pairs (0: all)")
+    p.add_argument("--max-eval-sentences", type=NON_NEGATIVE_INT, default=0, help="keep the first N valid/test pairs (0: all)")
     a = p.parse_args()
     check_languages(p, a)
     if a.vocab_size < 50:
