@@ -8,6 +8,13 @@ stderr, without a traceback unless ``--debug`` is given. Every parser made by :f
 prints plain-text help (reST markup stripped) with each option's default, and has ``--version``,
 ``--quiet`` and ``--debug``. A file argument ``-`` is stdin (inputs) or stdout (outputs).
 
+Every numeric option takes a :class:`Number` or :class:`NumberList` type (``POSITIVE_INT``, ...): a zero,
+a negative, NaN, text or an inverted list is argparse's usage error (exit status 2) naming the option and
+its range, before any work; ``tests/test_bad_numbers.py`` feeds every such option of every command values
+just outside its range. Languages are ``-s/--source-lang`` and ``-t/--target-lang`` (fairseq's spelling,
+:func:`add_language_options`); ``--src``/``--ref`` are files. posmix-freeze's "nothing to freeze" is exit
+status 3 (``pipeline.NOTHING_TO_FREEZE``), neither a failure nor a usage error.
+
 This module is part of the library floor: it imports nothing heavy (no torch, no fairseq), so
 ``--help`` and the commands that score text files start in a fraction of a second.
 """
