@@ -186,15 +186,19 @@ def test_lines_fairseq_generate_decoded_are_never_decoded_twice(spm_generate, tm
         length_bins.main([spm_generate["bpe"], "--spm-model", spm_generate["spm"], "--count", "pieces"])
 
 
-def test_bad_input_errors(tmp_path):
+def test_bad_input_errors(tmp_path, capsys):
+    from posmix_fairseq.harness.command import UsageError
+
     srcs, refs, good, _ = _corpus(5)
     g = _write_gen(tmp_path / "g.txt", srcs, refs, good)
-    with pytest.raises(SystemExit, match="--metrics: unknown"):
+    with pytest.raises(UsageError, match="--metrics: unknown"):  # bad option values: usage errors, exit status 2
         score_mod.main([g, "--metrics", "bleu,meteor"])
-    with pytest.raises(SystemExit, match="--tokenize 'foo': valid values are 13a, intl, zh"):
+    with pytest.raises(UsageError, match="--tokenize 'foo': valid values are 13a, intl, zh"):
         score_mod.main([g, "--tokenize", "foo"])
-    with pytest.raises(SystemExit, match="--paired-ar-n must be >= 0"):
+    with pytest.raises(SystemExit) as usage:
         score_mod.main([g, "--paired-ar-n", "-1"])
+    assert usage.value.code == 2
+    assert "argument --paired-ar-n: -1 is out of range: must be an integer >= 0" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:  # fairseq's values only: a file after it is a usage error
         score_mod.main(["--remove-bpe", g])
     assert usage.value.code == 2
@@ -210,8 +214,10 @@ def test_bad_input_errors(tmp_path):
     missing.write_text("".join(line for line in open(g) if not line.startswith(("H-2\t", "D-2\t"))))
     with pytest.raises(SystemExit, match=r"ids \[2\] are missing.*required-batch-size-multiple 1"):
         score_mod.main([str(missing), "--remove-bpe"])
-    with pytest.raises(SystemExit, match="--gpus 2: valid values are 0"):
+    with pytest.raises(SystemExit) as usage:
         score_mod.main([g, "--remove-bpe", "--metrics", "bleu,comet", "--gpus", "2"])
+    assert usage.value.code == 2
+    assert "argument --gpus: 2 is out of range: must be an integer from 0 to 1" in capsys.readouterr().err
     import torch
 
     if not torch.cuda.is_available():

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence
 
 from .detok import Detokenizer
 from .generate_output import read_generate_output
-from ..command import (build_parser as command_parser, check_input_file, check_output_file, console,
+from ..command import (UsageError, build_parser as command_parser, check_input_file, check_output_file, console,
                         read_text_lines, write_json)
 from .score import add_remove_bpe
 
@@ -112,11 +112,11 @@ def main(argv: Optional[List[str]] = None):
         check_output_file(a.json, "--json")
     paths = list(a.gen_out) + [a.baseline]
     names = a.names or [path.rsplit("/", 1)[-1] for path in paths]
+    if len(names) != len(paths):
+        raise UsageError(f"--names: {len(names)} names for {len(paths)} systems (the systems, then the baseline)")
+    if len(set(names)) != len(names):
+        raise UsageError(f"--names: the names must differ (got {' '.join(names)}); give --names")
     try:
-        if len(names) != len(paths):
-            raise ValueError(f"--names: {len(names)} names for {len(paths)} systems (the systems, then the baseline)")
-        if len(set(names)) != len(names):
-            raise ValueError(f"--names: the names must differ (got {' '.join(names)})")
         orders = {"char": a.char_orders, "word": a.word_orders, "bleu": a.bleu_orders}
         detok = Detokenizer(a.spm_model, a.remove_bpe, a.moses_detok)
         outputs = [read_generate_output(path) for path in paths]

@@ -35,7 +35,7 @@ from ..recipes.grid_plan import grid_summary
 from ..recipes.settings import resolve
 from ..recipes.stages import Runner, Stages, run_recipe
 from .paper_tables import PAPER_NUMBERS, TABLES, System, Table, paper_short_name
-from ..command import add_language_options, build_parser as command_parser, console
+from ..command import UsageError, add_language_options, build_parser as command_parser, console
 from ..command import POSITIVE_FLOAT, POSITIVE_INT
 
 ROOT = PACKAGE_ROOT  # the checkout: its examples/ hold the recipes
@@ -83,7 +83,7 @@ def commands(table: Table, scale: str, opts) -> List[Dict[str, str]]:
         try:
             systems = [systems[int(i)] for i in opts.systems.split(",")]
         except (ValueError, IndexError):
-            raise SystemExit(f"--systems {opts.systems!r}: comma-separated indices in 0..{len(systems) - 1}")
+            raise UsageError(f"--systems {opts.systems!r}: comma-separated indices in 0..{len(systems) - 1}") from None
     out = []
     for i, s in enumerate(systems):
         env = system_env(table, s, scale, opts)
@@ -404,13 +404,9 @@ def main(argv: Optional[List[str]] = None):
         if not a.table:
             return None
     if a.table not in TABLES:
-        raise SystemExit(f"--table {a.table!r}: valid tables are {', '.join(TABLES)}")
-    if a.max_update < 1 or a.max_train < 1 or a.max_eval < 1:
-        raise SystemExit("--max-update, --max-train and --max-eval must be >= 1")
-    if a.throughput <= 0:
-        raise SystemExit(f"--throughput {a.throughput:g}: must be > 0 (training tokens per second per GPU)")
+        raise UsageError(f"--table {a.table!r}: valid tables are {', '.join(TABLES)}")
     if a.paper_only and not a.render_only:
-        raise SystemExit("--paper-only: only with --render-only")
+        raise UsageError("--paper-only: only with --render-only")
     table = TABLES[a.table]
     cmds = commands(table, a.scale, a)
     if a.plan:

@@ -396,7 +396,7 @@ def parse_metrics(spec: str) -> List[str]:
     metrics = [m.strip().lower() for m in spec.split(",") if m.strip()]
     bad = [m for m in metrics if m not in ALL_METRICS]
     if bad or not metrics:
-        raise SystemExit(f"--metrics: unknown {bad or '(empty)'}; valid: {', '.join(ALL_METRICS)}")
+        raise UsageError(f"--metrics: unknown {bad or '(empty)'}; valid: {', '.join(ALL_METRICS)}")
     return metrics
 
 
@@ -414,10 +414,7 @@ def check_distinct_systems(entries, prog: str) -> None:
 
 def check_common_args(args, prog: str):
     if args.tokenize not in BLEU_TOKENIZERS:
-        raise SystemExit(f"--tokenize {args.tokenize!r}: valid values are {', '.join(BLEU_TOKENIZERS)}")
-    for flag, value in (("--paired-bs-n", args.paired_bs_n), ("--paired-ar-n", args.paired_ar_n)):
-        if value < 0:
-            raise SystemExit(f"{flag} must be >= 0 (got {value})")
+        raise UsageError(f"--tokenize {args.tokenize!r}: valid values are {', '.join(BLEU_TOKENIZERS)}")
     for flag, path in (("--csv", args.csv), ("--json", args.json)):
         if path:
             check_output_file(path, flag)
@@ -425,8 +422,6 @@ def check_common_args(args, prog: str):
         raise UsageError("--csv - and --json - both ask for stdout; write one of them to a file")
     if args.untranslated:
         check_input_file(args.untranslated, "--untranslated", allow_empty=True)
-    if args.batch_size < 1:
-        raise SystemExit(f"--batch-size must be >= 1 (got {args.batch_size})")
     entries = ([(p, False, False) for p in args.gen_out] + [(p, False, True) for p in args.hyp]
                + [(p, True, False) for p in args.baseline] + [(p, True, True) for p in args.baseline_hyp])
     if not entries:

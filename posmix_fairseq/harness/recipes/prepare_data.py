@@ -25,7 +25,7 @@ import sentencepiece as spm
 
 from ..command import add_language_options, check_languages
 from ..raw_text import SPLIT_NAMES, find_split, read_lines
-from ..command import NON_NEGATIVE_INT, POSITIVE_INT
+from ..command import NON_NEGATIVE_INT, Number
 
 
 ROMANIAN_COMMA = str.maketrans({"\u015e": "\u0218", "\u015f": "\u0219", "\u0162": "\u021a", "\u0163": "\u021b"})
@@ -121,7 +121,7 @@ def main():
     p.add_argument("raw")
     p.add_argument("out")
     add_language_options(p, required=True, dests=("src", "tgt"))
-    p.add_argument("--vocab-size", type=POSITIVE_INT, default=32000)
+    p.add_argument("--vocab-size", type=Number(int, 50), default=32000)
     p.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
     p.add_argument("--separate", action="store_true", help="one subword model per language")
     p.add_argument("--target-vocab-size", type=NON_NEGATIVE_INT, default=0, help="with --separate: the target's size (default: "
@@ -134,10 +134,8 @@ def main():
     p.add_argument("--max-eval-sentences", type=NON_NEGATIVE_INT, default=0, help="keep the first N valid/test pairs (0: all)")
     a = p.parse_args()
     check_languages(p, a)
-    if a.vocab_size < 50:
-        raise SystemExit(f"--vocab-size must be >= 50 (got {a.vocab_size})")
     if a.target_vocab_size and not a.separate:
-        raise SystemExit("--target-vocab-size needs --separate (one joint model has one size)")
+        p.error("--target-vocab-size needs --separate (one joint model has one size)")
     models = prepare(a.raw, a.out, a.src, a.tgt, a.vocab_size, a.model_type, a.separate, a.moses, a.lowercase,
                      a.max_train_sentences, a.max_eval_sentences, a.test_name, a.target_vocab_size, a.romanian)
     print(f"prepare: {a.raw} -> {a.out} (subword models: {models})")
