@@ -135,7 +135,8 @@ class Number:
         try:
             value = self.kind(text)
         except (TypeError, ValueError):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number: {self.describe()}") from None
+            what = "an integer" if self.kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}: {self.describe()}") from None
         if self.kind is float and not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{text} is not finite: {self.describe()}")
         low_bad = self.low is not None and (value < self.low or (self.low_open and value == self.low))
