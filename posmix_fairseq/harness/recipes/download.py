@@ -11,7 +11,7 @@ sacreBLEU's registry) and the 2017 training archives on the Hugging Face hub (IW
 behind a registration or in other formats (CWMT, the UN corpus zh-en, Rapid's XLIFF) are ``manual``:
 download them yourself and append them to RAW/train.*.
 
-Alignment. Lines are split at "\n" only ("\r\n" counts as one newline): U+2028, U+2029, U+0085, form
+Alignment. Lines are split at newlines (LF) only (CR LF counts as one newline): U+2028, U+2029, U+0085, form
 feeds and lone carriage returns occur inside sentences of crawled corpora and are not line ends here
 (Python's ``str.splitlines()`` would break there and shift one side). In the files written, each such
 character is replaced by a space, so that every reader (Python's text files, fairseq-preprocess,
@@ -277,12 +277,12 @@ def fetch(url: str, cache: str) -> str:
 
 
 #: in-line characters that other readers take for line ends (str.splitlines(), Python's text files, which
-#: end lines at a lone "\r"): written as a space
+#: end lines at a lone CR): written as a space
 IN_LINE_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def read_lines(stream: IO[bytes], name: str) -> List[str]:
-    """The lines of a binary stream, split at "\n" only (a "\r" before it is dropped), each decoded as
+    """The lines of a binary stream, split at newlines (LF) only (a CR before one is dropped), each decoded as
     UTF-8: a :class:`DownloadError` names ``name`` and the line of the first byte that is not."""
     lines = []
     for number, raw in enumerate(stream, 1):  # a binary stream's lines end at b"\n" only
