@@ -19,13 +19,13 @@ import textwrap
 from typing import Dict, List, Optional, Tuple
 
 from .command import UsageError, build_parser, console
+from .pipeline import USER_DIR
 
 
 def posmix_archs() -> List[str]:
     """The archs whose model is posmix_transformer (or a subclass), sorted."""
     # fairseq and the plugin load in seconds: only when the options are listed, not for --help
     from fairseq.models import ARCH_MODEL_REGISTRY
-
     from .. import register
     from ..models.posmix_transformer import PosMixTransformerModel
 
@@ -38,8 +38,6 @@ def arch_arguments(arch: str) -> argparse.Namespace:
     # fairseq loads in seconds: only when the options are listed
     from fairseq import options
 
-    from .pipeline import USER_DIR
-
     logging.getLogger("fairseq.utils").setLevel(logging.WARNING)  # "--user-dir ... has already been imported"
     parser = options.get_training_parser()
     return options.parse_args_and_arch(parser, ["unused-data-dir", "--task", "posmix_translation",
@@ -50,7 +48,6 @@ def model_actions(arch: str) -> Tuple[List[argparse.Action], set]:
     """(every option the arch's model class declares, the destinations of the posmix ones)."""
     # fairseq loads in seconds: only when the options are listed
     from fairseq.models import ARCH_MODEL_REGISTRY
-
     from ..models.options import add_posmix_args
 
     parser = argparse.ArgumentParser(add_help=False)
