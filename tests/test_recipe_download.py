@@ -281,3 +281,37 @@ def test_the_command_takes_fairseqs_language_flags_and_the_old_ones(tmp_path, mo
     with pytest.raises(SystemExit) as e:
         download.main(["wmt16_en_ro", str(tmp_path), "-s", "en"])
     assert e.value.code == 2 and "-t/--target-lang" in capsys.readouterr().err
+
+
+def test_iwslt17_tag_lines_on_one_side_only_are_dropped_before_the_sides_are_compared(tmp_path, monkeypatch):
+    """IWSLT 2017's train.tags (the zip HC's En-Ja recipe downloads): reviewer and translator lines on the
+    Japanese side only, document lines on both, are dropped as fairseq's IWSLT 2017 scripts drop them, and
+    the remaining lines pair up; one line more on one side is still an error naming the archive."""
+    def tags(lines, extra):
+        return "\n".join(['<doc docid="1" genre="lectures">', "<url>http://x</url>", *extra, "<title>T</title>",
+                          *lines, "</doc>"]).encode() + b"\n"
+
+    def xml(lines):
+        return "".join(f'<seg id="{i}"> {x} </seg>\n' for i, x in enumerate(lines, 1)).encode()
+
+    def archive(ja_lines):
+        path = tmp_path / "en-ja.zip"
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("en-ja/train.tags.en-ja.en", tags(["one", "two"], []))
+            z.writestr("en-ja/train.tags.en-ja.ja", tags(ja_lines, ['<reviewer href="r">R</reviewer>',
+                                                                    '<translator href="t">T</translator>']))
+            for name in ("dev2010", "tst2010", "tst2011", "tst2012", "tst2013", "tst2014", "tst2015"):
+                z.writestr(f"en-ja/IWSLT17.TED.{name}.en-ja.en.xml", xml(["e"]))
+                z.writestr(f"en-ja/IWSLT17.TED.{name}.en-ja.ja.xml", xml(["j"]))
+        return str(path)
+
+    monkeypatch.setattr(download, "sacrebleu_echo", fake_sacrebleu)
+    monkeypatch.setattr(download, "fetch", lambda url, cache: archive(["ichi", "ni\u2028san"]))
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    assert download.download("iwslt17_en_ja", str(raw), "en", "ja")["train"] == 3  # the title, one, two
+    assert (raw / "train.ja").read_text(encoding="utf-8").splitlines() == ["T", "ichi", "ni san"]
+    monkeypatch.setattr(download, "fetch", lambda url, cache: archive(["ichi", "ni", "san"]))
+    with pytest.raises(SystemExit, match=r"en-ja\.zip \[train\.tags\.en-ja\]: 3 en lines \(tag lines dropped\) but "
+                                         r"4 ja lines"):
+        download.download("iwslt17_en_ja", str(raw), "en", "ja")

@@ -86,7 +86,7 @@ class DownloadError(SystemExit):
 @dataclass(frozen=True)
 class Source:
     split: str        # train | valid | test | newstest_all
-    kind: str         # tgz | tsv | zip | iwslt-tags | iwslt-xml | sacrebleu | manual
+    kind: str         # tgz | tsv | zip | iwslt-tags | iwslt17-tags | iwslt-xml | sacrebleu | manual
     where: str        # URL, sacreBLEU test set, or the manual instructions
     member: str = ""  # tgz/zip member pattern ({l}: language) or IWSLT pair/set
     note: str = ""
@@ -133,7 +133,7 @@ def sources(task: str, paper: str = "", src: str = "", tgt: str = "") -> List[So
     if task == "iwslt16_en_de":
         return [Source("train", "manual", "IWSLT16 en-de training talks (HC Table 1: 196,884 pairs; the 2016-01 WIT3 archive), "
                                           "if you have them"),
-                Source("train", "iwslt-tags", f"{WIT3_GITHUB}/2017-01-trnted/texts/en/de/en-de.tgz", "en-de",
+                Source("train", "iwslt17-tags", f"{WIT3_GITHUB}/2017-01-trnted/texts/en/de/en-de.tgz", "en-de",
                        "substitute: IWSLT17's en-de training talks; wit3.fbk.eu no longer serves the 2016 release",
                        "the archive sacreBLEU's registry uses for iwslt17/tst2010-2015 (installed sacrebleu)")]\
             + [Source("valid", "sacrebleu", f"iwslt17/{t}", checked="sacreBLEU registry")
@@ -143,7 +143,7 @@ def sources(task: str, paper: str = "", src: str = "", tgt: str = "") -> List[So
     if task == "iwslt17_en_ja":
         a, b = (src or "en", tgt or "ja")
         url = f"{IWSLT17_HUB}/{a}/{b}/{a}-{b}.zip"
-        return [Source("train", "iwslt-tags", url, f"{a}-{b}", "HC Table 1: 223,108 pairs", CHECKED_HUB)]\
+        return [Source("train", "iwslt17-tags", url, f"{a}-{b}", "HC Table 1: 223,108 pairs", CHECKED_HUB)]\
             + [Source("valid", "iwslt-xml", url, f"{a}-{b}:{t}", "the released code's dev sets", CHECKED_HUB)
                for t in ("TED.dev2010", "TED.tst2010", "TED.tst2011", "TED.tst2012", "TED.tst2013", "TED.tst2014",
                          "TED.tst2015")]\
@@ -370,21 +370,24 @@ def check_aligned(corpus: str, src: str, tgt: str, src_lines: List, tgt_lines: L
                             "its sides are not line-aligned (nothing was written)")
 
 
-IWSLT_TAG_LINES = ("<url>", "<talkid>", "<keywords>")
+#: the tag lines fairseq's prepare-iwslt14.sh drops from train.tags; its IWSLT 2017 scripts
+#: (prepare-iwslt17-multilingual.sh) also drop speaker, reviewer, translator and document lines
+IWSLT_TAG_LINES = {"iwslt-tags": ("<url>", "<talkid>", "<keywords>"),
+                   "iwslt17-tags": ("<url>", "<talkid>", "<keywords>", "<speaker>", "<reviewer", "<translator",
+                                    "<doc", "</doc>")}
 
 
-def iwslt_train_pairs(path: str, pair: str, src: str, tgt: str) -> Tuple[List[str], List[str]]:
-    """train.tags lines as fairseq's prepare-iwslt14.sh keeps them: lines with <url>, <talkid> or
-    <keywords> dropped, the <title>/<description> tags removed (their text kept), other lines as they are."""
+def iwslt_train_pairs(path: str, pair: str, src: str, tgt: str, kind: str = "iwslt-tags") -> Tuple[List[str], List[str]]:
+    """train.tags lines as fairseq's scripts keep them (:data:`IWSLT_TAG_LINES`): the tag lines dropped, the
+    <title>/<description> tags removed (their text kept), other lines as they are. The two sides must then
+    have as many lines (tag lines such as a translator's may be on one side only)."""
     found = member_lines(path, {lang: rf"train\.tags\.{pair}\.{lang}$" for lang in (src, tgt)},
                          {lang: f"train.tags.{pair}.{lang}" for lang in (src, tgt)})
-    check_aligned(f"{path} [train.tags.{pair}]", src, tgt, found[src], found[tgt])
     kept = {}
     for lang, lines in found.items():
         kept[lang] = [re.sub(r"</?(title|description)>", "", line).strip() for line in lines
-                      if not any(t in line for t in IWSLT_TAG_LINES)]
-    check_aligned(f"{path} [train.tags.{pair}]", src, tgt, kept[src], kept[tgt],
-                  "lines without <url>/<talkid>/<keywords>")
+                      if not any(t in line for t in IWSLT_TAG_LINES[kind])]
+    check_aligned(f"{path} [train.tags.{pair}]", src, tgt, kept[src], kept[tgt], "lines (tag lines dropped)")
     return kept[src], kept[tgt]
 
 
@@ -480,8 +483,8 @@ def source_pairs(e: Source, src: str, tgt: str, cache: str, use_mtdata: bool = F
         s, t = sides
     elif e.kind == "tsv":
         s, t = tsv_pairs(fetch(e.where, cache), e.member, src, tgt)
-    elif e.kind == "iwslt-tags":
-        s, t = iwslt_train_pairs(fetch(e.where, cache), e.member, src, tgt)
+    elif e.kind in IWSLT_TAG_LINES:
+        s, t = iwslt_train_pairs(fetch(e.where, cache), e.member, src, tgt, e.kind)
     elif e.kind == "iwslt-xml":
         pair, name = e.member.split(":")
         s, t = iwslt_xml_pairs(fetch(e.where, cache), pair, name, src, tgt)
