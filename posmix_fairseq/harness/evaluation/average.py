@@ -244,6 +244,10 @@ def main(argv: Optional[List[str]] = None):
                         + ("" if a.checkpoint_upper_bound is None else f" <= {a.checkpoint_upper_bound}"))
             check_output(a.output, chosen, "--output")
         elif a.inputs:
+            for path in a.inputs:
+                if os.path.isdir(path):
+                    raise CommandError(f"--inputs {path}: is a directory; give checkpoint files, or select from it "
+                                       "with --num-update-checkpoints N or --num-epoch-checkpoints N (fairseq's)")
             chosen, how_text = a.inputs, f"{len(a.inputs)} given files"
             check_output(a.output, a.inputs, "--output")
         else:
