@@ -402,7 +402,7 @@ def sacrebleu_private_uses(source: str):
 
 def test_the_commands_use_only_sacrebleus_public_api():
     """sacreBLEU is required as >= 2 without an upper bound: its private methods may change in any release,
-    so no command calls them (the old chrF-per-order code did: it is caught by this check)."""
+    so no command calls them (the example: per-order chrF through CHRF's private statistics is caught)."""
     import glob
 
     old = "counter = CHRF(char_order=8)\nstats = counter._extract_corpus_statistics(h, r)\nCHRF()._compute_f_score(s)\n"
