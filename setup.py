@@ -33,9 +33,11 @@ setup(
         "posmix-plot=posmix_fairseq.harness.figures.plot:cli",
         "posmix-forward-time=posmix_fairseq.harness.evaluation.forward_time:cli",
         "posmix-ngram-orders=posmix_fairseq.harness.evaluation.ngram_orders:cli",
+        "posmix-options=posmix_fairseq.harness.options:cli",
     ]},
     # triton: the GPU kernels (posmix_fairseq.kernels runs without it); Linux x86-64 wheels only, and the
     # version must be the one the installed torch requires (3.6 for torch 2.11, 3.7.1 for torch 2.13).
-    extras_require={"eval": ["unbabel-comet==2.2.7", "bleurt-pytorch==0.0.1"], "test": ["pytest"],
+    # mtdata: the recipes' download stage with --mtdata (corpora by mtdata's dataset IDs, its cache)
+    extras_require={"eval": ["unbabel-comet==2.2.7", "bleurt-pytorch==0.0.1"], "test": ["pytest"], "mtdata": ["mtdata>=0.4"],
                     "triton": ["triton>=3.6,<4; platform_system == 'Linux' and platform_machine == 'x86_64'"]},
 )

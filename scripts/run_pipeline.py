@@ -8,7 +8,7 @@ of the frozen model's translations equal the trained model's. A line above the t
 corpus stresses and where each system is expected to be weak.
 
     python scripts/run_pipeline.py                       # embedded synthetic corpus (default)
-    python scripts/run_pipeline.py --data-dir ../shared/data/multi30k --src en --tgt de
+    python scripts/run_pipeline.py --data-dir ../shared/data/multi30k -s en -t de
 
 Without --data-dir, a deterministic synthetic corpus is generated (posmix_fairseq.harness.toy_corpus: a
 seeded grammar whose target needs word reordering by word category; its long split joins clauses into
@@ -26,6 +26,7 @@ import time
 
 import posmix_fairseq
 from posmix_fairseq.harness import pipeline
+from posmix_fairseq.harness.command import NON_NEGATIVE_INT, POSITIVE_INT, add_language_options
 
 SMALL = ("--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 "
          "--encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 --encoder-attention-heads 4 "
@@ -139,25 +140,24 @@ def table_text(results: dict, max_update: int) -> str:
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", help="raw parallel text (default: the embedded synthetic corpus)")
-    p.add_argument("--src", default="src")
-    p.add_argument("--tgt", default="tgt")
+    add_language_options(p, source_default="src", target_default="tgt", dests=("src", "tgt"),
+                         what=" (with --data-dir: the suffix of its files)")
     p.add_argument("--out", default=os.path.join("runs", "quickstart"),
                    help="the job's folder, relative to the current directory (default: runs/quickstart)")
-    p.add_argument("--max-update", type=int, default=600)
-    p.add_argument("--max-tokens", type=int, default=4096)
-    p.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary (real data only)")
-    p.add_argument("--max-train-sentences", type=int, default=0, help="use only the first N training pairs")
-    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--max-update", type=POSITIVE_INT, default=600)
+    p.add_argument("--max-tokens", type=POSITIVE_INT, default=4096)
+    p.add_argument("--vocab-size", type=POSITIVE_INT, default=8000, help="SentencePiece vocabulary (real data only)")
+    p.add_argument("--max-train-sentences", type=NON_NEGATIVE_INT, default=0, help="use only the first N training pairs")
+    p.add_argument("--beam", type=POSITIVE_INT, default=5)
     p.add_argument("--no-freeze", action="store_true",
                    help="skip posmix-freeze (by default every system with aPosNet/rPosNet energies is frozen and decoded)")
     p.add_argument("--systems", default=",".join(SYSTEMS),
                    help=f"comma list of {', '.join(SYSTEMS)} or posmix arch names (e.g. hc_sa_iwslt_de_en)")
     args = p.parse_args()
-    if args.max_update < 1:
-        raise SystemExit(f"--max-update must be >= 1 (got {args.max_update})")
     systems = {name: system_flags(name) for name in args.systems.split(",")}
     if args.data_dir and (args.src, args.tgt) == ("src", "tgt"):
-        raise SystemExit("--data-dir needs --src and --tgt (the language suffixes of its files, e.g. en de)")
+        p.error("--data-dir needs -s/--source-lang and -t/--target-lang (the language suffixes of its files, e.g. "
+                "-s en -t de)")
 
     out = os.path.abspath(args.out)
     raw, data_bin = os.path.join(out, "raw"), os.path.join(out, "data-bin")

@@ -57,3 +57,99 @@ def test_fairseq_train_of_a_search_time_model_from_scratch_fails(tmp_path):
     data = binarized_toy_corpus(tmp_path, sizes={"train": 200, "valid": 10, "test": 12})
     with pytest.raises(ValueError, match=r"a search-time model .* is for decoding only"):
         run_train(data, str(tmp_path / "ckpt"), FROZEN, updates=1)
+
+
+# ---- every numeric option of every command: its range is checked while the options are parsed ----------
+
+def command_parsers():
+    """[(command, subcommand prefix, parser)] of every console script in setup.py (each parser as --help
+    builds it), subcommands included."""
+    import argparse
+    import sys
+
+    from posmix_fairseq.harness import command
+    from test_commands import SCRIPTS, entry
+
+    built = []
+    original = command.CommandParser.parse_known_args
+
+    def record(self, args=None, namespace=None):
+        built.append(self)
+        raise SystemExit(0)
+
+    out = []
+    command.CommandParser.parse_known_args = record
+    argv = sys.argv
+    try:
+        for name in sorted(SCRIPTS):
+            built.clear()
+            sys.argv = [name, "--help"]
+            try:
+                entry(name)()
+            except SystemExit:
+                pass
+            assert built, f"{name} builds no command parser"
+            stack = [((), built[0])]
+            while stack:
+                prefix, parser = stack.pop()
+                out.append((name, prefix, parser))
+                for action in parser._actions:
+                    if isinstance(action, argparse._SubParsersAction):
+                        stack += [(prefix + (sub,), p) for sub, p in action.choices.items()]
+    finally:
+        command.CommandParser.parse_known_args = original
+        sys.argv = argv
+    return out
+
+
+def numeric_options():
+    from posmix_fairseq.harness.command import Number, NumberList
+
+    cases = []
+    for name, prefix, parser in command_parsers():
+        for action in parser._actions:
+            if isinstance(action.type, (Number, NumberList)):
+                flag = max(action.option_strings, key=len) if action.option_strings else None
+                for bad in action.type.out_of_range():
+                    cases.append((name, prefix, flag, bad))
+    return cases
+
+
+PARSERS = command_parsers()
+NUMERIC = numeric_options()
+
+
+def test_every_numeric_option_of_every_command_declares_its_range():
+    """No option is read as a plain int or float (which takes 0, -5, nan or inf without a word), and no option
+    with a numeric default goes without a range."""
+    unchecked = []
+    for name, prefix, parser in PARSERS:
+        for action in parser._actions:
+            where = " ".join((name,) + prefix + ("/".join(action.option_strings) or action.dest,))
+            if action.type in (int, float):
+                unchecked.append(where)
+            elif action.type is None and action.nargs != 0 and isinstance(action.default, (int, float)) \
+                    and not isinstance(action.default, bool):
+                unchecked.append(where)
+    assert unchecked == []
+    assert len({(n, p, f) for n, p, f, _ in NUMERIC}) >= 80  # the sweep found the commands' numeric options
+
+
+@pytest.mark.parametrize("name,prefix,flag,bad", NUMERIC, ids=[f"{n}{' ' + ' '.join(p) if p else ''} {f}={b}"
+                                                               for n, p, f, b in NUMERIC])
+def test_a_numeric_option_out_of_range_is_a_usage_error_naming_it(name, prefix, flag, bad, monkeypatch, capsys):
+    """Zero, a negative, NaN, text or an inverted list for each numeric option: exit status 2 and argparse's
+    one line naming the option, before anything is read or run."""
+    import sys
+
+    from test_commands import entry
+
+    monkeypatch.setattr(sys, "argv", [name, *prefix, f"{flag}={bad}"])
+    try:
+        status = entry(name)()
+    except SystemExit as e:
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2, (name, flag, bad, err)
+    assert f"argument {flag}" in err or f"/{flag}:" in err, err
+    assert "Traceback" not in err

@@ -4,6 +4,7 @@ averages of different models refused)."""
 import argparse
 import filecmp
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -280,3 +281,69 @@ def test_posmix_average_in_a_fresh_process_compares_only_model_options(trained, 
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "avg.pt").exists()
+
+
+def mean_of(paths):
+    states = [read_own(p)["model"] for p in paths]
+    return {k: sum(s[k].double() for s in states) / len(states) for k in states[0] if states[0][k].is_floating_point()}
+
+
+def test_average_takes_fairseqs_flags_with_fairseqs_selection(trained, tmp_path, capsys):
+    """fairseq's scripts/average_checkpoints.py: --inputs DIR --num-update-checkpoints N averages the N
+    checkpoint_<epoch>_<updates>.pt with the highest update numbers (numerically: 12 > 10 > 8, though
+    "checkpoint_1_8.pt" sorts last as text), --checkpoint-upper-bound M keeps those with at most M updates;
+    --num-epoch-checkpoints reads checkpoint<epoch>.pt; names that only resemble them do not count."""
+    _, ckpt_dir = trained
+    # three states of one run, oldest first: updates 2, the end of epoch 1, 6
+    sources = [os.path.join(ckpt_dir, n) for n in ("checkpoint_1_2.pt", "checkpoint1.pt", "checkpoint_2_6.pt")]
+    run = tmp_path / "run"
+    run.mkdir()
+    for source, name in zip(sources, ["checkpoint_1_8.pt", "checkpoint_1_10.pt", "checkpoint_2_12.pt"]):
+        shutil.copy(source, run / name)
+    for source, name in zip(sources, ["checkpoint2.pt", "checkpoint10.pt", "checkpoint9.pt"]):
+        shutil.copy(source, run / name)
+    shutil.copy(sources[0], run / "checkpoint_best.pt")
+    shutil.copy(sources[0], run / "checkpoint_3_99.pt.tmp")
+    out = tmp_path / "avg.pt"
+
+    chosen = average.main(["--inputs", str(run), "--num-update-checkpoints", "2", "--output", str(out)])
+    assert [os.path.basename(c) for c in chosen] == ["checkpoint_1_10.pt", "checkpoint_2_12.pt"]
+    avg = read_own(out)
+    for k, v in mean_of([sources[1], sources[2]]).items():
+        torch.testing.assert_close(avg["model"][k].double(), v, rtol=1e-6, atol=1e-7)
+    assert avg["extra_state"] == read_own(sources[2])["extra_state"]  # the newest's, as fairseq's
+
+    chosen = average.main(["--inputs", str(run), "--num-update-checkpoints", "2", "--checkpoint-upper-bound", "10",
+                           "--output", str(out)])
+    assert [os.path.basename(c) for c in chosen] == ["checkpoint_1_8.pt", "checkpoint_1_10.pt"]
+    chosen = average.main(["--inputs", str(run), "--num-epoch-checkpoints", "2", "--output", str(out)])
+    assert [os.path.basename(c) for c in chosen] == ["checkpoint9.pt", "checkpoint10.pt"]
+    chosen = average.main(["--inputs", str(run), "--num-epoch-checkpoints", "2", "--checkpoint-upper-bound", "9",
+                           "--output", str(out)])
+    assert [os.path.basename(c) for c in chosen] == ["checkpoint2.pt", "checkpoint9.pt"]
+    with pytest.raises(average.CommandError, match=r"2 checkpoint_<epoch>_<updates>\.pt files with at most 10 updates, "
+                                                   r"but --num-update-checkpoints asks for 3"):
+        average.main(["--inputs", str(run), "--num-update-checkpoints", "3", "--checkpoint-upper-bound", "10",
+                      "--output", str(out)])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--inputs", "D", "--num-update-checkpoints", "0"], "argument --num-update-checkpoints: 0 is out of range"),
+    (["--inputs", "D", "--num-epoch-checkpoints", "-2"], "argument --num-epoch-checkpoints: -2 is out of range"),
+    (["--inputs", "D", "--num-update-checkpoints", "2", "--num-epoch-checkpoints", "2"], "not allowed with argument"),
+    (["--inputs", "D", "--checkpoint-upper-bound", "5"], "--checkpoint-upper-bound needs --num-epoch-checkpoints"),
+    (["--inputs", "D", "E", "--num-update-checkpoints", "2"], "select from one directory; --inputs gives 2 paths"),
+    (["--dir", "D", "--num-update-checkpoints", "2"], "not allowed with argument|select from --inputs DIR"),
+    (["--dir", "D", "--last", "0"], "argument --last: 0 is out of range"),
+])
+def test_average_usage_errors_exit_2_naming_the_option(args, message, tmp_path, monkeypatch, capsys):
+    (tmp_path / "D").mkdir()
+    args = [str(tmp_path / a) if a in ("D", "E") else a for a in args] + ["--output", str(tmp_path / "avg.pt")]
+    monkeypatch.setattr(sys, "argv", ["posmix-average", *args])
+    try:
+        status = average.cli()
+    except SystemExit as e:
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert re.search(message, err), err

@@ -69,7 +69,7 @@ def cli(*argv, cwd=None):
     (["--rows", "hc-4"], "--rows hc-4: a GPU is needed"),
     (["--systems", "bert"], "--systems: no system 'bert'"),
     (["--patience", "2", "--average", "4"], "--average must be in 1..--patience + 1 = 3"),
-    (["--max-update", "0"], "--max-update must be >= 1"),
+    (["--max-update", "0"], "argument --max-update: 0 is out of range: must be an integer >= 1"),
     (["--validate-every", "500", "--max-update", "100"], "--validate-every 500 is more than --max-update 100"),
 ])
 def test_bad_options_are_usage_errors(tmp_path, argv, message):
@@ -95,7 +95,7 @@ def test_plan_lists_every_command_and_rows_choose_their_systems(tmp_path):
 def tiny_study(tmp_path_factory):
     root = tmp_path_factory.mktemp("claims")
     write_corpus(str(root / "raw"), seed=3, sizes={"train": 400, "valid": 16, "test": 30}, src="src", tgt="tgt")
-    argv = ["--data-dir", str(root / "raw"), "--src", "src", "--tgt", "tgt", "--systems", "transformer,rposnet",
+    argv = ["--data-dir", str(root / "raw"), "-s", "src", "-t", "tgt", "--systems", "transformer,rposnet",
             "--vocab-size", "120", "--max-update", "4", "--validate-every", "2", "--patience", "1", "--average", "2",
             "--beam", "1", "--max-len-b", "12", "--size", "tiny", "--max-tokens", "2000",
             "--results", str(root / "results")]

@@ -76,8 +76,8 @@ def undocumented(parser, where=""):
     return missing
 
 
-def test_the_entry_points_are_the_nineteen_commands():
-    assert len(SCRIPTS) == 19 and all(name.startswith("posmix-") for name in SCRIPTS)
+def test_the_entry_points_are_the_twenty_commands():
+    assert len(SCRIPTS) == 20 and all(name.startswith("posmix-") for name in SCRIPTS)
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
@@ -357,3 +357,41 @@ def test_the_decode_line_of_posmix_freeze_is_shell_quoted(tiny_checkpoint, tmp_p
     assert status == 0, err
     line = out.strip().splitlines()[-1]
     assert line.endswith(f"--path {shlex.quote(frozen)}") and shlex.split(line)[-1] == frozen
+
+
+# ---- one meaning per flag ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_src_and_tgt_name_files_and_languages_are_source_and_target_lang(name, monkeypatch, capsys):
+    """--src/--tgt are files (sacreBLEU's and COMET's meaning) or a deprecated spelling of
+    -s/--source-lang / -t/--target-lang; -s and -t are always fairseq's language options."""
+    built = parsers_built(monkeypatch)
+    run_entry(name, ["--help"], monkeypatch, capsys)
+    parsers = list(built[:1])
+    for parser in parsers:
+        for action in parser._actions:
+            choices = getattr(action, "choices", None)
+            parsers += [p for p in (choices.values() if isinstance(choices, dict) else ()) if hasattr(p, "_actions")]
+            flags = set(action.option_strings)
+            if flags & {"--src", "--tgt"}:
+                assert action.metavar == "FILE" or isinstance(action, command.DeprecatedSpelling), (name, flags)
+            if flags & {"-s", "-t"}:
+                assert flags & {"--source-lang", "--target-lang"} and action.metavar == "LANG", (name, flags)
+
+
+def test_an_old_language_spelling_still_works_with_a_notice(monkeypatch, capsys):
+    from posmix_fairseq.harness.evaluation import reproduce
+
+    parsed = {}
+    monkeypatch.setattr(reproduce, "table_listing", lambda tables: parsed.setdefault("listed", True) and "")
+    real = command.CommandParser.parse_known_args
+
+    def keep(self, args=None, namespace=None):
+        ns, rest = real(self, args, namespace)
+        parsed["ns"] = ns
+        return ns, rest
+
+    monkeypatch.setattr(command.CommandParser, "parse_known_args", keep)
+    status, _, err = run_entry("posmix-reproduce", ["--src", "fr", "-t", "en", "--list"], monkeypatch, capsys)
+    assert status == 0 and (parsed["ns"].src, parsed["ns"].tgt) == ("fr", "en")
+    assert "posmix-reproduce: --src is deprecated here; use -s/--source-lang" in err

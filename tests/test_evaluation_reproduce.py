@@ -12,6 +12,7 @@ from conftest import parse_model_args  # fairseq's own parser with the plugin, a
 from fairseq.models import ARCH_MODEL_REGISTRY
 from helpers import paper_text
 
+from posmix_fairseq.harness.command import UsageError
 from posmix_fairseq.harness.evaluation import reproduce
 from posmix_fairseq.harness.evaluation.paper_tables import PAPER_NUMBERS, TABLES, Table
 
@@ -130,7 +131,7 @@ def test_render_places_ours_beside_the_paper():
 
 
 def test_bad_table_name():
-    with pytest.raises(SystemExit, match="--table 'gpa-9': valid tables are gpa-2"):
+    with pytest.raises(UsageError, match="--table 'gpa-9': valid tables are gpa-2"):  # exit status 2
         reproduce.main(["--table", "gpa-9"])
 
 
@@ -180,7 +181,7 @@ def test_render_only_without_results_is_an_error_and_writes_nothing(tmp_path, mo
     assert "no results of ours" in str(e.value.code) and str(tmp_path / "rel_out" / "gpa-6") in str(e.value.code)
     assert reproduce.main(["--table", "gpa-6", "--render-only", "--paper-only", "--out", "rel_out"]) == {}
     assert "| Transformer gating off | 66.5 | 26.3 |" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="--paper-only: only with --render-only"):
+    with pytest.raises(UsageError, match="--paper-only: only with --render-only"):
         reproduce.main(["--table", "gpa-6", "--paper-only"])
     assert not os.listdir(tmp_path) and _checkout_entries() == before
 

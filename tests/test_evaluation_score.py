@@ -186,15 +186,19 @@ def test_lines_fairseq_generate_decoded_are_never_decoded_twice(spm_generate, tm
         length_bins.main([spm_generate["bpe"], "--spm-model", spm_generate["spm"], "--count", "pieces"])
 
 
-def test_bad_input_errors(tmp_path):
+def test_bad_input_errors(tmp_path, capsys):
+    from posmix_fairseq.harness.command import UsageError
+
     srcs, refs, good, _ = _corpus(5)
     g = _write_gen(tmp_path / "g.txt", srcs, refs, good)
-    with pytest.raises(SystemExit, match="--metrics: unknown"):
+    with pytest.raises(UsageError, match="--metrics: unknown"):  # bad option values: usage errors, exit status 2
         score_mod.main([g, "--metrics", "bleu,meteor"])
-    with pytest.raises(SystemExit, match="--tokenize 'foo': valid values are 13a, intl, zh"):
+    with pytest.raises(UsageError, match="--tokenize 'foo': valid values are 13a, intl, zh"):
         score_mod.main([g, "--tokenize", "foo"])
-    with pytest.raises(SystemExit, match="--paired-ar-n must be >= 0"):
+    with pytest.raises(SystemExit) as usage:
         score_mod.main([g, "--paired-ar-n", "-1"])
+    assert usage.value.code == 2
+    assert "argument --paired-ar-n: -1 is out of range: must be an integer >= 0" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:  # fairseq's values only: a file after it is a usage error
         score_mod.main(["--remove-bpe", g])
     assert usage.value.code == 2
@@ -210,8 +214,10 @@ def test_bad_input_errors(tmp_path):
     missing.write_text("".join(line for line in open(g) if not line.startswith(("H-2\t", "D-2\t"))))
     with pytest.raises(SystemExit, match=r"ids \[2\] are missing.*required-batch-size-multiple 1"):
         score_mod.main([str(missing), "--remove-bpe"])
-    with pytest.raises(SystemExit, match="--gpus 2: valid values are 0"):
+    with pytest.raises(SystemExit) as usage:
         score_mod.main([g, "--remove-bpe", "--metrics", "bleu,comet", "--gpus", "2"])
+    assert usage.value.code == 2
+    assert "argument --gpus: 2 is out of range: must be an integer from 0 to 1" in capsys.readouterr().err
     import torch
 
     if not torch.cuda.is_available():
@@ -366,3 +372,53 @@ def test_missing_learned_models_end_the_command_with_the_reason(tmp_path, capsys
                         "--bleurt-checkpoint", str(tmp_path / "nowhere"), "--paired-bs-n", "0"])
     assert "BLEURT was asked for (--metrics) and cannot be computed" in str(e.value.code)
     assert "--bleurt-checkpoint" in str(e.value.code) and capsys.readouterr().out == ""
+
+
+def sacrebleu_private_uses(source: str):
+    """Attribute accesses ``X._name`` (not dunder) where X is a name imported from sacreBLEU, a call of one,
+    or a variable assigned such a call: uses of sacreBLEU's private API."""
+    import ast
+
+    tree = ast.parse(source)
+    names = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and (node.module or "").startswith("sacrebleu") for alias in node.names}
+    names |= {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+              for alias in node.names if alias.name.startswith("sacrebleu")}
+
+    def from_sacrebleu(node):
+        if isinstance(node, ast.Call):
+            node = node.func
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id in names
+
+    for node in ast.walk(tree):  # variables holding a sacreBLEU object
+        if isinstance(node, ast.Assign) and from_sacrebleu(node.value):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return sorted(f"line {node.lineno}: .{node.attr}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                  and from_sacrebleu(node.value))
+
+
+def test_the_commands_use_only_sacrebleus_public_api():
+    """sacreBLEU is required as >= 2 without an upper bound: its private methods may change in any release,
+    so no command calls them (the example: per-order chrF through CHRF's private statistics is caught)."""
+    import glob
+
+    old = "counter = CHRF(char_order=8)\nstats = counter._extract_corpus_statistics(h, r)\nCHRF()._compute_f_score(s)\n"
+    assert sacrebleu_private_uses("from sacrebleu.metrics import CHRF\n" + old) == [
+        "line 3: ._extract_corpus_statistics", "line 4: ._compute_f_score"]
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for path in glob.glob(os.path.join(repo, "posmix_fairseq", "**", "*.py"), recursive=True):
+        assert sacrebleu_private_uses(open(path, encoding="utf-8").read()) == [], path
+
+
+def test_ngram_orders_chrf_per_order():
+    """Identical text: 100 at every order; a changed word: below 100 at every order."""
+    from posmix_fairseq.harness.evaluation import ngram_orders
+
+    refs = ["the cat sat on the mat", "a dog ran in the park"]
+    same = ngram_orders.chrf_by_order(refs, refs, [1, 6, 12], [1, 2, 3])
+    assert same == {"char": [100.0, 100.0, 100.0], "word": [100.0, 100.0, 100.0]}
+    other = ngram_orders.chrf_by_order(["the cat sat on the rug", "a dog ran in the park"], refs, [1, 6], [1, 2])
+    assert all(0 < x < 100 for x in other["char"] + other["word"])

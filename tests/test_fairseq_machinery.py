@@ -270,3 +270,25 @@ def test_every_parameter_gets_a_gradient(name):
     logits.float().sum().backward()
     unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
     assert not unused, f"parameters without a gradient: {unused}"
+
+
+def test_fully_sharded_is_refused_at_start_naming_the_backends_that_work(corpus, tmp_path):
+    """fairseq's FSDP (--ddp-backend fully_sharded, through fairscale) has never trained a posmix model: the
+    fairseq-train entry point stops before building anything, naming the backends the DDP tests cover; the
+    same command with one of them trains."""
+    from posmix_fairseq.harness import pipeline
+
+    def fairseq_train(save_dir, backend):  # the fairseq-train console script's code path, in a fresh process
+        flags = train_flags(corpus, str(save_dir), "rposnet_iwslt_de_en", 1, "--ddp-backend", backend)
+        return subprocess.run([sys.executable, "-m", "fairseq_cli.train", *flags], capture_output=True, text=True,
+                              env=pipeline.environment(), timeout=300)
+
+    refused = fairseq_train(tmp_path / "fsdp", "fully_sharded")
+    assert refused.returncode != 0
+    assert ("--ddp-backend fully_sharded (fairseq's FSDP, through fairscale) is not supported by posmix models; use "
+            "pytorch_ddp (alias c10d, the default) or legacy_ddp (alias no_c10d)") in refused.stderr, refused.stderr[-2000:]
+    assert "fairscale with: pip install" not in refused.stderr  # stopped before fairseq's FSDP wrapper is entered
+    assert not os.path.exists(tmp_path / "fsdp" / "checkpoint_last.pt")
+    trained = fairseq_train(tmp_path / "ddp", "legacy_ddp")
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    assert os.path.exists(tmp_path / "ddp" / "checkpoint_last.pt")

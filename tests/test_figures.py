@@ -248,7 +248,7 @@ def test_posnet_fig4_gaps_by_ngram_order_equal_sacrebleu(outputs, tmp_path):
         block = result[key]
         gap = np.subtract(block["scores"]["last"], block["scores"]["reversed"])
         assert lines_of(ax)["last"] == (block["orders"], pytest.approx(gap.tolist()))
-    # the one-pass per-order statistics give sacreBLEU's own scores at each order
+    # each order's score is sacreBLEU's own at that order
     from posmix_fairseq.harness.evaluation.generate_output import read_generate_output
 
     gen = read_generate_output(outputs["gen.last"])

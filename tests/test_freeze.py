@@ -337,5 +337,9 @@ def test_nothing_to_freeze_is_a_clear_error(trained_checkpoint):
     transformer = str(root / "transformer.pt")
     torch.save(state, transformer)
     result = freeze_cli(transformer, str(root / "never.pt"))
-    assert result.returncode != 0 and not os.path.exists(root / "never.pt")
+    assert result.returncode == 3 and not os.path.exists(root / "never.pt")  # neither a failure (1) nor usage (2)
     assert "nothing to freeze" in result.stderr and "--encoder-self-mixer mha" in result.stderr, result.stderr
+    for bad in ("16,0", "8,8,8"):  # malformed: a usage error before the checkpoint is read
+        result = freeze_cli(transformer, str(root / "never.pt"), "--max-positions", bad)
+        assert result.returncode == 2, (bad, result.stderr)
+        assert "argument --max-positions: give N or SOURCE,TARGET as integers >= 1" in result.stderr

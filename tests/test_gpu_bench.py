@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from posmix_fairseq.harness.benchmarks import gpu
+from posmix_fairseq.harness.command import UsageError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI30K = os.environ.get("POSMIX_MULTI30K", "")
@@ -68,9 +69,9 @@ def test_dry_run_runs_every_section_and_resumes_and_merges(tmp_path, capsys):
 
 
 def test_bad_section_and_setting_are_clear_errors():
-    with pytest.raises(SystemExit, match="--sections: speed unknown; valid: kernels, sublayer, train, decode, quality"):
+    with pytest.raises(UsageError, match="--sections: speed unknown; valid: kernels, sublayer, train, decode, quality"):
         gpu.main(["--dry-run-cpu", "--sections", "speed"])
-    with pytest.raises(SystemExit, match="--set 'dims=1': write SECTION.KEY=VALUE"):
+    with pytest.raises(UsageError, match="--set 'dims=1': write SECTION.KEY=VALUE"):
         gpu.main(["--dry-run-cpu", "--sections", "sublayer", "--set", "dims=1"])
 
 

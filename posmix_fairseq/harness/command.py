@@ -8,6 +8,13 @@ stderr, without a traceback unless ``--debug`` is given. Every parser made by :f
 prints plain-text help (reST markup stripped) with each option's default, and has ``--version``,
 ``--quiet`` and ``--debug``. A file argument ``-`` is stdin (inputs) or stdout (outputs).
 
+Every numeric option takes a :class:`Number` or :class:`NumberList` type (``POSITIVE_INT``, ...): a zero,
+a negative, NaN, text or an inverted list is argparse's usage error (exit status 2) naming the option and
+its range, before any work; ``tests/test_bad_numbers.py`` feeds every such option of every command values
+just outside its range. Languages are ``-s/--source-lang`` and ``-t/--target-lang`` (fairseq's spelling,
+:func:`add_language_options`); ``--src``/``--ref`` are files. posmix-freeze's "nothing to freeze" is exit
+status 3 (``pipeline.NOTHING_TO_FREEZE``), neither a failure nor a usage error.
+
 This module is part of the library floor: it imports nothing heavy (no torch, no fairseq), so
 ``--help`` and the commands that score text files start in a fraction of a second.
 """
@@ -17,6 +24,7 @@ import gzip
 import io
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -80,6 +88,7 @@ class CommandParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         ns, rest = super().parse_known_args(args, namespace)
+        check_languages(self, ns)
         if getattr(ns, "quiet", False):
             logging.disable(logging.INFO)  # only warnings and errors: lines a user acts on
         return ns, rest
@@ -97,6 +106,151 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-q", "--quiet", action="store_true",
                        help="no log lines from the libraries below the command (only their warnings and errors)")
     group.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
+# -- numbers -------------------------------------------------------------------------------------------
+
+class Number:
+    """An argparse ``type``: a number of ``kind`` (int or float) within its valid range, checked while the
+    options are parsed, before any work. A value that is not a number, not finite, or out of range is
+    argparse's usage error (exit status 2) naming the option and the range:
+    ``argument --runs: 0 is out of range: must be an integer >= 1``."""
+
+    def __init__(self, kind=int, low=None, high=None, low_open: bool = False, high_open: bool = False):
+        self.kind, self.low, self.high, self.low_open, self.high_open = kind, low, high, low_open, high_open
+        self.__name__ = "integer" if kind is int else "number"
+
+    def describe(self) -> str:
+        what = "an integer" if self.kind is int else "a finite number"
+        if self.low is not None and self.high is not None:
+            lo, hi = ("above " if self.low_open else "from "), (" (exclusive)" if self.high_open else "")
+            return f"must be {what} {lo}{self.low} to {self.high}{hi}"
+        if self.low is not None:
+            return f"must be {what} {'>' if self.low_open else '>='} {self.low}"
+        if self.high is not None:
+            return f"must be {what} {'<' if self.high_open else '<='} {self.high}"
+        return f"must be {what}"
+
+    def __call__(self, text) -> object:
+        try:
+            value = self.kind(text)
+        except (TypeError, ValueError):
+            what = "an integer" if self.kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}: {self.describe()}") from None
+        if self.kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text} is not finite: {self.describe()}")
+        low_bad = self.low is not None and (value < self.low or (self.low_open and value == self.low))
+        high_bad = self.high is not None and (value > self.high or (self.high_open and value == self.high))
+        if low_bad or high_bad:
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {self.describe()}")
+        return value
+
+    def out_of_range(self) -> List[str]:
+        """Values just outside the range (and "nan" for a float): what a test feeds the option."""
+        step = 1 if self.kind is int else 0.5
+        bad = []
+        if self.low is not None:
+            bad.append(str(self.low if self.low_open else self.low - step))
+        if self.high is not None:
+            bad.append(str(self.high if self.high_open else self.high + step))
+        return bad + (["nan"] if self.kind is float else ["x"])
+
+    def __repr__(self):
+        return f"Number({self.describe()})"
+
+
+POSITIVE_INT = Number(int, 1)
+NON_NEGATIVE_INT = Number(int, 0)
+POSITIVE_FLOAT = Number(float, 0, low_open=True)
+
+
+def checked_text(check: Callable[[str], object]) -> Callable[[str], str]:
+    """An argparse ``type`` from a function that raises ValueError for a malformed value: the text itself,
+    once ``check`` accepts it; its message becomes argparse's usage error (exit status 2) naming the option."""
+
+    def convert(text: str) -> str:
+        try:
+            check(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return text
+
+    convert.__name__ = getattr(check, "__name__", "value")
+    return convert
+
+
+class NumberList:
+    """An argparse ``type``: a comma-separated list of numbers, each a :class:`Number` of ``item``, of
+    ``length`` items if given, strictly increasing if ``increasing`` (an inverted range is refused); an
+    empty text is the empty list if ``allow_empty``."""
+
+    def __init__(self, item: Number, increasing: bool = False, length: Optional[int] = None, allow_empty: bool = False):
+        self.item, self.increasing, self.length, self.allow_empty = item, increasing, length, allow_empty
+        self.__name__ = "list"
+
+    def __call__(self, text) -> list:
+        if self.allow_empty and not str(text).strip():
+            return []
+        parts = [x.strip() for x in str(text).split(",")]
+        if self.length is not None and len(parts) != self.length:
+            raise argparse.ArgumentTypeError(f"{text!r}: give {self.length} comma-separated values")
+        values = []
+        for part in parts:
+            try:
+                values.append(self.item(part))
+            except argparse.ArgumentTypeError as e:
+                raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+        if self.increasing and any(b <= a for a, b in zip(values, values[1:])):
+            raise argparse.ArgumentTypeError(f"{text!r}: the values must increase (each larger than the one before)")
+        return values
+
+    def out_of_range(self) -> List[str]:
+        """Items out of range, and (``increasing``) a valid pair in inverted order."""
+        bad = list(self.item.out_of_range())
+        if self.increasing:
+            first = (self.item.low or 0) + (1 if self.item.kind is int else 0.5)
+            bad.append(f"{first * 2},{first}")
+        return bad
+
+
+class DeprecatedSpelling(argparse.Action):
+    """An old spelling of an option: stores its value under the new option's destination and prints one
+    line on stderr naming the spelling to use. Hidden from ``--help``."""
+
+    def __init__(self, option_strings, dest, use: str = "", **kwargs):
+        kwargs.setdefault("help", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+        self.use = use
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: {option_string} is deprecated here; use {self.use}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_language_options(parser: argparse.ArgumentParser, required: bool = False, source_default: Optional[str] = None,
+                         target_default: Optional[str] = None, what: str = "",
+                         dests: Sequence[str] = ("source_lang", "target_lang")) -> None:
+    """``-s/--source-lang`` and ``-t/--target-lang`` (fairseq's spelling: a language code, never a file),
+    with ``--src`` / ``--tgt`` accepted as deprecated spellings. In every posmix command, ``--src`` and
+    ``--ref`` name files (posmix-score, posmix-concat-testset). ``required``: checked by
+    :func:`check_languages` (argparse's own check cannot see the old spellings)."""
+    for short, long, old, default, side, dest in (("-s", "--source-lang", "--src", source_default, "source", dests[0]),
+                                                  ("-t", "--target-lang", "--tgt", target_default, "target", dests[1])):
+        parser.add_argument(short, long, dest=dest, default=default, metavar="LANG",
+                            help=f"{side} language code{what}, e.g. " + ("en" if side == "source" else "de"))
+        parser.add_argument(old, dest=dest, action=DeprecatedSpelling, use=f"{short}/{long}", metavar="LANG")
+    if required:
+        parser.set_defaults(_languages_required=tuple(dests))
+
+
+def check_languages(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The usage error argparse would give for a required language that none of its spellings gave."""
+    dests = getattr(args, "_languages_required", None)
+    if dests:
+        missing = [flag for flag, dest in zip(("-s/--source-lang", "-t/--target-lang"), dests)
+                   if getattr(args, dest, None) is None]
+        if missing:
+            parser.error(f"the following arguments are required: {', '.join(missing)}")
 
 
 def build_parser(prog: str, doc: Optional[str], **kwargs) -> CommandParser:

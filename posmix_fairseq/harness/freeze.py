@@ -26,9 +26,15 @@ it did for the trained model and an output beyond the target table is a clear er
 within it). The choice and its trade-off are printed, and a warning whenever the
 search-time model has more parameters than the trained one.
 
+Exit status: 0 written; 1 a failure (a checkpoint or data directory that cannot be used); 2 a usage error,
+bad option values included (``--max-positions 0``, or SOURCE,TARGET above a side's limit); 3 nothing to
+freeze (no aPosNet/rPosNet sublayer, or already frozen: nothing written), which a script can tell from a
+failure and skip.
+
     posmix-freeze checkpoints/checkpoint_best.pt checkpoints/search.pt
     posmix-freeze checkpoints/checkpoint_best.pt checkpoints/search.pt --max-positions 128
 """
+import argparse
 import copy
 import math
 import os
@@ -48,8 +54,10 @@ from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..models.layers import sublayers
 from . import checkpoint_files
-from .command import build_parser as command_parser, check_checkpoint, check_data_dir, check_output_file, console
+from .command import (UsageError, build_parser as command_parser, check_checkpoint, check_data_dir, check_output_file,
+                      console)
 from .checkpoint_files import check_output, check_tensors
+from .pipeline import NOTHING_TO_FREEZE
 
 ROUND_TO = 16  # default table sizes: the longest sentence rounded up to a multiple of this
 FALLBACK_POSITIONS = 128  # without the data: GPA Section 4.2's N
@@ -122,6 +130,16 @@ def round_up(n: int, multiple: int = ROUND_TO) -> int:
     return max(multiple, int(math.ceil(n / multiple)) * multiple)
 
 
+def max_positions_option(text: str) -> str:
+    """argparse type of ``--max-positions``: the text itself, once :func:`parse_max_positions` accepts it (a
+    malformed value is a usage error before the checkpoint is read)."""
+    try:
+        parse_max_positions(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).replace("--max-positions: ", "")) from None
+    return text
+
+
 def parse_max_positions(text) -> Tuple[int, int]:
     """``N`` (both sides) or ``SOURCE,TARGET`` -> (source, target)."""
     parts = [text] if isinstance(text, int) else str(text).split(",")
@@ -161,7 +179,7 @@ def choose_table_sizes(args, data: Optional[str], src: Optional[str], tgt: Optio
         for side in sorted(sides, key=lambda s: s.role):
             n, limit = requested[side.role], limits[side]
             if n > limit and per_side:
-                raise ValueError(f"--max-positions: {n} {side.role} positions exceed the model's "
+                raise UsageError(f"--max-positions: {n} {side.role} positions exceed the model's "
                                  f"{side.max_positions_option} {limit} (fairseq accepts no longer {side.role} "
                                  f"sentence, and a learned position table stops there); give at most {limit} "
                                  f"for the {side.role} side")
@@ -378,7 +396,7 @@ def main(argv: Optional[List[str]] = None):
     p = command_parser("posmix-freeze", __doc__)
     p.add_argument("input", metavar="IN.pt", help="trained checkpoint (fairseq-train)")
     p.add_argument("output", metavar="OUT.pt", help="search-time checkpoint to write")
-    p.add_argument("--max-positions", metavar="N|SOURCE,TARGET",
+    p.add_argument("--max-positions", metavar="N|SOURCE,TARGET", type=max_positions_option,
                    help="positions covered by the energy tables, for both sides (N) or per side; each at most its "
                         "side's --max-source/target-positions (default: the longest sentence of the checkpoint's "
                         f"binarized train/valid/test data rounded up to a multiple of {ROUND_TO}, or "
@@ -400,7 +418,9 @@ def main(argv: Optional[List[str]] = None):
                                    tables_as_max_positions=a.tables_as_max_positions)
     except NothingToFreeze as e:
         print(f"posmix-freeze: {e}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(NOTHING_TO_FREEZE)
+    except UsageError:
+        raise  # exit status 2 (command.run)
     except ValueError as e:
         print(f"posmix-freeze: {e}", file=sys.stderr)
         raise SystemExit(1)

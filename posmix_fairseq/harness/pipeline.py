@@ -20,8 +20,9 @@ from typing import Callable, Iterable, List, Optional, Sequence
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USER_DIR = os.path.join(PACKAGE_ROOT, "posmix_fairseq")
 
-#: freeze's exit status for a model with no position-only energy (nothing to freeze)
-NOTHING_TO_FREEZE = 2
+#: posmix-freeze's exit status for a model with no position-only energy (nothing to freeze): neither a usage
+#: error (2) nor a failure (1), so a driver can skip such a system and still stop on real errors
+NOTHING_TO_FREEZE = 3
 
 
 class StepFailed(SystemExit):

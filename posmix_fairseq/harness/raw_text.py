@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Tuple
 import sentencepiece as spm
 
 from .command import read_text_lines
+from .command import NON_NEGATIVE_INT, Number
 
 SPLIT_NAMES = {"train": ["train"], "valid": ["valid", "val", "dev"], "test": ["test"]}
 
@@ -60,11 +61,9 @@ def main():
     p.add_argument("src")
     p.add_argument("tgt")
     p.add_argument("out_dir")
-    p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--max-train-sentences", type=int, default=0)
+    p.add_argument("--vocab-size", type=Number(int, 100), default=8000)
+    p.add_argument("--max-train-sentences", type=NON_NEGATIVE_INT, default=0)
     args = p.parse_args()
-    if args.vocab_size < 100:
-        raise SystemExit(f"--vocab-size must be >= 100 (got {args.vocab_size})")
     prepare_bpe(args.raw_dir, args.src, args.tgt, args.out_dir, args.vocab_size, args.max_train_sentences)
 
 

@@ -16,6 +16,7 @@ import argparse
 import os
 import random
 from typing import Dict, List, Tuple
+from .command import NON_NEGATIVE_INT, POSITIVE_INT
 
 CATEGORIES = {"noun": 48, "verb": 28, "adj": 24, "adv": 10, "det": 4, "prep": 6, "conj": 3}
 SYLLABLES = ["ka", "lo", "mi", "nu", "re", "sa", "ti", "vo", "ze", "bu", "da", "fe", "gi", "ho", "ju", "pe"]
@@ -136,8 +137,8 @@ def write_corpus(out_dir: str, seed: int = 1, sizes: Dict[str, int] = None, src:
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("out_dir")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--train-size", type=int, default=SPLITS["train"][0])
+    p.add_argument("--seed", type=NON_NEGATIVE_INT, default=1)
+    p.add_argument("--train-size", type=POSITIVE_INT, default=SPLITS["train"][0])
     args = p.parse_args()
     write_corpus(args.out_dir, args.seed, {"train": args.train_size})
 

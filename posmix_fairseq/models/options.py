@@ -106,6 +106,9 @@ def default_mixers(args):
 
 
 def posmix_base_architecture(args):
+    if getattr(args, "ddp_backend", None) == "fully_sharded":  # the arch function sees it before FSDP wraps
+        raise ValueError("--ddp-backend fully_sharded (fairseq's FSDP, through fairscale) is not supported by posmix "
+                         "models; use pytorch_ddp (alias c10d, the default) or legacy_ddp (alias no_c10d)")
     default_mixers(args)
     for placement in PLACEMENTS:
         placement.write(args, "gating", placement.read(args, "gating", "default"))

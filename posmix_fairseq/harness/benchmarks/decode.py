@@ -27,7 +27,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa
 
 from posmix_fairseq.harness.freeze import freeze_model  # noqa: E402
 from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args, random_batch  # noqa: E402
-from ..command import build_parser as command_parser, console  # noqa: E402
+from ..command import POSITIVE_INT, Number, NumberList, build_parser as command_parser, console  # noqa: E402
 
 MODELS = {  # name -> (arch, frozen)
     "Transformer": ("posmix_transformer", False),
@@ -85,27 +85,26 @@ def bench_setting(models, dictionary, beam, batch, src_len, out_len, runs, n_bat
 def main(argv=None):
     p = command_parser("posmix-bench-decode", __doc__)
     p.add_argument("--sizes", default="typical", help="typical (30 -> 30 tokens), long (512 -> 512), comma list")
-    p.add_argument("--beams", default="12,5", help="beam sizes, comma list")
-    p.add_argument("--batch-sizes", default="1", help="sentences per batch, comma list (the full table: 1,4)")
-    p.add_argument("--runs", type=int, default=10, help="timed runs per row")
-    p.add_argument("--batches", type=int, default=1, help="batches decoded per run")
+    p.add_argument("--beams", default="12,5", type=NumberList(POSITIVE_INT), help="beam sizes, comma list")
+    p.add_argument("--batch-sizes", default="1", type=NumberList(POSITIVE_INT),
+                   help="sentences per batch, comma list (the full table: 1,4)")
+    p.add_argument("--runs", type=Number(int, 2), default=10, help="timed runs per row (at least 2: mean and variance)")
+    p.add_argument("--batches", type=POSITIVE_INT, default=1, help="batches decoded per run")
     p.add_argument("--models", default=",".join(MODELS), help="models to decode with, comma list")
-    p.add_argument("--vocab", type=int, default=10000, help="dictionary size of the random models")
+    p.add_argument("--vocab", type=POSITIVE_INT, default=10000, help="dictionary size of the random models")
     p.add_argument("--model-size", default="wmt_en_de", help="arch suffix: wmt_en_de (Base), iwslt_de_en, ...")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--threads", type=POSITIVE_INT, default=1, help="torch CPU threads")
     p.add_argument("--device", default="cpu", help="cpu (the paper's Table 4) or cuda")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     names = [n.strip() for n in a.models.split(",")]
     for n in names:
         if n not in MODELS:
-            raise SystemExit(f"--models: {n!r} is not one of {', '.join(MODELS)}")
+            p.error(f"--models: {n!r} is not one of {', '.join(MODELS)}")
     sizes = [s.strip() for s in a.sizes.split(",")]
     for s in sizes:
         if s not in SIZES:
-            raise SystemExit(f"--sizes: {s!r} is not one of {', '.join(SIZES)}")
-    if a.runs < 2:
-        raise SystemExit("--runs must be >= 2 (mean and variance)")
+            p.error(f"--sizes: {s!r} is not one of {', '.join(SIZES)}")
     dictionary = make_dictionary(a.vocab - 4)
     print(f"{a.device.upper()} decoding, {a.model_size} models with random weights, vocabulary {a.vocab}, {a.threads} thread(s), "
           f"{a.runs} runs of {a.batches} batch(es); tokens/s mean ± std (variance); ratio = mean / Transformer's\n")
@@ -114,8 +113,8 @@ def main(argv=None):
         src_len, out_len = SIZES[size]
         positions = max(src_len, out_len) + 2
         models = {n: build(n, a.model_size, dictionary, positions).to(a.device) for n in names}
-        for beam in (int(b) for b in a.beams.split(",")):
-            for batch in (int(b) for b in a.batch_sizes.split(",")):
+        for beam in a.beams:
+            for batch in a.batch_sizes:
                 speeds, tokens = bench_setting(models, dictionary, beam, batch, src_len, out_len, a.runs, a.batches,
                                                a.device)
                 base = statistics.fmean(speeds[names[0]])

@@ -13,20 +13,21 @@ import torch
 
 from posmix_fairseq.harness.testing import mix, mixer_spec, standalone_mixer
 from ..command import build_parser as command_parser, console
+from ..command import POSITIVE_INT, NumberList
 
 
 def main(argv=None):
     parser = command_parser("posmix-bench-gaussian-window", __doc__)
-    parser.add_argument("--lengths", default="32,128,512", help="sentence lengths N, comma list")
-    parser.add_argument("--batch", type=int, default=8, help="sentences per batch")
-    parser.add_argument("--dim", type=int, default=512, help="model dimension D")
-    parser.add_argument("--heads", type=int, default=8, help="attention heads H")
-    parser.add_argument("--k", type=int, default=16, help="window half-width K (GPA: 16 Small/Base, 8 Big)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per row")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--lengths", default="32,128,512", type=NumberList(POSITIVE_INT), help="sentence lengths N, comma list")
+    parser.add_argument("--batch", type=POSITIVE_INT, default=8, help="sentences per batch")
+    parser.add_argument("--dim", type=POSITIVE_INT, default=512, help="model dimension D")
+    parser.add_argument("--heads", type=POSITIVE_INT, default=8, help="attention heads H")
+    parser.add_argument("--k", type=POSITIVE_INT, default=16, help="window half-width K (GPA: 16 Small/Base, 8 Big)")
+    parser.add_argument("--repeats", type=POSITIVE_INT, default=5, help="timed runs per row")
+    parser.add_argument("--threads", type=POSITIVE_INT, default=1, help="torch CPU threads")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    for n in [int(v) for v in args.lengths.split(",")]:
+    for n in args.lengths:
         times = {}
         for impl in ("full", "window"):
             spec = mixer_spec("gaussian", gaussian_impl=impl, k=args.k, d=args.dim, h=args.heads)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from posmix_fairseq import kernels
 from posmix_fairseq.kernels import dispatch
 from ..command import build_parser as command_parser, console
+from ..command import NON_NEGATIVE_INT, POSITIVE_INT, NumberList
 
 
 def timed(fn, device, repeats, warmup):
@@ -227,17 +228,17 @@ def parse_args(argv=None):
     ap.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default=None,
                     help="default bfloat16 on cuda, float32 on cpu")
     ap.add_argument("--quick", action="store_true", help="small sizes (CPU smoke run)")
-    ap.add_argument("--dim", type=int, default=512, help="model dimension D")
-    ap.add_argument("--heads", type=int, default=8, help="attention heads H")
-    ap.add_argument("--k", type=int, default=16, help="rPosNet clipping distance K (Base: 16)")
-    ap.add_argument("--tokens", type=int, default=16384, help="batch x N")
-    ap.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")], default=[64, 128, 256, 1024, 4096],
+    ap.add_argument("--dim", type=POSITIVE_INT, default=512, help="model dimension D")
+    ap.add_argument("--heads", type=POSITIVE_INT, default=8, help="attention heads H")
+    ap.add_argument("--k", type=POSITIVE_INT, default=16, help="rPosNet clipping distance K (Base: 16)")
+    ap.add_argument("--tokens", type=POSITIVE_INT, default=16384, help="batch x N")
+    ap.add_argument("--lengths", type=NumberList(POSITIVE_INT), default=[64, 128, 256, 1024, 4096],
                     help="sentence lengths N, comma list")
-    ap.add_argument("--hypotheses", type=int, default=60, help="decoding: batch x beam")
-    ap.add_argument("--decode-t", type=int, default=1024, help="decoding: keys in the MHA cache (step t)")
-    ap.add_argument("--repeats", type=int, default=20, help="timed runs per row")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed runs before timing")
-    ap.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
+    ap.add_argument("--hypotheses", type=POSITIVE_INT, default=60, help="decoding: batch x beam")
+    ap.add_argument("--decode-t", type=POSITIVE_INT, default=1024, help="decoding: keys in the MHA cache (step t)")
+    ap.add_argument("--repeats", type=POSITIVE_INT, default=20, help="timed runs per row")
+    ap.add_argument("--warmup", type=NON_NEGATIVE_INT, default=5, help="untimed runs before timing")
+    ap.add_argument("--threads", type=POSITIVE_INT, default=None, help="CPU threads (torch.set_num_threads)")
     ap.add_argument("--force-triton", action="store_true",
                     help="include the Triton rows on a non-CUDA device (TRITON_INTERPRET=1 on the CPU: a slow "
                          "check that the benchmark's Triton path runs, not a timing)")

@@ -32,7 +32,7 @@ from posmix_fairseq.core.positions import PositionFrame  # noqa: E402
 from posmix_fairseq.mixers.engine.relative_search import STATE_KEYS  # noqa: E402
 from posmix_fairseq.mixers.rposnet import rposnet_paths  # noqa: E402
 from posmix_fairseq.harness.testing import mixer_spec, standalone_mixer  # noqa: E402
-from ..command import build_parser as command_parser, console  # noqa: E402
+from ..command import POSITIVE_INT, NumberList, build_parser as command_parser, console  # noqa: E402
 
 
 def rposnet(placement, args, impl="dense"):
@@ -151,23 +151,22 @@ def train_table(args):
 
 def main(argv=None):
     p = command_parser("posmix-bench-search-attention", __doc__)
-    p.add_argument("--dim", type=int, default=512, help="model dimension D")
-    p.add_argument("--heads", type=int, default=8, help="attention heads H")
-    p.add_argument("-k", "--k", type=int, default=16, help="rPosNet clipping distance K (default 16)")
-    p.add_argument("--hyps", type=int, default=5, help="hypotheses in a decoding step (default 5: beam 5, batch 1)")
-    p.add_argument("--steps", default="16,64,256,1024,4096", help="decoding steps t")
-    p.add_argument("--lengths", default="64,128,256,512,1024,2048", help="sentence lengths N of the sublayer table")
-    p.add_argument("--tokens", type=int, default=4096, help="batch x N of the sublayer table")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per row")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--dim", type=POSITIVE_INT, default=512, help="model dimension D")
+    p.add_argument("--heads", type=POSITIVE_INT, default=8, help="attention heads H")
+    p.add_argument("-k", "--k", type=POSITIVE_INT, default=16, help="rPosNet clipping distance K (default 16)")
+    p.add_argument("--hyps", type=POSITIVE_INT, default=5, help="hypotheses in a decoding step (default 5: beam 5, batch 1)")
+    p.add_argument("--steps", default="16,64,256,1024,4096", type=NumberList(POSITIVE_INT), help="decoding steps t")
+    p.add_argument("--lengths", default="64,128,256,512,1024,2048", type=NumberList(POSITIVE_INT),
+                   help="sentence lengths N of the sublayer table")
+    p.add_argument("--tokens", type=POSITIVE_INT, default=4096, help="batch x N of the sublayer table")
+    p.add_argument("--repeats", type=POSITIVE_INT, default=5, help="timed runs per row")
+    p.add_argument("--threads", type=POSITIVE_INT, default=1, help="torch CPU threads")
     p.add_argument("--kinds", default="mha,dense,constant",
                    help="decoding-step candidates (default mha,dense,constant; e.g. 'constant' alone shows its "
                         "time without the large caches of the others in the same repeats)")
     p.add_argument("--skip", choices=("decode", "train"), default=None,
                    help="leave out the decoding or the training table")
     args = p.parse_args(argv)
-    args.steps = [int(v) for v in args.steps.split(",")]
-    args.lengths = [int(v) for v in args.lengths.split(",")]
     args.kinds = args.kinds.split(",")
     if not set(args.kinds) <= {"mha", "dense", "constant"}:
         p.error(f"--kinds: choose from mha, dense, constant (got {','.join(args.kinds)})")

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args
 from ..command import build_parser as command_parser, console
+from ..command import NON_NEGATIVE_INT, POSITIVE_INT
 
 
 def build(arch, extra, vocab):
@@ -27,13 +28,13 @@ def main(argv=None):
     p = command_parser("posmix-bench-train-step", __doc__)
     p.add_argument("--archs", default="posmix_transformer_iwslt_de_en,rposnet_iwslt_de_en",
                    help="archs to time, comma list")
-    p.add_argument("--batch", type=int, default=32, help="sentences per batch")
-    p.add_argument("--src-len", type=int, default=30, help="source tokens per sentence")
-    p.add_argument("--tgt-len", type=int, default=30, help="target tokens per sentence")
-    p.add_argument("--vocab", type=int, default=8000, help="dictionary size")
-    p.add_argument("--steps", type=int, default=10, help="timed training steps")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps before timing")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--batch", type=POSITIVE_INT, default=32, help="sentences per batch")
+    p.add_argument("--src-len", type=POSITIVE_INT, default=30, help="source tokens per sentence")
+    p.add_argument("--tgt-len", type=POSITIVE_INT, default=30, help="target tokens per sentence")
+    p.add_argument("--vocab", type=POSITIVE_INT, default=8000, help="dictionary size")
+    p.add_argument("--steps", type=POSITIVE_INT, default=10, help="timed training steps")
+    p.add_argument("--warmup", type=NON_NEGATIVE_INT, default=2, help="untimed steps before timing")
+    p.add_argument("--threads", type=POSITIVE_INT, default=2, help="torch CPU threads")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--model-args", default="", help="extra fairseq model flags, e.g. '--encoder-layers 3'")
     args = p.parse_args(argv)

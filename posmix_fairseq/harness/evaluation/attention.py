@@ -32,7 +32,7 @@ from ...core.placement import PLACEMENTS
 from ...models.layers import sublayers
 from .fairseq_loading import batches, first_sentences, load_for_inference
 from .sentence_attention import SentenceAttention
-from ..command import (UsageError, build_parser as command_parser, check_checkpoints, check_data_dir,
+from ..command import (NON_NEGATIVE_INT, NumberList, build_parser as command_parser, check_checkpoints, check_data_dir,
                         check_output_dir, console)
 
 KINDS = tuple(placement.name for placement in PLACEMENTS)
@@ -172,16 +172,14 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("data", help="the binarized data: fairseq-preprocess --destdir")
     p.add_argument("--path", required=True, metavar="FILE", help="checkpoint whose attention is analysed")
     p.add_argument("--subset", default="test", help="the split of the binarized data to analyse")
-    p.add_argument("--max-sentences", type=int, default=0, help="stop after the batch reaching N sentences (0: all)")
-    p.add_argument("--heatmaps", default="", help="comma-separated sentence ids to draw")
+    p.add_argument("--max-sentences", type=NON_NEGATIVE_INT, default=0, help="stop after the batch reaching N sentences (0: all)")
+    p.add_argument("--heatmaps", default="", type=NumberList(NON_NEGATIVE_INT, allow_empty=True),
+                   help="comma-separated sentence ids to draw")
     p.add_argument("--single-heads", action="store_true", help="--heatmaps: also one figure per layer and head")
     p.add_argument("--formats", default="png,svg", help="--heatmaps: figure formats (default png,svg)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     a = p.parse_args(argv)
-    try:
-        ids = [int(x) for x in a.heatmaps.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"--heatmaps {a.heatmaps!r}: expected comma-separated sentence ids, e.g. 0,3") from None
+    ids = a.heatmaps
     check_data_dir(a.data)
     check_checkpoints(a.path)
     check_output_dir(a.out, "--out")

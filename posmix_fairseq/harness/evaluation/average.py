@@ -7,7 +7,15 @@ checkpoints (integer entries are floor-divided, as fairseq's script does); every
 ``args``, ``extra_state``) comes from the newest checkpoint, so ``fairseq-generate --path`` loads the
 result like any checkpoint.
 
-Selection (``--inputs`` for explicit files, or a checkpoint directory with one of):
+Selection, as fairseq's ``scripts/average_checkpoints.py`` does it (its flags, its meaning):
+
+- ``--inputs FILE ...``: these files;
+- ``--inputs DIR --num-update-checkpoints N``: the N ``checkpoint_<epoch>_<updates>.pt`` of DIR with the most
+  updates; ``--num-epoch-checkpoints N``: the N ``checkpoint<epoch>.pt`` with the highest epochs;
+  ``--checkpoint-upper-bound M``: only those with at most M updates (epochs) count, e.g. ``--num-epoch-checkpoints
+  10 --checkpoint-upper-bound 50`` averages epochs 41-50. Fewer than N such files is an error.
+
+or a checkpoint directory (``--dir``) with one of:
 
 - ``--last N``: the N newest checkpoints (PosNet paper: the last 5);
 - ``--best-and-next N``: the best checkpoint (lowest validation loss stored in its
@@ -34,7 +42,8 @@ import torch
 
 from ... import register
 from ..checkpoint_files import CheckpointFileError, check_output, check_tensors, load_mapped, save_atomic
-from ..command import CommandError, build_parser as command_parser, check_checkpoint, check_output_file, console
+from ..command import (POSITIVE_INT, CommandError, UsageError, build_parser as command_parser, check_checkpoint,
+                       check_output_file, console)
 
 UPDATE_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
 EPOCH_RE = re.compile(r"^checkpoint(\d+)\.pt$")
@@ -54,6 +63,28 @@ def list_checkpoints(directory: str, kind: str = "auto") -> List[str]:
         raise ValueError(f"{directory}: no checkpoint_<epoch>_<updates>.pt or checkpoint<epoch>.pt files "
                          f"(kind={kind}); train with --save-interval-updates or keep epoch checkpoints")
     return [os.path.join(directory, n) for _, n in chosen]
+
+
+def fairseq_selection(directory: str, n: int, update_based: bool, upper_bound: Optional[int] = None) -> List[str]:
+    """fairseq's ``last_n_checkpoints``: the ``n`` checkpoints of ``directory`` with the highest update
+    (``checkpoint_<epoch>_<updates>.pt``) or epoch (``checkpoint<epoch>.pt``) number, at most ``upper_bound``;
+    returned oldest first (fairseq lists them newest first; the average is the same and its metadata, as
+    fairseq's, is the newest checkpoint's)."""
+    if not os.path.isdir(directory):
+        raise CommandError(f"--inputs {directory}: " + ("is a file; with --num-epoch-checkpoints or "
+                                                         "--num-update-checkpoints give the checkpoint directory"
+                                                         if os.path.exists(directory) else "no such directory"))
+    pattern = UPDATE_RE if update_based else EPOCH_RE
+    group = 2 if update_based else 1
+    entries = sorted(((int(m.group(group)), name) for name in os.listdir(directory)
+                      for m in [pattern.match(name)] if m and (upper_bound is None or int(m.group(group)) <= upper_bound)),
+                     reverse=True)
+    if len(entries) < n:
+        kind = "checkpoint_<epoch>_<updates>.pt" if update_based else "checkpoint<epoch>.pt"
+        bound = "" if upper_bound is None else f" with at most {upper_bound} {'updates' if update_based else 'epochs'}"
+        raise CommandError(f"--inputs {directory}: {len(entries)} {kind} files{bound}, but "
+                           f"--num-{'update' if update_based else 'epoch'}-checkpoints asks for {n}")
+    return [os.path.join(directory, name) for _, name in reversed(entries[:n])]
 
 
 def select_last(paths: List[str], n: int) -> List[str]:
@@ -166,29 +197,60 @@ def average_checkpoints(paths: List[str]) -> dict:
 def main(argv: Optional[List[str]] = None):
     p = command_parser("posmix-average", __doc__)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--inputs", nargs="+", metavar="FILE", help="checkpoint files to average (fairseq's name)")
+    src.add_argument("--inputs", nargs="+", metavar="FILE",
+                     help="checkpoint files to average, or one directory with --num-epoch-checkpoints or "
+                          "--num-update-checkpoints (fairseq's names)")
     src.add_argument("--dir", metavar="DIR", help="a --save-dir of fairseq-train")
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--last", type=int, help="average the N newest checkpoints")
-    how.add_argument("--best-and-next", type=int, metavar="N", help="the best checkpoint and the N-1 after it")
+    how.add_argument("--num-update-checkpoints", type=POSITIVE_INT, metavar="N",
+                     help="with --inputs DIR: the N checkpoint_<epoch>_<updates>.pt with the most updates (fairseq's)")
+    how.add_argument("--num-epoch-checkpoints", type=POSITIVE_INT, metavar="N",
+                     help="with --inputs DIR: the N checkpoint<epoch>.pt with the highest epochs (fairseq's)")
+    how.add_argument("--last", type=POSITIVE_INT, metavar="N", help="with --dir: average the N newest checkpoints")
+    how.add_argument("--best-and-next", type=POSITIVE_INT, metavar="N",
+                     help="with --dir: the best checkpoint and the N-1 after it")
+    p.add_argument("--checkpoint-upper-bound", type=POSITIVE_INT, metavar="M",
+                   help="with --num-update-checkpoints (--num-epoch-checkpoints): only checkpoints of at most M "
+                        "updates (epochs) (fairseq's)")
     p.add_argument("--kind", default="auto", choices=["auto", "updates", "epochs"],
                    help="checkpoint family in --dir")
     p.add_argument("--output", required=True, metavar="FILE",
                    help="where to write the averaged checkpoint (fairseq's name)")
     a = p.parse_args(argv)
+    fairseq_count = a.num_update_checkpoints or a.num_epoch_checkpoints
+    if a.checkpoint_upper_bound is not None and not fairseq_count:
+        raise UsageError("--checkpoint-upper-bound needs --num-epoch-checkpoints or --num-update-checkpoints "
+                         "(as in fairseq's average_checkpoints.py)")
+    if fairseq_count and not a.inputs:
+        raise UsageError("--num-epoch-checkpoints/--num-update-checkpoints select from --inputs DIR (one directory); "
+                         "with --dir use --last or --best-and-next")
+    if fairseq_count and len(a.inputs) != 1:
+        raise UsageError(f"--num-epoch-checkpoints/--num-update-checkpoints select from one directory; --inputs "
+                         f"gives {len(a.inputs)} paths")
+    if a.inputs and (a.last or a.best_and_next):
+        raise UsageError("--last/--best-and-next select from --dir; with --inputs FILE ... every file is averaged "
+                         "(--inputs DIR selects with --num-update-checkpoints or --num-epoch-checkpoints)")
+    if a.dir and not (a.last or a.best_and_next):
+        raise UsageError("with --dir, give --last N or --best-and-next N")
     check_output_file(a.output, "--output", parent_must_exist=False)
     if a.dir and not os.path.isdir(a.dir):
         raise CommandError(f"--dir {a.dir}: " + ("is a file; give fairseq-train's --save-dir (or use --inputs)"
                                                  if os.path.exists(a.dir) else "no such directory"))
     try:
-        if a.inputs:
-            if a.last or a.best_and_next:
-                raise ValueError("--last/--best-and-next select from --dir; with --inputs every file is averaged")
+        if fairseq_count:
+            update_based = a.num_update_checkpoints is not None
+            chosen = fairseq_selection(a.inputs[0], fairseq_count, update_based, a.checkpoint_upper_bound)
+            how_text = (f"the {fairseq_count} with the highest {'update' if update_based else 'epoch'} numbers"
+                        + ("" if a.checkpoint_upper_bound is None else f" <= {a.checkpoint_upper_bound}"))
+            check_output(a.output, chosen, "--output")
+        elif a.inputs:
+            for path in a.inputs:
+                if os.path.isdir(path):
+                    raise CommandError(f"--inputs {path}: is a directory; give checkpoint files, or select from it "
+                                       "with --num-update-checkpoints N or --num-epoch-checkpoints N (fairseq's)")
             chosen, how_text = a.inputs, f"{len(a.inputs)} given files"
             check_output(a.output, a.inputs, "--output")
         else:
-            if not (a.last or a.best_and_next):
-                raise ValueError("with --dir, give --last N or --best-and-next N")
             paths = list_checkpoints(a.dir, a.kind)
             check_output(a.output, paths, "--output")  # every candidate may be read
             if a.last:
@@ -199,6 +261,8 @@ def main(argv: Optional[List[str]] = None):
             check_checkpoint(path, "--inputs" if a.inputs else None)
         state = average_checkpoints(chosen)
         save_atomic(state, a.output, inputs=chosen, option="--output")
+    except CommandError:
+        raise
     except ValueError as e:
         raise SystemExit(f"posmix-average: {e}")
     print(f"posmix-average: averaged {len(chosen)} checkpoints ({how_text}): "

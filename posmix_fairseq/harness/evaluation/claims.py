@@ -32,7 +32,6 @@ and the page is rewritten. ``--jobs 2`` trains two systems at once, each on one 
 core (on a 2-vCPU machine whose vCPUs share a physical core this is no faster than one).
 """
 import json
-import math
 import os
 import platform
 import re
@@ -45,7 +44,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 from .. import pipeline
-from ..command import UsageError, build_parser as command_parser, console
+from ..command import (NON_NEGATIVE_INT, POSITIVE_INT, Number, UsageError, add_language_options,
+                       build_parser as command_parser, console)
 from .paper_tables import GPA, HC, APE as PEA, POSNET, RPE as RECPE
 
 #: 3+3 layers, D = 128: the size of docs/benchmarks.md's early-training tables (the arch's other settings as
@@ -622,7 +622,7 @@ def fmt_score(c: Optional[dict]) -> str:
 
 
 def row_command(claim: Claim) -> str:
-    return f"`posmix-claims --data-dir $MULTI30K --src de --tgt en --rows {claim.key}`"
+    return f"`posmix-claims --data-dir $MULTI30K --rows {claim.key}`"
 
 
 def base_size_saving(n: int = 128) -> float:
@@ -865,8 +865,8 @@ def build_parser():
     p = command_parser("posmix-claims", __doc__)
     p.add_argument("--data-dir", metavar="DIR", help="raw parallel text: {train,val|valid|dev,test*}.{SRC,TGT}[.gz]")
     p.add_argument("--data-name", default="Multi30k (task 1)", help="the data's name on the page")
-    p.add_argument("--src", default="de", metavar="LANG", help="source language suffix of --data-dir's files")
-    p.add_argument("--tgt", default="en", metavar="LANG", help="target language suffix")
+    add_language_options(p, source_default="de", target_default="en", dests=("src", "tgt"),
+                         what=" (the suffix of --data-dir's files)")
     p.add_argument("--out", default="claims", metavar="DIR", help="the study's folder (relative to the current "
                    "directory)")
     p.add_argument("--rows", help="comma list of rows (e.g. gpa-1,hc-2): only the systems they compare")
@@ -878,24 +878,24 @@ def build_parser():
                    help="keep each finished system's result and hypotheses here (small files a repository can "
                         "commit); systems found here are not trained again, and a study continued on another "
                         "machine encodes with the spm.model kept here")
-    p.add_argument("--vocab-size", type=int, default=4000, help="joint SentencePiece BPE vocabulary")
-    p.add_argument("--max-train-len", type=int, default=0,
+    p.add_argument("--vocab-size", type=POSITIVE_INT, default=4000, help="joint SentencePiece BPE vocabulary")
+    p.add_argument("--max-train-len", type=NON_NEGATIVE_INT, default=0,
                    help="length cap of the training pairs in pieces (0: the 90th percentile of the longer side)")
-    p.add_argument("--max-tokens", type=int, default=4096, help="tokens per batch")
-    p.add_argument("--max-update", type=int, default=2500, help="the most updates a system trains")
-    p.add_argument("--validate-every", type=int, default=100, help="updates between validations / checkpoints")
-    p.add_argument("--patience", type=int, default=3,
+    p.add_argument("--max-tokens", type=POSITIVE_INT, default=4096, help="tokens per batch")
+    p.add_argument("--max-update", type=POSITIVE_INT, default=2500, help="the most updates a system trains")
+    p.add_argument("--validate-every", type=POSITIVE_INT, default=100, help="updates between validations / checkpoints")
+    p.add_argument("--patience", type=POSITIVE_INT, default=3,
                    help="stop after this many validations without a better validation loss")
-    p.add_argument("--average", type=int, default=4, help="average the best checkpoint and the N-1 after it")
-    p.add_argument("--beam", type=int, default=5, help="beam size of fairseq-generate")
-    p.add_argument("--max-len-b", type=int, default=200, help="fairseq-generate's --max-len-b (its default: 200)")
+    p.add_argument("--average", type=POSITIVE_INT, default=4, help="average the best checkpoint and the N-1 after it")
+    p.add_argument("--beam", type=POSITIVE_INT, default=5, help="beam size of fairseq-generate")
+    p.add_argument("--max-len-b", type=POSITIVE_INT, default=200, help="fairseq-generate's --max-len-b (its default: 200)")
     p.add_argument("--size", choices=sorted(SIZES), default="small",
                    help="small: 3+3 layers, D = 64 (the grid that fits a 2-core CPU); mini: 3+3, D = 128; "
                         "tiny: 1+1, D = 32 (checks that the steps run)")
-    p.add_argument("--jobs", type=int, default=1, help="systems trained at once, each pinned to its own core (on "
+    p.add_argument("--jobs", type=POSITIVE_INT, default=1, help="systems trained at once, each pinned to its own core (on "
                    "a 2-vCPU machine whose vCPUs share a core, two jobs train no faster than one)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads per run (0: cores / jobs)")
-    p.add_argument("--seconds-per-update", type=float, default=0.0,
+    p.add_argument("--threads", type=NON_NEGATIVE_INT, default=0, help="torch threads per run (0: cores / jobs)")
+    p.add_argument("--seconds-per-update", type=Number(float, 0), default=0.0,
                    help="--plan's estimate of one update's time (0: the size's time measured on a 2-core CPU, "
                         "one thread: small 0.55 s, mini 1.8 s)")
     p.add_argument("--cpu", action="store_true", default=None, help="train on the CPU (default: when no GPU)")
@@ -903,19 +903,12 @@ def build_parser():
 
 
 def check_options(opts) -> None:
-    for name in ("vocab_size", "max_tokens", "max_update", "validate_every", "patience", "beam", "jobs", "max_len_b"):
-        if getattr(opts, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(opts, name)})")
-    for name in ("max_train_len", "threads"):
-        if getattr(opts, name) < 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 0 (got {getattr(opts, name)})")
-    if not 1 <= opts.average <= opts.patience + 1:
+    """What the parser's ranges cannot say: options that bound each other."""
+    if opts.average > opts.patience + 1:
         raise UsageError(f"--average must be in 1..--patience + 1 = {opts.patience + 1}: the best checkpoint and "
                          f"the ones after it that training keeps (got {opts.average})")
     if opts.validate_every > opts.max_update:
         raise UsageError(f"--validate-every {opts.validate_every} is more than --max-update {opts.max_update}")
-    if not opts.seconds_per_update >= 0 or math.isinf(opts.seconds_per_update):
-        raise UsageError(f"--seconds-per-update must be a number >= 0 (got {opts.seconds_per_update})")
 
 
 def main(argv: Optional[List[str]] = None):

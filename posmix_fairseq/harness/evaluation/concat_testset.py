@@ -18,8 +18,8 @@ from typing import List, Optional, Tuple
 import sentencepiece as spm
 
 from ..raw_text import read_lines
-from .length_bins import assign, parse_bins
-from ..command import build_parser as command_parser, check_input_file, check_output_dir, console
+from .length_bins import assign
+from ..command import POSITIVE_INT, NumberList, build_parser as command_parser, check_input_file, check_output_dir, console
 
 
 def concatenate_pairs(src: List[str], tgt: List[str]) -> Tuple[List[str], List[str]]:
@@ -46,7 +46,8 @@ def main(argv: Optional[List[str]] = None):
                    help="source language: the suffix of the files written (fairseq's --source-lang)")
     p.add_argument("-t", "--target-lang", required=True, metavar="LANG", help="target language suffix")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
-    p.add_argument("--bins", default="25,50,75,100", help="inclusive upper edges of the source-length groups")
+    p.add_argument("--bins", default="25,50,75,100", type=NumberList(POSITIVE_INT, increasing=True),
+                   help="inclusive upper edges of the source-length groups, increasing")
     p.add_argument("--spm-model", metavar="FILE",
                    help="count SentencePiece pieces of raw text instead of whitespace tokens")
     a = p.parse_args(argv)
@@ -61,9 +62,7 @@ def main(argv: Optional[List[str]] = None):
             lens = [len(sp.encode(s)) for s in src]
         else:
             lens = [len(s.split()) for s in src]
-        edges = parse_bins(a.bins, lens)
-        if any(e != int(e) for e in edges):
-            raise ValueError(f"--bins {a.bins!r}: lengths need integer edges")
+        edges = [float(e) for e in a.bins]
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"posmix-concat-testset: {e}")
     os.makedirs(a.out, exist_ok=True)

@@ -31,6 +31,7 @@ import torch
 from .fairseq_loading import batches, load_for_inference
 from ..command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_output_file,
                         console, write_json)
+from ..command import NON_NEGATIVE_INT, POSITIVE_INT
 
 SETTINGS = {
     "gpa-4": dict(beam=12, runs=10, batch_size=1, device="cpu", threads=1, unit="tokens/s",
@@ -143,14 +144,14 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--path", required=True, metavar="FILE", help="checkpoint to decode with")
     p.add_argument("--setting", choices=sorted(SETTINGS), default="gpa-4",
                    help="the paper table whose measurement to make (default gpa-4); the flags below override it")
-    p.add_argument("--runs", type=int, help="timed decoding runs (default: the --setting's)")
-    p.add_argument("--beam", type=int, help="beam size (default: the --setting's)")
+    p.add_argument("--runs", type=POSITIVE_INT, help="timed decoding runs (default: the --setting's)")
+    p.add_argument("--beam", type=POSITIVE_INT, help="beam size (default: the --setting's)")
     p.add_argument("--device", choices=["cpu", "cuda"], help="where to decode (default: the --setting's)")
     p.add_argument("--subset", default="test", help="the split of the binarized data to decode")
-    p.add_argument("--max-sentences", type=int, default=0, help="decode only the first N sentences (0: all)")
-    p.add_argument("--batch-size", type=int, help="sentences per batch (0: fairseq's --max-tokens batching)")
-    p.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch with --batch-size 0")
-    p.add_argument("--threads", type=int, help="torch CPU threads")
+    p.add_argument("--max-sentences", type=NON_NEGATIVE_INT, default=0, help="decode only the first N sentences (0: all)")
+    p.add_argument("--batch-size", type=NON_NEGATIVE_INT, help="sentences per batch (0: fairseq's --max-tokens batching)")
+    p.add_argument("--max-tokens", type=POSITIVE_INT, default=4000, help="tokens per batch with --batch-size 0")
+    p.add_argument("--threads", type=POSITIVE_INT, help="torch CPU threads")
     p.add_argument("--json", metavar="FILE", help="write the result here")
     p.add_argument("--generate-args", default="", help="extra fairseq-generate flags, quoted (e.g. '--lenpen 0.6')")
     a = p.parse_args(argv)

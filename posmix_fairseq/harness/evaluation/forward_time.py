@@ -29,6 +29,7 @@ import posmix_fairseq
 from ..checkpoint_files import load_fairseq, write_text_atomic
 from ..command import build_parser as command_parser, console
 from .paper_tables import TABLES
+from ..command import POSITIVE_INT
 
 SIZE_SUFFIX = {"small": "iwslt_de_en", "base": "wmt_en_de", "big": "wmt_en_de_big"}
 
@@ -150,12 +151,12 @@ def main(argv: Optional[List[str]] = None):
                    help="a system: an arch and its flags, or LABEL=CHECKPOINT.pt (repeatable)")
     p.add_argument("--model-flags", default="", help="flags added to every arch-built system, quoted "
                                                      "(e.g. '--encoder-layers 2 --decoder-layers 2')")
-    p.add_argument("--batch-size", type=int, default=32, help="sentences per forward")
-    p.add_argument("--length", type=int, default=50, help="tokens per sentence, source and target (default 50)")
-    p.add_argument("--repeats", type=int, default=10, help="timed forwards (default 10, as the paper)")
-    p.add_argument("--vocab", type=int, default=32000, help="dictionary size of arch-built systems")
+    p.add_argument("--batch-size", type=POSITIVE_INT, default=32, help="sentences per forward")
+    p.add_argument("--length", type=POSITIVE_INT, default=50, help="tokens per sentence, source and target (default 50)")
+    p.add_argument("--repeats", type=POSITIVE_INT, default=10, help="timed forwards (default 10, as the paper)")
+    p.add_argument("--vocab", type=POSITIVE_INT, default=32000, help="dictionary size of arch-built systems")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--threads", type=POSITIVE_INT, default=1, help="torch CPU threads (default 1)")
     p.add_argument("--json", help="write the timings here (posmix-plot posnet-fig2 reads it)")
     a = p.parse_args(argv)
     try:

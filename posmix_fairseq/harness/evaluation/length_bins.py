@@ -21,7 +21,7 @@ import numpy as np
 from . import score as score_mod
 from .detok import has_bpe_markers, has_spm_pieces
 from .generate_output import read_generate_output
-from ..command import check_input_file, console, plain_text, write_json
+from ..command import check_input_file, checked_text, console, plain_text, write_json
 
 
 def parse_bins(spec: str, values: Sequence[float]) -> List[float]:
@@ -44,9 +44,16 @@ def parse_bins(spec: str, values: Sequence[float]) -> List[float]:
         edges = [float(x) for x in spec.split(",") if x.strip()]
     except ValueError:
         raise ValueError(f"--bins {spec!r}: expected comma-separated numbers (e.g. 25,50,75,100) or quantiles:K")
+    if not all(np.isfinite(edges)):
+        raise ValueError(f"--bins {spec!r}: edges must be finite numbers")
     if not edges or any(b <= a for a, b in zip(edges, edges[1:])):
         raise ValueError(f"--bins {spec!r}: edges must be strictly increasing and non-empty")
     return edges
+
+
+def check_bins(spec: str) -> None:
+    """The form of a ``--bins`` value (edges, or quantiles:K), checked before any file is read."""
+    parse_bins(spec, [])
 
 
 def assign(values: Sequence[float], edges: List[float]) -> List[int]:
@@ -111,7 +118,8 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--by", choices=["src", "ref"], default="src", help="bin by source or reference length")
     p.add_argument("--count", choices=["words", "pieces"], default="words",
                    help="length unit: whitespace words of the raw text, or subword pieces (S-/T- lines)")
-    p.add_argument("--bins", default="25,50,75,100", help="upper edges E1,E2,... or quantiles:K")
+    p.add_argument("--bins", default="25,50,75,100", type=checked_text(check_bins),
+                   help="upper edges E1,E2,... (increasing) or quantiles:K")
     p.add_argument("--key-file", metavar="FILE",
                    help="bin by these per-sentence values instead (one per line, in sentence order)")
     a = p.parse_intermixed_args(argv)

@@ -5,9 +5,9 @@ character F2 and 2-gram word F2 (1 <= n <= 30), the ChrF with 6-gram character F
 
 - chrF (sacreBLEU's CHRF, beta 2): the character n-gram order n with word order 2 (``--char-orders``),
   and character order 6 with word order n (``--word-orders``); at n = 6 and n = 2 respectively both
-  equal chrF++. sacreBLEU's own per-order counts are extracted once, at the largest orders, and each
-  score is sacreBLEU's own chrF formula over the orders it covers: the same number as
-  ``CHRF(char_order=n, word_order=w)`` (tested), in one pass instead of one per order.
+  equal chrF++. Each score is sacreBLEU's public ``CHRF(char_order=n, word_order=w).corpus_score``: one
+  pass over the test set per order (38 for the defaults), through sacreBLEU's public API only, so a new
+  sacreBLEU release cannot silently change what is computed.
 - BLEU (sacreBLEU, ``--tokenize``): ``BLEU(max_ngram_order=n)`` for each n of ``--bleu-orders``.
 
 Hypotheses are detokenised as ``posmix-score`` does (``--spm-model``, ``--remove-bpe``, ``--moses-detok``);
@@ -16,11 +16,12 @@ the references are ``--ref`` (raw text) or the T- lines.
     posmix-ngram-orders gen.posnet_embed.txt --baseline gen.sape.txt --names PosNet-Embed SAPE \\
         --spm-model spm.model --ref test.de --json ngram-orders.json
 """
+import argparse
 from typing import Dict, List, Optional, Sequence
 
 from .detok import Detokenizer
 from .generate_output import read_generate_output
-from ..command import (build_parser as command_parser, check_input_file, check_output_file, console,
+from ..command import (UsageError, build_parser as command_parser, check_input_file, check_output_file, console,
                         read_text_lines, write_json)
 from .score import add_remove_bpe
 
@@ -36,31 +37,44 @@ def parse_orders(text: str, option: str) -> List[int]:
             part = part.strip()
             if "-" in part:
                 lo, hi = (int(x) for x in part.split("-", 1))
+                if lo > hi:
+                    raise ValueError(f"{option} {text!r}: the range {part} is inverted (write {hi}-{lo})")
                 orders.update(range(lo, hi + 1))
             elif part:
                 orders.add(int(part))
-    except ValueError:
+    except ValueError as e:
+        if "inverted" in str(e):
+            raise
         raise ValueError(f"{option} {text!r}: expected orders such as 1-30 or 1,2,4") from None
     if not orders or min(orders) < 1:
         raise ValueError(f"{option} {text!r}: orders must be integers >= 1")
     return sorted(orders)
 
 
+def orders_option(option: str):
+    """argparse type of an orders option: :func:`parse_orders`, its errors usage errors (exit status 2)."""
+
+    def convert(text: str) -> List[int]:
+        try:
+            return parse_orders(text, option)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e).replace(f"{option} ", "", 1)) from None
+
+    convert.__name__ = "orders"
+    return convert
+
+
 def chrf_by_order(hyps: Sequence[str], refs: Sequence[str], char_orders: Sequence[int],
                   word_orders: Sequence[int]) -> Dict[str, List[float]]:
-    """{'char': chrF(char n, word 2) per n, 'word': chrF(char 6, word n) per n} from one pass of
-    sacreBLEU's per-order statistics."""
+    """{'char': chrF(char n, word 2) per n, 'word': chrF(char 6, word n) per n}: sacreBLEU's public
+    ``CHRF(char_order=..., word_order=...).corpus_score`` once per order (its per-order statistics are
+    private API)."""
     from sacrebleu.metrics import CHRF  # sacrebleu loads in tenths of a second: not on --help
 
-    max_char = max(list(char_orders) + [CHRF_CHAR_ORDER])
-    max_word = max(list(word_orders) + [CHRF_WORD_ORDER])
-    counter = CHRF(char_order=max_char, word_order=max_word)
-    stats = [sum(col) for col in zip(*counter._extract_corpus_statistics(list(hyps), [list(refs)]))]
-    char_stats, word_stats = stats[:3 * max_char], stats[3 * max_char:]
+    hyps, refs = list(hyps), [list(refs)]
 
     def score(n_char, n_word):
-        return CHRF(char_order=n_char, word_order=n_word)._compute_f_score(
-            char_stats[:3 * n_char] + word_stats[:3 * n_word])
+        return CHRF(char_order=n_char, word_order=n_word).corpus_score(hyps, refs).score
 
     return {"char": [score(n, CHRF_WORD_ORDER) for n in char_orders],
             "word": [score(CHRF_CHAR_ORDER, n) for n in word_orders]}
@@ -84,9 +98,9 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--moses-detok", metavar="LANG", help="Moses-detokenise for this target language")
     p.add_argument("--tokenize", default="13a", help="sacreBLEU BLEU tokenizer (default 13a)")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive chrF and BLEU")
-    p.add_argument("--char-orders", default="1-30", help="chrF character orders, word order 2 (default 1-30)")
-    p.add_argument("--word-orders", default="1-8", help="chrF word orders, character order 6 (default 1-8)")
-    p.add_argument("--bleu-orders", default="1-8", help="BLEU maximum n-gram orders (default 1-8)")
+    p.add_argument("--char-orders", default="1-30", type=orders_option("--char-orders"), help="chrF character orders, word order 2 (default 1-30)")
+    p.add_argument("--word-orders", default="1-8", type=orders_option("--word-orders"), help="chrF word orders, character order 6 (default 1-8)")
+    p.add_argument("--bleu-orders", default="1-8", type=orders_option("--bleu-orders"), help="BLEU maximum n-gram orders (default 1-8)")
     p.add_argument("--json", metavar="FILE",
                    help="write the scores here (posmix-plot posnet-fig4 reads it; '-': stdout)")
     a = p.parse_intermixed_args(argv)
@@ -98,14 +112,12 @@ def main(argv: Optional[List[str]] = None):
         check_output_file(a.json, "--json")
     paths = list(a.gen_out) + [a.baseline]
     names = a.names or [path.rsplit("/", 1)[-1] for path in paths]
+    if len(names) != len(paths):
+        raise UsageError(f"--names: {len(names)} names for {len(paths)} systems (the systems, then the baseline)")
+    if len(set(names)) != len(names):
+        raise UsageError(f"--names: the names must differ (got {' '.join(names)}); give --names")
     try:
-        if len(names) != len(paths):
-            raise ValueError(f"--names: {len(names)} names for {len(paths)} systems (the systems, then the baseline)")
-        if len(set(names)) != len(names):
-            raise ValueError(f"--names: the names must differ (got {' '.join(names)})")
-        orders = {"char": parse_orders(a.char_orders, "--char-orders"),
-                  "word": parse_orders(a.word_orders, "--word-orders"),
-                  "bleu": parse_orders(a.bleu_orders, "--bleu-orders")}
+        orders = {"char": a.char_orders, "word": a.word_orders, "bleu": a.bleu_orders}
         detok = Detokenizer(a.spm_model, a.remove_bpe, a.moses_detok)
         outputs = [read_generate_output(path) for path in paths]
         if a.ref:

@@ -35,7 +35,8 @@ from ..recipes.grid_plan import grid_summary
 from ..recipes.settings import resolve
 from ..recipes.stages import Runner, Stages, run_recipe
 from .paper_tables import PAPER_NUMBERS, TABLES, System, Table, paper_short_name
-from ..command import build_parser as command_parser, console
+from ..command import UsageError, add_language_options, build_parser as command_parser, console
+from ..command import POSITIVE_FLOAT, POSITIVE_INT
 
 ROOT = PACKAGE_ROOT  # the checkout: its examples/ hold the recipes
 DEFAULT_DATA = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
@@ -82,7 +83,7 @@ def commands(table: Table, scale: str, opts) -> List[Dict[str, str]]:
         try:
             systems = [systems[int(i)] for i in opts.systems.split(",")]
         except (ValueError, IndexError):
-            raise SystemExit(f"--systems {opts.systems!r}: comma-separated indices in 0..{len(systems) - 1}")
+            raise UsageError(f"--systems {opts.systems!r}: comma-separated indices in 0..{len(systems) - 1}") from None
     out = []
     for i, s in enumerate(systems):
         env = system_env(table, s, scale, opts)
@@ -381,19 +382,17 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--out", default=os.path.join("runs", "reproduce"),
                    help="the runs' folder, relative to the current directory (default: runs/reproduce)")
     p.add_argument("--data-dir", default=DEFAULT_DATA, help="tiny scale: raw corpus (default: the shared Multi30k)")
-    p.add_argument("--throughput", type=float, default=DEFAULT_THROUGHPUT,
+    p.add_argument("--throughput", type=POSITIVE_FLOAT, default=DEFAULT_THROUGHPUT,
                    help="--plan: the training tokens per second per GPU that its GPU-hours assume "
                         f"(default: {DEFAULT_THROUGHPUT:,.0f}, an assumption, not a measurement)")
-    p.add_argument("-s", "--source-lang", "--src", dest="src", default="en",
-                   help="tiny scale: source language code, the suffix of --data-dir's files (default: en)")
-    p.add_argument("-t", "--target-lang", "--tgt", dest="tgt", default="de",
-                   help="tiny scale: target language code (default: de)")
+    add_language_options(p, source_default="en", target_default="de", dests=("src", "tgt"),
+                         what=" (tiny scale: the suffix of --data-dir's files)")
     p.add_argument("--size", choices=["mini", "tiny"], default="mini",
                    help="tiny scale: recipe SIZE (mini: 3+3 layers, D=128; tiny: 1+1 layers, D=32, for tests)")
-    p.add_argument("--max-update", type=int, default=300, help="tiny scale: updates per system")
-    p.add_argument("--max-train", type=int, default=30000, help="tiny scale: training pairs (Multi30k has 29k)")
-    p.add_argument("--max-eval", type=int, default=1000, help="tiny scale: valid/test pairs")
-    p.add_argument("--vocab", type=int, default=8000, help="tiny scale: BPE vocabulary")
+    p.add_argument("--max-update", type=POSITIVE_INT, default=300, help="tiny scale: updates per system")
+    p.add_argument("--max-train", type=POSITIVE_INT, default=30000, help="tiny scale: training pairs (Multi30k has 29k)")
+    p.add_argument("--max-eval", type=POSITIVE_INT, default=1000, help="tiny scale: valid/test pairs")
+    p.add_argument("--vocab", type=POSITIVE_INT, default=8000, help="tiny scale: BPE vocabulary")
     p.add_argument("--render-only", action="store_true", help="print the table from the scores already in --out")
     p.add_argument("--paper-only", action="store_true",
                    help="with --render-only: print the paper's numbers even when --out holds no results of ours")
@@ -405,13 +404,9 @@ def main(argv: Optional[List[str]] = None):
         if not a.table:
             return None
     if a.table not in TABLES:
-        raise SystemExit(f"--table {a.table!r}: valid tables are {', '.join(TABLES)}")
-    if a.max_update < 1 or a.max_train < 1 or a.max_eval < 1:
-        raise SystemExit("--max-update, --max-train and --max-eval must be >= 1")
-    if a.throughput <= 0:
-        raise SystemExit(f"--throughput {a.throughput:g}: must be > 0 (training tokens per second per GPU)")
+        raise UsageError(f"--table {a.table!r}: valid tables are {', '.join(TABLES)}")
     if a.paper_only and not a.render_only:
-        raise SystemExit("--paper-only: only with --render-only")
+        raise UsageError("--paper-only: only with --render-only")
     table = TABLES[a.table]
     cmds = commands(table, a.scale, a)
     if a.plan:

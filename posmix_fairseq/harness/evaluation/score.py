@@ -33,6 +33,7 @@ from .generate_output import GenerateOutput, read_generate_output
 from .metrics import (ALL_METRICS, BLEU_TOKENIZERS, LEARNED_METRICS, SACREBLEU_METRICS, BleurtScorer, CometScorer,
                       MetricUnavailable, format_signature, resolve_gpus, sacrebleu_metric)
 from .significance import paired_approximate_randomization, paired_bootstrap, sacrebleu_seed
+from ..command import NON_NEGATIVE_INT, Number, POSITIVE_INT
 
 SACREBLEU_ORDER = ["BLEU", "chrF2++", "chrF2", "TER"]
 RAW_HINT = "pass the raw text (the recipes' prep/raw/test.LANG), not the subword-encoded file"
@@ -349,8 +350,8 @@ def build_parser():
                         "against each")
     p.add_argument("--hyp", nargs="+", default=[], metavar="FILE", help="hypothesis text files (systems)")
     p.add_argument("--baseline-hyp", nargs="+", default=[], metavar="FILE", help="baseline hypothesis text files")
-    p.add_argument("--ref", help="reference text file (raw; default: the T- lines of the first output)")
-    p.add_argument("--src", help="source text file (raw; COMET reads it; default: the S- lines)")
+    p.add_argument("--ref", metavar="FILE", help="reference text file (raw; default: the T- lines of the first output)")
+    p.add_argument("--src", metavar="FILE", help="source text file (raw; COMET reads it; default: the S- lines)")
     p.add_argument("--names", nargs="+", help="display names: the systems in order, then the baselines")
     p.add_argument("--spm-model", help="SentencePiece model: join its pieces back (lines that still hold pieces)")
     add_remove_bpe(p)
@@ -368,12 +369,12 @@ def build_parser():
                    help="a COMET-family model (COMET, CometKiwi, XCOMET): a directory as COMET stores it, its .ckpt, "
                         "or a name in the local Hugging Face cache; repeat for several")
     p.add_argument("--bleurt-checkpoint", help="local bleurt-pytorch model directory (e.g. BLEURT-20)")
-    p.add_argument("--batch-size", type=int, default=16, help="COMET/BLEURT sentences per batch")
-    p.add_argument("--gpus", type=int, default=None,
+    p.add_argument("--batch-size", type=POSITIVE_INT, default=16, help="COMET/BLEURT sentences per batch")
+    p.add_argument("--gpus", type=Number(int, 0, 1), default=None,
                    help="COMET/BLEURT on 1 GPU or 0 (CPU); default: the GPU when CUDA is visible")
-    p.add_argument("--paired-bs-n", type=int, default=1000, metavar="N",
+    p.add_argument("--paired-bs-n", type=NON_NEGATIVE_INT, default=1000, metavar="N",
                    help="paired bootstrap resamples, as sacreBLEU's --paired-bs-n (0: off)")
-    p.add_argument("--paired-ar-n", type=int, default=10000, metavar="N",
+    p.add_argument("--paired-ar-n", type=NON_NEGATIVE_INT, default=10000, metavar="N",
                    help="paired approximate randomization trials, as sacreBLEU's --paired-ar-n (0: off)")
     p.add_argument("--csv", metavar="FILE", help="write one row per system x metric (x baseline) here ('-': stdout)")
     p.add_argument("--json", metavar="FILE", help="write the full result here ('-': stdout)")
@@ -395,7 +396,7 @@ def parse_metrics(spec: str) -> List[str]:
     metrics = [m.strip().lower() for m in spec.split(",") if m.strip()]
     bad = [m for m in metrics if m not in ALL_METRICS]
     if bad or not metrics:
-        raise SystemExit(f"--metrics: unknown {bad or '(empty)'}; valid: {', '.join(ALL_METRICS)}")
+        raise UsageError(f"--metrics: unknown {bad or '(empty)'}; valid: {', '.join(ALL_METRICS)}")
     return metrics
 
 
@@ -413,10 +414,7 @@ def check_distinct_systems(entries, prog: str) -> None:
 
 def check_common_args(args, prog: str):
     if args.tokenize not in BLEU_TOKENIZERS:
-        raise SystemExit(f"--tokenize {args.tokenize!r}: valid values are {', '.join(BLEU_TOKENIZERS)}")
-    for flag, value in (("--paired-bs-n", args.paired_bs_n), ("--paired-ar-n", args.paired_ar_n)):
-        if value < 0:
-            raise SystemExit(f"{flag} must be >= 0 (got {value})")
+        raise UsageError(f"--tokenize {args.tokenize!r}: valid values are {', '.join(BLEU_TOKENIZERS)}")
     for flag, path in (("--csv", args.csv), ("--json", args.json)):
         if path:
             check_output_file(path, flag)
@@ -424,8 +422,6 @@ def check_common_args(args, prog: str):
         raise UsageError("--csv - and --json - both ask for stdout; write one of them to a file")
     if args.untranslated:
         check_input_file(args.untranslated, "--untranslated", allow_empty=True)
-    if args.batch_size < 1:
-        raise SystemExit(f"--batch-size must be >= 1 (got {args.batch_size})")
     entries = ([(p, False, False) for p in args.gen_out] + [(p, False, True) for p in args.hyp]
                + [(p, True, False) for p in args.baseline] + [(p, True, True) for p in args.baseline_hyp])
     if not entries:

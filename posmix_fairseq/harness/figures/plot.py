@@ -29,6 +29,7 @@ from ..command import (HelpFormatter, build_parser as command_parser, check_chec
                         console)
 from .data import (FigureInputError, argmax_rows, contrastive_by_distance, length_bins, metric_of, parse_pairs,
                    pick_system, read_json, system_scores, table_scores)
+from ..command import NON_NEGATIVE_INT, POSITIVE_INT, NumberList
 
 
 def _formats(text: str):
@@ -49,7 +50,7 @@ def cmd_positions(a):
         check_checkpoint(a.source, "SOURCE")
         if a.data:
             check_data_dir(a.data, "--data")
-        queries = [int(x) for x in a.query_positions.split(",")] if a.query_positions else None
+        queries = a.query_positions or None
         data = extract(load_model(a.source, a.data), a.positions, queries, checkpoint=a.source)
         os.makedirs(a.out, exist_ok=True)
         with open(a.json or os.path.join(a.out, "positions.json"), "w", encoding="utf-8") as f:
@@ -144,7 +145,7 @@ def build_parser():
         s.add_argument("--out", required=True, metavar="DIR",
                        help="output directory (files are named after the figure)")
         s.add_argument("--formats", default="png,svg", help="comma-separated: png, svg, pdf (default png,svg)")
-        s.add_argument("--dpi", type=int, default=style.DPI,
+        s.add_argument("--dpi", type=POSITIVE_INT, default=style.DPI,
                        help=f"PNG resolution, {style.DPI_RANGE[0]}..{style.DPI_RANGE[1]} dots per inch (default "
                             f"{style.DPI}; fonts and lines scale with it)")
         s.set_defaults(fn=fn)
@@ -157,8 +158,8 @@ def build_parser():
                                         "or a positions.json this command wrote")
     s.add_argument("source", metavar="SOURCE", help="checkpoint (.pt) or positions.json")
     s.add_argument("--data", metavar="DIR", help="the dictionaries' directory when the checkpoint's own is not here")
-    s.add_argument("--positions", type=int, help="positions P drawn (default 32, or fewer where the model has fewer)")
-    s.add_argument("--query-positions",
+    s.add_argument("--positions", type=POSITIVE_INT, help="positions P drawn (default 32, or fewer where the model has fewer)")
+    s.add_argument("--query-positions", type=NumberList(NON_NEGATIVE_INT),
                    help="query positions of the rPosNet softmax profiles (default: 4 spread over P)")
     s.add_argument("--json", metavar="FILE", help="where to write the tables (default OUT/positions.json)")
     s = add("hc-fig2", cmd_hc_fig2, "HC Fig. 2: argmax distance of each head (posmix-attention's argmax_distance.csv)")

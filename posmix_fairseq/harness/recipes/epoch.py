@@ -10,6 +10,7 @@ import math
 from typing import List, Sequence
 
 import posmix_fairseq
+from ..command import POSITIVE_INT
 
 DEFAULT_TOKENS_PER_PAIR = 30  # when nothing can be measured: about WMT's mean sentence length in subwords
 
@@ -50,7 +51,7 @@ def estimate_updates_per_epoch(recipe, update_freq: int, gpus: int, tokens_per_p
 
 def main(argv: List[str] = None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--gpus", type=int, default=1)
+    p.add_argument("--gpus", type=POSITIVE_INT, default=1)
     a, rest = p.parse_known_args(argv)
     print(updates_per_epoch(rest, a.gpus))
 

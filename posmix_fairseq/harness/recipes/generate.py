@@ -15,7 +15,7 @@ target), so a long reference never removes a sentence whose source fits. The ids
 translated, the limit and the reason go to ``--untranslated`` (JSON), which ``posmix-score
 --untranslated-ids`` reads to score the rest and report the count beside the score.
 
-    python -m posmix_fairseq.harness.recipes.generate DATA --path CKPT --src de --tgt en --out gen.txt \\
+    python -m posmix_fairseq.harness.recipes.generate DATA --path CKPT -s de -t en --out gen.txt \\
         --untranslated untranslated.json --beam 12 [-- extra fairseq-generate flags]
 """
 import argparse
@@ -35,7 +35,9 @@ import posmix_fairseq
 from ..checkpoint_files import load_fairseq, write_atomic, write_text_atomic
 from ...tasks.translation import source_prefix_length
 from .. import pipeline
+from ..command import add_language_options, check_languages
 from .position_limits import Limit, position_limits
+from ..command import NON_NEGATIVE_INT, Number, POSITIVE_INT
 
 RAISED_MINIMUM = 1024   # raised limits are at least fairseq's default max positions
 
@@ -150,19 +152,19 @@ def main(argv: Optional[List[str]] = None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("data")
     p.add_argument("--path", required=True, help="checkpoint")
-    p.add_argument("--src", required=True)
-    p.add_argument("--tgt", required=True)
+    add_language_options(p, required=True, dests=("src", "tgt"))
     p.add_argument("--subset", default="test")
     p.add_argument("--out", required=True, help="fairseq-generate's output goes here")
     p.add_argument("--untranslated", required=True, help="JSON: ids not translated, the limit and the reason")
-    p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--lenpen", type=float, default=1.0)
-    p.add_argument("--max-len-a", type=float, default=1.0)
-    p.add_argument("--max-len-b", type=int, default=50)
-    p.add_argument("--max-tokens", type=int, default=8000)
+    p.add_argument("--beam", type=POSITIVE_INT, default=5)
+    p.add_argument("--lenpen", type=Number(float), default=1.0)
+    p.add_argument("--max-len-a", type=Number(float, 0), default=1.0)
+    p.add_argument("--max-len-b", type=NON_NEGATIVE_INT, default=50)
+    p.add_argument("--max-tokens", type=POSITIVE_INT, default=8000)
     p.add_argument("--device-flags", default="", help="e.g. '--cpu' or '--fp16'")
     p.add_argument("extra", nargs="*", help="after '--': more fairseq-generate flags")
     a = p.parse_args(argv)
+    check_languages(p, a)
     try:
         lengths = source_lengths(a.data, a.subset, a.src, a.tgt)
         model = load_model_meta(a.path, a.data)

@@ -15,7 +15,7 @@ OUT/spm.model (joint) or OUT/spm.{src,tgt}.model (separate), and OUT/raw/test.{s
 as read, for scoring; a Romanian reference gets the same Romanian normalisation, since the model never
 sees diacritics: scoring against the reference with them would count every diacritic as an error).
 
-    python -m posmix_fairseq.harness.recipes.prepare_data RAW OUT --src de --tgt en --lowercase --moses --vocab-size 10000
+    python -m posmix_fairseq.harness.recipes.prepare_data RAW OUT -s de -t en --lowercase --moses --vocab-size 10000
 """
 import argparse
 import os
@@ -23,7 +23,9 @@ from typing import Dict, List
 
 import sentencepiece as spm
 
+from ..command import add_language_options, check_languages
 from ..raw_text import SPLIT_NAMES, find_split, read_lines
+from ..command import NON_NEGATIVE_INT, Number
 
 
 ROMANIAN_COMMA = str.maketrans({"\u015e": "\u0218", "\u015f": "\u0219", "\u0162": "\u021a", "\u0163": "\u021b"})
@@ -118,24 +120,22 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("raw")
     p.add_argument("out")
-    p.add_argument("--src", required=True)
-    p.add_argument("--tgt", required=True)
-    p.add_argument("--vocab-size", type=int, default=32000)
+    add_language_options(p, required=True, dests=("src", "tgt"))
+    p.add_argument("--vocab-size", type=Number(int, 50), default=32000)
     p.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe")
     p.add_argument("--separate", action="store_true", help="one subword model per language")
-    p.add_argument("--target-vocab-size", type=int, default=0, help="with --separate: the target's size (default: "
+    p.add_argument("--target-vocab-size", type=NON_NEGATIVE_INT, default=0, help="with --separate: the target's size (default: "
                                                                     "--vocab-size)")
     p.add_argument("--romanian", action="store_true", help="Sennrich et al. (2016)'s WMT16 En-Ro preprocessing")
     p.add_argument("--moses", action="store_true", help="Moses punctuation normalisation + tokenisation")
     p.add_argument("--lowercase", action="store_true")
-    p.add_argument("--max-train-sentences", type=int, default=0, help="keep the first N training pairs (0: all)")
+    p.add_argument("--max-train-sentences", type=NON_NEGATIVE_INT, default=0, help="keep the first N training pairs (0: all)")
     p.add_argument("--test-name", default="", help="RAW/<NAME>.{src,tgt} as the test set (e.g. newstest_all)")
-    p.add_argument("--max-eval-sentences", type=int, default=0, help="keep the first N valid/test pairs (0: all)")
+    p.add_argument("--max-eval-sentences", type=NON_NEGATIVE_INT, default=0, help="keep the first N valid/test pairs (0: all)")
     a = p.parse_args()
-    if a.vocab_size < 50:
-        raise SystemExit(f"--vocab-size must be >= 50 (got {a.vocab_size})")
+    check_languages(p, a)
     if a.target_vocab_size and not a.separate:
-        raise SystemExit("--target-vocab-size needs --separate (one joint model has one size)")
+        p.error("--target-vocab-size needs --separate (one joint model has one size)")
     models = prepare(a.raw, a.out, a.src, a.tgt, a.vocab_size, a.model_type, a.separate, a.moses, a.lowercase,
                      a.max_train_sentences, a.max_eval_sentences, a.test_name, a.target_vocab_size, a.romanian)
     print(f"prepare: {a.raw} -> {a.out} (subword models: {models})")

@@ -127,7 +127,7 @@ class Stages:
                      "sources: posmix_fairseq/harness/recipes/download.py)")
         if not self.run.plan:
             os.makedirs(self.raw, exist_ok=True)
-        self.run.run(py("posmix_fairseq.harness.recipes.download", self.r["TASK"], self.raw, "--src", self.src, "--tgt",
+        self.run.run(py("posmix_fairseq.harness.recipes.download", self.r["TASK"], self.raw, "-s", self.src, "-t",
                         self.tgt, "--paper", self.r.paper))
 
     def prepare(self):
@@ -135,7 +135,7 @@ class Stages:
         self.run.log(f"prepare: normalise/tokenise (moses={r['MOSES']} lowercase={r['LOWERCASE']} "
                      f"romanian={r['ROMANIAN']}), {r['SPM_TYPE']} {r['VOCAB']}"
                      + (f"/{r['VOCAB_TGT']}" if r.flag("SEPARATE") else "") + f" (separate={r['SEPARATE']})")
-        cmd = py("posmix_fairseq.harness.recipes.prepare_data", self.raw, self.prep, "--src", self.src, "--tgt", self.tgt,
+        cmd = py("posmix_fairseq.harness.recipes.prepare_data", self.raw, self.prep, "-s", self.src, "-t", self.tgt,
                  "--vocab-size", r["VOCAB"], "--model-type", r["SPM_TYPE"])
         if r.flag("SEPARATE"):
             cmd += ["--separate", "--target-vocab-size", r["VOCAB_TGT"]]
@@ -250,7 +250,7 @@ class Stages:
 
     def generate_command(self, data: str, out: str, untranslated: str) -> List[str]:
         r = self.r
-        return py("posmix_fairseq.harness.recipes.generate", data, "--path", self.final, "--src", self.src, "--tgt", self.tgt,
+        return py("posmix_fairseq.harness.recipes.generate", data, "--path", self.final, "-s", self.src, "-t", self.tgt,
                   "--out", out, "--untranslated", untranslated, "--beam", r["BEAM"], "--lenpen", r["LENPEN"],
                   "--max-len-a", r["MAX_LEN_A"], "--max-len-b", r["MAX_LEN_B"],
                   "--max-tokens", r.get("GEN_MAX_TOKENS", "8000"), f"--device-flags={r.get('DEVICE_FLAGS')}",

@@ -30,8 +30,8 @@ import time
 
 import torch
 
-from ...command import (CommandError, build_parser as command_parser, check_input_file, check_output_file, console,
-                          read_json)
+from ...command import (CommandError, UsageError, build_parser as command_parser, check_input_file, check_output_file,
+                          console, read_json)
 from . import decoding, kernel_tests, quality, sublayer, training
 from .defaults import suggestions
 
@@ -67,7 +67,7 @@ def parse_set(items):
         key, sep, value = item.partition("=")
         section, dot, name = key.partition(".")
         if not sep or not dot or section not in SECTIONS:
-            raise SystemExit(f"--set {item!r}: write SECTION.KEY=VALUE with SECTION one of {', '.join(SECTIONS)}")
+            raise UsageError(f"--set {item!r}: write SECTION.KEY=VALUE with SECTION one of {', '.join(SECTIONS)}")
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError:
@@ -224,7 +224,7 @@ def section_names(args):
     names = [s.strip() for s in (args.sections or ",".join(DEFAULT_SECTIONS)).split(",") if s.strip()]
     bad = [s for s in names if s not in SECTIONS]
     if bad:
-        raise SystemExit(f"--sections: {', '.join(bad)} unknown; valid: {', '.join(SECTIONS)}")
+        raise UsageError(f"--sections: {', '.join(bad)} unknown; valid: {', '.join(SECTIONS)}")
     return names
 
 
