@@ -6,7 +6,7 @@ scores, parameters at training and at search, decoding tokens/s (fairseq-generat
 and how many of the frozen model's translations equal the trained model's.
 
     python scripts/run_pipeline.py                       # embedded synthetic corpus (default)
-    python scripts/run_pipeline.py --data-dir ../shared/data/multi30k --src en --tgt de
+    python scripts/run_pipeline.py --data-dir DIR --src en --tgt de   # e.g. Multi30k's raw release
 
 Without --data-dir, a deterministic synthetic corpus is generated (posmix_fairseq.harness.toy_corpus: a
 seeded grammar whose target needs word reordering). With --data-dir, raw parallel text is read

@@ -16,6 +16,7 @@ from posmix_fairseq.harness.evaluation import reproduce
 from posmix_fairseq.harness.evaluation.paper_tables import PAPER_NUMBERS, TABLES, Table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MULTI30K = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
 SUFFIX = {("gpa", "small"): "iwslt_de_en", ("hc", "small"): "iwslt_small", ("*", "small"): "iwslt_de_en",
           ("*", "base"): "wmt_en_de", ("*", "big"): "wmt_en_de_big"}
 
@@ -241,8 +242,7 @@ def test_time_left_is_not_shown_before_it_means_something():
     assert reproduce.time_left(50.0, 1.0, 1.0, 0.01, [100.0, 200.0], 2) == pytest.approx(150.0 - 50.0 + 300.0)
 
 
-@pytest.mark.skipif(not os.path.isfile(os.path.join(os.environ.get("POSMIX_MULTI30K", os.path.join(
-    ROOT, "..", "shared", "data", "multi30k")), "train.de.gz")), reason="Multi30k not found (set POSMIX_MULTI30K)")
+@pytest.mark.skipif(not os.path.isfile(os.path.join(MULTI30K, "train.de.gz")), reason="Multi30k not found (set POSMIX_MULTI30K)")
 def test_plan_summarises_the_grid(tmp_path, monkeypatch, capsys):
     """--plan from another directory: one summary of what differs, the compute at the stated throughput, the
     grid's disk, the paper's parameter count beside ours, and that the test lengths came from stand-in data;
@@ -251,6 +251,7 @@ def test_plan_summarises_the_grid(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     env_raw = os.path.join(str(tmp_path), "no-such-raw")
     monkeypatch.setenv("RAW", env_raw)
+    monkeypatch.setenv("PLAN_TEST_DATA", MULTI30K)  # the stand-in test set, named (no default)
     plans = reproduce.main(["--table", "gpa-6", "--systems", "0,9", "--scale", "paper", "--plan", "--out", "rel_out",
                             "--throughput", "50000"])
     summary = plans[-1]
@@ -273,3 +274,18 @@ def test_plan_summarises_the_grid(tmp_path, monkeypatch, capsys):
     assert len(kept) == 2 and float(disk.group(1)) == pytest.approx(sum(kept), abs=0.11)
     assert "checked on stand-in data" in summary and "for 2 of 2 systems" in summary
     assert not os.listdir(tmp_path) and _checkout_entries() == before
+
+
+def test_the_tiny_scale_needs_the_data_named(tmp_path, monkeypatch, capsys):
+    """No default corpus: --data-dir missing at the tiny scale is a usage error naming the option and what it
+    holds (exit status 2), before anything is written; the paper scale needs none."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        reproduce.main(["--table", "gpa-6"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--data-dir DIR is required at the tiny scale" in err and "{train,valid,test}.{en,de}[.gz]" in err
+    assert not os.listdir(tmp_path)
+    cmds = reproduce.main(["--table", "gpa-6", "--scale", "paper"])
+    assert all("RAW" not in c["env"] for c in cmds)
+    assert cmds[0]["env"]["OUT"] == os.path.join(str(tmp_path), "runs", "reproduce", "gpa-6")  # the caller's directory

@@ -171,7 +171,7 @@ def test_plan_counts_the_test_sentences_a_position_table_cannot_take(tmp_path):
 
 def test_plan_through_the_shell_entry_point(tmp_path):
     out = tmp_path / "out"
-    env = dict(os.environ, PLAN="1", RAW=MULTI30K, OUT=str(out), PY=sys.executable, PYTHONPATH=ROOT)
+    env = dict(os.environ, PLAN="1", RAW=MULTI30K, OUT=str(out), PYTHON=sys.executable, PYTHONPATH=ROOT)
     proc = subprocess.run(["bash", os.path.join(ROOT, "examples", "wmt14_en_de", "run.sh")], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -183,3 +183,21 @@ def test_every_task_has_its_run_script():
     for task in TASKS:
         script = open(os.path.join(ROOT, "examples", task, "run.sh")).read()
         assert f"TASK={task}\n" in script and "run_recipe" in script
+
+
+def test_the_plan_estimates_test_lengths_only_on_data_it_is_named(tmp_path):
+    """No default corpus stands in: without a test set in RAW the lengths are not measured (the plan says how
+    to name one); PLAN_TEST_DATA names a raw corpus whose test set gives the estimate, marked as a stand-in."""
+    no_raw = str(tmp_path / "no-raw")
+    _, _, text = plan("iwslt14_de_en", tmp_path / "out", RAW=no_raw)
+    assert f"not measured: no de-en test set in RAW ({no_raw}); run the download stage, give RAW, or name any raw " \
+           "corpus with a test set in PLAN_TEST_DATA=DIR for an estimate" in text
+    _, _, text = plan("iwslt14_de_en", tmp_path / "out", RAW=no_raw, PLAN_TEST_DATA=MULTI30K)
+    assert "estimate: PLAN_TEST_DATA's (a stand-in: not the paper's test set) test set " + MULTI30K in text
+
+
+def test_raw_and_out_default_to_the_callers_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    recipe = resolve("wmt14_en_de", {})
+    assert recipe["RAW"] == str(tmp_path / "data" / "wmt14_en_de" / "raw")
+    assert recipe["OUT"] == str(tmp_path / "runs" / "wmt14_en_de")

@@ -416,7 +416,7 @@ ENV_KEYS = ("SRC", "TGT", "PAPER", "SIZE", "VARIANT", "ARCH", "NAME", "RAW", "OU
             "TEST_SET", "TRAIN_FLAGS", "DEVICE_FLAGS", "GEN_FLAGS", "GEN_MAX_TOKENS", "COMET_MODEL", "BLEURT_CHECKPOINT",
             "LOG_INTERVAL", "SEED", "LENGTH_BINS", "LENGTH_BY", "CONCAT_BINS", "LINGEVAL97", "LINGEVAL97_URL",
             "UPDATE_FREQ", "MOSES", "LOWERCASE", "VOCAB", "VOCAB_TGT", "SPM_TYPE", "SEPARATE", "TOKENIZE", "ROMANIAN",
-            "SIZE_FLAGS", "SPEED_SETTING", "SPEED_FLAGS", "SCORE_FLAGS", "GPUS") + TRAIN_KEYS
+            "SIZE_FLAGS", "SPEED_SETTING", "SPEED_FLAGS", "SCORE_FLAGS", "GPUS", "PLAN_TEST_DATA") + TRAIN_KEYS
 
 
 def resolve(task_name: str, environ: Optional[Dict[str, str]] = None, root: str = "") -> Recipe:
