@@ -23,8 +23,8 @@ SUFFIX = {("gpa", "small"): "iwslt_de_en", ("hc", "small"): "iwslt_small", ("*",
 
 def test_every_rerunnable_paper_table_is_listed():
     assert set(TABLES) == {"gpa-2", "gpa-3-big", "gpa-3-small", "gpa-4", "gpa-5", "gpa-6", "gpa-7", "hc-1", "hc-3",
-                           "hc-4", "hc-5", "hc-6", "hc-7", "hc-fig7", "ape-1", "ape-2", "ape-3", "ape-4", "rpe", "rpe-big",
-                           "rpe-ablation", "posnet-1", "posnet-2", "posnet-3"}
+                           "hc-4", "hc-5", "hc-6", "hc-7", "hc-fig7", "pea-1", "pea-2", "pea-3", "pea-4", "recpe", "recpe-big",
+                           "recpe-ablation", "posnet-1", "posnet-2", "posnet-3"}
 
 
 def _columns(lines):
@@ -76,11 +76,11 @@ def test_list_columns_align_whatever_the_lengths():
                       {}, TABLES["gpa-2"].systems * 12)
     PAPER_NUMBERS[long_name.name] = "Table 9"
     try:
-        lines = reproduce.table_listing([TABLES["gpa-2"], long_name, TABLES["rpe-ablation"]]).split("\n")
+        lines = reproduce.table_listing([TABLES["gpa-2"], long_name, TABLES["recpe-ablation"]]).split("\n")
     finally:
         del PAPER_NUMBERS[long_name.name]
     starts, rows = _columns(lines)
-    assert [r[2] for r in rows] == ["gpa-2", "a-table-with-a-very-long-name", "rpe-ablation"]
+    assert [r[2] for r in rows] == ["gpa-2", "a-table-with-a-very-long-name", "recpe-ablation"]
     assert [r[3] for r in rows] == ["9", "108", "10"] and rows[1][4] == "examples/a_much_longer_recipe_name/run.sh"
     assert rows[1][5] == "x"
 
@@ -289,3 +289,15 @@ def test_the_tiny_scale_needs_the_data_named(tmp_path, monkeypatch, capsys):
     cmds = reproduce.main(["--table", "gpa-6", "--scale", "paper"])
     assert all("RAW" not in c["env"] for c in cmds)
     assert cmds[0]["env"]["OUT"] == os.path.join(str(tmp_path), "runs", "reproduce", "gpa-6")  # the caller's directory
+
+
+@pytest.mark.parametrize("old,new", [("ape-1", "pea-1"), ("ape-4", "pea-4"), ("rpe", "recpe"), ("rpe-big", "recpe-big"),
+                                     ("rpe-ablation", "recpe-ablation")])
+def test_earlier_table_names_still_work_and_show_the_new_one(old, new, tmp_path, capsys):
+    """PEA's and RecPE's tables were named ape-N and rpe*: those names run the same table and say its name."""
+    assert old not in TABLES and new in TABLES
+    cmds = reproduce.main(["--table", old, "--scale", "paper", "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert f"posmix-reproduce: --table {old} is now named {new}" in captured.err
+    assert [c["env"]["OUT"] for c in cmds] == [os.path.join(str(tmp_path), new)] * len(TABLES[new].systems)
+    assert all(c["env"]["PAPER"] in ("pea", "recpe") for c in cmds)

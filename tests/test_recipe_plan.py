@@ -89,7 +89,7 @@ def test_plan_of_every_recipe_and_size(task, paper, size, tmp_path):
         assert recipe["TOKENIZE"] == "intl"  # HC footnote 13, for every pair it reports
 
 
-def test_ape_plan_validates_8_times_per_epoch_and_shows_the_decay_points(tmp_path):
+def test_pea_plan_validates_8_times_per_epoch_and_shows_the_decay_points(tmp_path):
     recipe, stages, text = plan("wmt19_de_en", tmp_path / "out")
     interval = stages.facts["validate_interval"]
     updates, _ = stages.facts["updates_per_epoch"]
@@ -146,8 +146,8 @@ def test_gpa_en_zh_has_separate_unshared_vocabularies_matching_table_7(tmp_path)
     assert round(params / 1e6) == 107
 
 
-def test_rpe_has_unshared_embeddings_near_its_parameter_count(tmp_path):
-    _, _, text = plan("wmt14_en_de", tmp_path / "out", PAPER="rpe", VARIANT="posmix_transformer")
+def test_recpe_has_unshared_embeddings_near_its_parameter_count(tmp_path):
+    _, _, text = plan("wmt14_en_de", tmp_path / "out", PAPER="recpe", VARIANT="posmix_transformer")
     assert "--share-all-embeddings" not in command(text, "fairseq_cli.train")
     params = int(re.search(r"model: ([\d,]+) parameters", text).group(1).replace(",", ""))
     assert abs(params / 97.35e6 - 1) < 0.01
@@ -201,3 +201,13 @@ def test_raw_and_out_default_to_the_callers_directory(tmp_path, monkeypatch):
     recipe = resolve("wmt14_en_de", {})
     assert recipe["RAW"] == str(tmp_path / "data" / "wmt14_en_de" / "raw")
     assert recipe["OUT"] == str(tmp_path / "runs" / "wmt14_en_de")
+
+
+@pytest.mark.parametrize("old,new", [("ape", "pea"), ("rpe", "recpe")])
+def test_earlier_paper_names_are_accepted_and_show_the_new_one(old, new):
+    task = "wmt19_de_en" if new == "pea" else "wmt14_en_de"
+    recipe = resolve(task, {"PAPER": old})
+    assert recipe.paper == new and recipe.values["PAPER"].source == f"environment (PAPER={old}, the earlier name of {new})"
+    assert resolve(task, {"PAPER": new}).values == {**recipe.values, "PAPER": resolve(task, {"PAPER": new}).values["PAPER"]}
+    with pytest.raises(ValueError, match="PAPER=apex: valid values are gpa, hc, pea, recpe, posnet"):
+        resolve(task, {"PAPER": "apex"})

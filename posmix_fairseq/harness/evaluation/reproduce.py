@@ -36,7 +36,7 @@ from ..pipeline import PACKAGE_ROOT
 from ..recipes.grid_plan import grid_summary
 from ..recipes.settings import resolve
 from ..recipes.stages import Runner, Stages, run_recipe
-from .paper_tables import PAPER_NUMBERS, TABLES, System, Table, paper_short_name
+from .paper_tables import PAPER_NUMBERS, TABLE_ALIASES, TABLES, System, Table, paper_short_name
 from ..command import build_parser as command_parser, console
 
 ROOT = PACKAGE_ROOT  # the checkout: its examples/ hold the recipes
@@ -407,6 +407,9 @@ def main(argv: Optional[List[str]] = None):
         print(table_listing(TABLES.values()))
         if not a.table:
             return None
+    if a.table in TABLE_ALIASES:
+        print(f"posmix-reproduce: --table {a.table} is now named {TABLE_ALIASES[a.table]}", file=sys.stderr)
+        a.table = TABLE_ALIASES[a.table]
     if a.table not in TABLES:
         raise SystemExit(f"--table {a.table!r}: valid tables are {', '.join(TABLES)}")
     if a.max_update < 1 or a.max_train < 1 or a.max_eval < 1:

@@ -401,6 +401,8 @@ def run_recipe(recipe: Recipe, plan: bool = False, stream=None) -> Stages:
     if unknown:
         raise RecipeError(f"STAGES: unknown stage '{unknown[0]}'; valid: {' '.join(ALL_STAGES)}")
     task = recipe["TASK"]
+    if "the earlier name of" in recipe.values["PAPER"].source:
+        runner.log(f"PAPER={recipe.paper}: {recipe.values['PAPER'].source}")
     runner.log(f"{task}: {recipe['ARCH']} ({recipe.paper} hyper-parameters, size {recipe.size}); raw {recipe['RAW']}; "
                f"work {recipe['OUT']}" + ("; PLAN: nothing runs, the commands are printed" if plan else ""))
     if not plan:
