@@ -211,3 +211,22 @@ def test_earlier_paper_names_are_accepted_and_show_the_new_one(old, new):
     assert resolve(task, {"PAPER": new}).values == {**recipe.values, "PAPER": resolve(task, {"PAPER": new}).values["PAPER"]}
     with pytest.raises(ValueError, match="PAPER=apex: valid values are gpa, hc, pea, recpe, posnet"):
         resolve(task, {"PAPER": "apex"})
+
+
+def test_the_plan_lists_sentencepiece_as_a_deviation_from_the_papers_bpe(tmp_path):
+    """PEA 4.1: BPE with 50k joint merge operations; the recipe: SentencePiece BPE with 50k pieces. HC En-Ja
+    uses SentencePiece itself (footnote 13): no deviation there."""
+    _, _, text = plan("wmt19_de_en", tmp_path / "out")
+    deviations = text.split("Deviations from the paper:")[1].split("Data sources:")[0]
+    assert "- subwords: SentencePiece bpe, one joint vocabulary of 50000 pieces (prepare_data.py); the paper: BPE " \
+           "(Sennrich et al., 2016) with 50k joint merge operations (PEA 4.1)" in deviations
+    _, _, text = plan("iwslt17_en_ja", tmp_path / "out")
+    assert "Deviations from the paper:" not in text
+
+
+def test_every_stated_subword_scheme_belongs_to_a_recipe():
+    from posmix_fairseq.harness.recipes.settings import PAPER_SUBWORDS, subword_deviation
+
+    for task, paper in PAPER_SUBWORDS:
+        assert paper in TASKS[task].papers, (task, paper)
+        assert "SentencePiece" in subword_deviation(resolve(task, {"PAPER": paper}))

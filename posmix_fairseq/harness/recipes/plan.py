@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 from ..raw_text import SPLIT_NAMES, find_split, read_lines
 from .download import sacrebleu_check, sources
 from .prepare_data import Normaliser, train_spm
-from .settings import PAPER_NAMES, TRAIN_KEYS, Recipe, parse_average
+from .settings import PAPER_NAMES, TRAIN_KEYS, Recipe, parse_average, subword_deviation
 
 ADAM_BYTES = 8        # exp_avg and exp_avg_sq, fp32, per parameter
 SAMPLE_LINES = 2000   # training lines for the plan's SentencePiece model
@@ -307,5 +307,8 @@ def plan_report(recipe: Recipe, stages) -> str:
         s = recipe.values.get(key)
         if s is not None and not s.stated:
             out.append(f"- {key} = {s.value}: {s.source}")
+    deviation = subword_deviation(recipe)
+    if deviation:
+        out += ["", "Deviations from the paper:", f"- {deviation}"]
     out += ["", "Data sources:"] + sources_section(recipe)
     return "\n".join(out) + "\n"
