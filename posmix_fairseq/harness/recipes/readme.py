@@ -92,7 +92,8 @@ def generic(line: str) -> str:
 def fairseq_generate(recipe, stages) -> str:
     """The fairseq-generate command the generate stage runs, for a test set whose sources fit the raised
     limit (a side without a position table is raised to 1024 tokens; one with a table keeps its size)."""
-    from . import generate  # imports torch and fairseq (seconds): only here
+    # these import torch and fairseq (seconds): only here
+    from . import generate
     from .position_limits import position_limits
 
     vocab, vocab_tgt, _ = dictionary_sizes(recipe, stages.data_bin)
@@ -184,8 +185,8 @@ def render(task: str) -> str:
            *expected(task),
            "",
            f"Compute: {updates:,} updates of {tokens:,} tokens ({recipe['MAX_TOKENS']} x {gpus} GPU(s) x "
-           f"update-freq {freq}), about {gpu_hours:,.{0 if gpu_hours >= 10 else 1}f} GPU-hours at an assumed {THROUGHPUT:,.0f} training "
-           "tokens per second per GPU (an assumption, not a measurement; evaluation comes on top). Checkpoints "
+           f"update-freq {freq}), about {gpu_hours:,.{0 if gpu_hours >= 10 else 1}f} GPU-hours at an assumed "
+           f"{THROUGHPUT:,.0f} training tokens per second per GPU (an assumption, not a measurement; evaluation comes on top). Checkpoints "
            "and disk: the plan below.",
            ""]
     if deviation:
@@ -215,7 +216,8 @@ def readme_path(task: str) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m posmix_fairseq.harness.recipes.readme", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m posmix_fairseq.harness.recipes.readme",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("tasks", nargs="*", help=f"default: every task ({', '.join(TASKS)})")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a README differs from its plan")
     a = p.parse_args(argv)
