@@ -230,3 +230,13 @@ def test_every_stated_subword_scheme_belongs_to_a_recipe():
     for task, paper in PAPER_SUBWORDS:
         assert paper in TASKS[task].papers, (task, paper)
         assert "SentencePiece" in subword_deviation(resolve(task, {"PAPER": paper}))
+
+
+def test_the_settings_table_names_the_subword_deviation(capsys):
+    from posmix_fairseq.harness.recipes import settings
+
+    settings.main(["--task", "wmt19_de_en"])
+    assert "\ndeviation from the paper: subwords: SentencePiece bpe, one joint vocabulary of 50000 pieces" \
+           in capsys.readouterr().out
+    settings.main(["--task", "iwslt17_en_ja"])  # HC's En-Ja is SentencePiece in the paper too
+    assert "deviation" not in capsys.readouterr().out

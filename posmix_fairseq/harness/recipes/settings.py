@@ -544,6 +544,8 @@ def main(argv=None):
     except ValueError as e:
         raise SystemExit(f"recipe: {e}")
     print(shell_exports(recipe) if a.shell else "\n".join(settings_table(recipe)))
+    if not a.shell and subword_deviation(recipe):
+        print(f"\ndeviation from the paper: {subword_deviation(recipe)}")
     return recipe
 
 
