@@ -14,6 +14,7 @@ then the paper's reported scores, the compute estimate, the deviations from the 
 import argparse
 import io
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -29,9 +30,8 @@ from .stages import run_recipe
 RAW_MARK, OUT_MARK = "/posmix-readme-raw", "/posmix-readme-out"
 #: training tokens per second per GPU the GPU-hours assume (posmix-reproduce --plan's default)
 THROUGHPUT = 25000.0
-#: the commands as a user types them, for ``python -m MODULE``
-CONSOLE = {"fairseq_cli.preprocess": "fairseq-preprocess", "fairseq_cli.train": "fairseq-train",
-           "fairseq_cli.generate": "fairseq-generate", "posmix_fairseq.harness.evaluation.score": "posmix-score",
+#: the commands as a user types them, for ``python -m MODULE`` (fairseq_cli.X is fairseq-X)
+CONSOLE = {"posmix_fairseq.harness.evaluation.score": "posmix-score",
            "posmix_fairseq.harness.evaluation.average": "posmix-average"}
 
 
@@ -83,6 +83,7 @@ def generic(line: str) -> str:
     """A command line with this machine's paths replaced: the interpreter by the command a user types,
     the plugin by $UD, the planning folders by $RAW and $OUT."""
     exe = shlex.quote(sys.executable)
+    line = re.sub(rf"{re.escape(exe)} -m fairseq_cli\.(\w+) ", r"fairseq-\1 ", line)
     for module, console in CONSOLE.items():
         line = line.replace(f"{exe} -m {module} ", f"{console} ")
     line = line.replace(f"{exe} -m ", "python -m ")
