@@ -139,9 +139,10 @@ def expected(task: str) -> List[str]:
         return ["No paper reports this configuration: Multi30k is a small public corpus for trying any arch."]
     table = TABLES[main.table]
     reported = table.reported.get(main.system, {})
-    cells = [f"{c} {reported[c]:g}" for c in main.columns if c in reported]
+    cells = [f"{c} {reported[c]}" for c in main.columns if c in reported]  # as the paper writes it (25.0, 27.25)
     return [f"The paper reports, for {main.system} ({paper_short_name(table)} {PAPER_NUMBERS[table.name]}, "
-            f"`posmix-reproduce --table {table.name}`): {', '.join(cells)}. {table.paper}."]
+            f"`posmix-reproduce --table {table.name}`): {', '.join(cells)}. {table.paper}."
+            + (f" The table's note: {table.note}" if table.note else "")]
 
 
 def render(task: str) -> str:
