@@ -11,6 +11,7 @@ After the commands (printed by :mod:`.stages`), the plan gives:
   untranslated); measured on the prepared data when it exists, else on RAW's (or PLAN_TEST_DATA's,
   any raw corpus with a test set) test set with a SentencePiece model trained on a sample, an estimate;
 - every setting the paper does not state, with the value chosen and its source;
+- the deviations from the paper (SentencePiece where the paper used subword-nmt's BPE);
 - the data sources, and how each was checked.
 """
 import math
