@@ -5,7 +5,11 @@ setup(
     version="0.1.0",
     description="Position-based token mixing for fairseq NMT: aPosNet/rPosNet, Shaw, relative attention",
     packages=find_packages(include=["posmix_fairseq", "posmix_fairseq.*"]),
-    # Tested on CPython 3.11 (CPU, torch 2.13) and 3.12 (CUDA, torch 2.11).
+    license="MIT",
+    classifiers=["License :: OSI Approved :: MIT License", "Programming Language :: Python :: 3.11",
+                 "Programming Language :: Python :: 3.12"],
+    # Tested on the CPU only: CPython 3.11, torch 2.13.0, fairseq-fixed 0.12.3.1; the GPU routes are simulated
+    # on the CPU (docs/gpu.md). 3.12 is allowed (the offline GPU-host install targets it), not yet tested.
     python_requires=">=3.11,<3.13",
     # torch and fairseq are NOT requirements: pip would replace the environment's own (a CUDA torch,
     # a lab's fairseq fork or git checkout). `python -m posmix_fairseq.harness.environment` checks them and

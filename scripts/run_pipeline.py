@@ -8,7 +8,7 @@ of the frozen model's translations equal the trained model's. A line above the t
 corpus stresses and where each system is expected to be weak.
 
     python scripts/run_pipeline.py                       # embedded synthetic corpus (default)
-    python scripts/run_pipeline.py --data-dir ../shared/data/multi30k -s en -t de
+    python scripts/run_pipeline.py --data-dir DIR -s en -t de          # e.g. Multi30k's raw release
 
 Without --data-dir, a deterministic synthetic corpus is generated (posmix_fairseq.harness.toy_corpus: a
 seeded grammar whose target needs word reordering by word category; its long split joins clauses into

@@ -13,10 +13,10 @@ from helpers import paper_text
 
 from posmix_fairseq.harness.evaluation import claims
 from posmix_fairseq.harness.evaluation.claims import CLAIMS, SYSTEMS, Claim, verdict
-from posmix_fairseq.harness.evaluation.paper_tables import GPA, HC, APE, POSNET, RPE
+from posmix_fairseq.harness.evaluation.paper_tables import GPA, HC, PEA, POSNET, RECPE
 from posmix_fairseq.harness.toy_corpus import write_corpus
 
-CITATION = {"GPA": GPA, "HC": HC, "PEA": APE, "RecPE": RPE, "PosNet": POSNET}
+CITATION = {"GPA": GPA, "HC": HC, "PEA": PEA, "RecPE": RECPE, "PosNet": POSNET}
 
 
 def test_every_paper_has_three_rows_and_ten_rows_compare_bleu_with_intervals():

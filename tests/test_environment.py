@@ -66,22 +66,39 @@ def test_main_refuses_an_unknown_required_module(capsys):
 
 
 def test_untested_python_is_said():
-    assert "untested; posmix_fairseq is tested on 3.11, 3.12" in environment.report([], python=(3, 10))
+    assert ": untested; posmix_fairseq is tested on 3.11 (CPU)" in environment.report([], python=(3, 10))
+    assert ": allowed but untested; posmix_fairseq is tested on 3.11 (CPU)" in environment.report([], python=(3, 12))
     assert "untested" not in environment.report([], python=(3, 11))
 
 
 def _setup_kwargs():
     tree = ast.parse(open(os.path.join(ROOT, "setup.py"), encoding="utf-8").read())
     call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
-    return {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in ("install_requires", "python_requires")}
+    return {k.arg: ast.literal_eval(k.value) for k in call.keywords
+            if k.arg in ("install_requires", "python_requires", "license", "classifiers")}
 
 
 def test_install_requires_never_replaces_torch_or_fairseq():
     kw = _setup_kwargs()
     names = [r.split(";")[0].split("=")[0].split("<")[0].split(">")[0].strip().lower() for r in kw["install_requires"]]
     assert not {"torch", "fairseq", "fairseq-fixed", "triton"} & set(names), names
-    assert kw["python_requires"] == ">=3.11,<3.13"  # what is tested (environment.TESTED_PYTHONS)
-    assert environment.TESTED_PYTHONS == ((3, 11), (3, 12))
+    assert kw["python_requires"] == ">=3.11,<3.13"  # what is allowed (environment.ALLOWED_PYTHONS)
+    assert environment.ALLOWED_PYTHONS == ((3, 11), (3, 12))
+
+
+def test_the_license_is_named_and_shipped():
+    """setup.py names the MIT licence (field and classifier); LICENSE holds its text and CITATION.cff cites
+    this software (cff-version 1.2.0) and points to the papers' BibTeX."""
+    kw = _setup_kwargs()
+    assert kw["license"] == "MIT"
+    assert "License :: OSI Approved :: MIT License" in kw["classifiers"]
+    text = open(os.path.join(ROOT, "LICENSE"), encoding="utf-8").read()
+    assert text.startswith("MIT License") and "the posmix_fairseq authors" in text
+    assert "THE SOFTWARE IS PROVIDED \"AS IS\"" in text
+    cff = open(os.path.join(ROOT, "CITATION.cff"), encoding="utf-8").read().splitlines()
+    assert "cff-version: 1.2.0" in cff and "license: MIT" in cff and "type: software" in cff
+    assert any("docs/papers.md" in line for line in cff)
+    assert os.path.isfile(os.path.join(ROOT, "docs", "papers.md"))
 
 
 def test_install_script_check_mode_reports_this_environment():

@@ -17,14 +17,15 @@ from posmix_fairseq.harness.evaluation import reproduce
 from posmix_fairseq.harness.evaluation.paper_tables import PAPER_NUMBERS, TABLES, Table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MULTI30K = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
 SUFFIX = {("gpa", "small"): "iwslt_de_en", ("hc", "small"): "iwslt_small", ("*", "small"): "iwslt_de_en",
           ("*", "base"): "wmt_en_de", ("*", "big"): "wmt_en_de_big"}
 
 
 def test_every_rerunnable_paper_table_is_listed():
     assert set(TABLES) == {"gpa-2", "gpa-3-big", "gpa-3-small", "gpa-4", "gpa-5", "gpa-6", "gpa-7", "hc-1", "hc-3",
-                           "hc-4", "hc-5", "hc-6", "hc-7", "hc-fig7", "ape-1", "ape-2", "ape-3", "ape-4", "rpe", "rpe-big",
-                           "rpe-ablation", "posnet-1", "posnet-2", "posnet-3"}
+                           "hc-4", "hc-5", "hc-6", "hc-7", "hc-fig7", "pea-1", "pea-2", "pea-3", "pea-4", "recpe", "recpe-big",
+                           "recpe-ablation", "posnet-1", "posnet-2", "posnet-3"}
 
 
 def _columns(lines):
@@ -76,11 +77,11 @@ def test_list_columns_align_whatever_the_lengths():
                       {}, TABLES["gpa-2"].systems * 12)
     PAPER_NUMBERS[long_name.name] = "Table 9"
     try:
-        lines = reproduce.table_listing([TABLES["gpa-2"], long_name, TABLES["rpe-ablation"]]).split("\n")
+        lines = reproduce.table_listing([TABLES["gpa-2"], long_name, TABLES["recpe-ablation"]]).split("\n")
     finally:
         del PAPER_NUMBERS[long_name.name]
     starts, rows = _columns(lines)
-    assert [r[2] for r in rows] == ["gpa-2", "a-table-with-a-very-long-name", "rpe-ablation"]
+    assert [r[2] for r in rows] == ["gpa-2", "a-table-with-a-very-long-name", "recpe-ablation"]
     assert [r[3] for r in rows] == ["9", "108", "10"] and rows[1][4] == "examples/a_much_longer_recipe_name/run.sh"
     assert rows[1][5] == "x"
 
@@ -242,8 +243,7 @@ def test_time_left_is_not_shown_before_it_means_something():
     assert reproduce.time_left(50.0, 1.0, 1.0, 0.01, [100.0, 200.0], 2) == pytest.approx(150.0 - 50.0 + 300.0)
 
 
-@pytest.mark.skipif(not os.path.isfile(os.path.join(os.environ.get("POSMIX_MULTI30K", os.path.join(
-    ROOT, "..", "shared", "data", "multi30k")), "train.de.gz")), reason="Multi30k not found (set POSMIX_MULTI30K)")
+@pytest.mark.skipif(not os.path.isfile(os.path.join(MULTI30K, "train.de.gz")), reason="Multi30k not found (set POSMIX_MULTI30K)")
 def test_plan_summarises_the_grid(tmp_path, monkeypatch, capsys):
     """--plan from another directory: one summary of what differs, the compute at the stated throughput, the
     grid's disk, the paper's parameter count beside ours, and that the test lengths came from stand-in data;
@@ -252,6 +252,7 @@ def test_plan_summarises_the_grid(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     env_raw = os.path.join(str(tmp_path), "no-such-raw")
     monkeypatch.setenv("RAW", env_raw)
+    monkeypatch.setenv("PLAN_TEST_DATA", MULTI30K)  # the stand-in test set, named (no default)
     plans = reproduce.main(["--table", "gpa-6", "--systems", "0,9", "--scale", "paper", "--plan", "--out", "rel_out",
                             "--throughput", "50000"])
     summary = plans[-1]
@@ -274,3 +275,30 @@ def test_plan_summarises_the_grid(tmp_path, monkeypatch, capsys):
     assert len(kept) == 2 and float(disk.group(1)) == pytest.approx(sum(kept), abs=0.11)
     assert "checked on stand-in data" in summary and "for 2 of 2 systems" in summary
     assert not os.listdir(tmp_path) and _checkout_entries() == before
+
+
+def test_the_tiny_scale_needs_the_data_named(tmp_path, monkeypatch, capsys):
+    """No default corpus: --data-dir missing at the tiny scale is a usage error naming the option and what it
+    holds (exit status 2), before anything is written; the paper scale needs none."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        reproduce.main(["--table", "gpa-6"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--data-dir DIR is required at the tiny scale" in err and "{train,valid,test}.{en,de}[.gz]" in err
+    assert not os.listdir(tmp_path)
+    cmds = reproduce.main(["--table", "gpa-6", "--scale", "paper"])
+    assert all("RAW" not in c["env"] for c in cmds)
+    assert cmds[0]["env"]["OUT"] == os.path.join(str(tmp_path), "runs", "reproduce", "gpa-6")  # the caller's directory
+
+
+@pytest.mark.parametrize("old,new", [("ape-1", "pea-1"), ("ape-4", "pea-4"), ("rpe", "recpe"), ("rpe-big", "recpe-big"),
+                                     ("rpe-ablation", "recpe-ablation")])
+def test_earlier_table_names_still_work_and_show_the_new_one(old, new, tmp_path, capsys):
+    """PEA's and RecPE's tables were named ape-N and rpe*: those names run the same table and say its name."""
+    assert old not in TABLES and new in TABLES
+    cmds = reproduce.main(["--table", old, "--scale", "paper", "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert f"posmix-reproduce: --table {old} is now named {new}" in captured.err
+    assert [c["env"]["OUT"] for c in cmds] == [os.path.join(str(tmp_path), new)] * len(TABLES[new].systems)
+    assert all(c["env"]["PAPER"] in ("pea", "recpe") for c in cmds)

@@ -89,7 +89,7 @@ def test_plan_of_every_recipe_and_size(task, paper, size, tmp_path):
         assert recipe["TOKENIZE"] == "intl"  # HC footnote 13, for every pair it reports
 
 
-def test_ape_plan_validates_8_times_per_epoch_and_shows_the_decay_points(tmp_path):
+def test_pea_plan_validates_8_times_per_epoch_and_shows_the_decay_points(tmp_path):
     recipe, stages, text = plan("wmt19_de_en", tmp_path / "out")
     interval = stages.facts["validate_interval"]
     updates, _ = stages.facts["updates_per_epoch"]
@@ -146,8 +146,8 @@ def test_gpa_en_zh_has_separate_unshared_vocabularies_matching_table_7(tmp_path)
     assert round(params / 1e6) == 107
 
 
-def test_rpe_has_unshared_embeddings_near_its_parameter_count(tmp_path):
-    _, _, text = plan("wmt14_en_de", tmp_path / "out", PAPER="rpe", VARIANT="posmix_transformer")
+def test_recpe_has_unshared_embeddings_near_its_parameter_count(tmp_path):
+    _, _, text = plan("wmt14_en_de", tmp_path / "out", PAPER="recpe", VARIANT="posmix_transformer")
     assert "--share-all-embeddings" not in command(text, "fairseq_cli.train")
     params = int(re.search(r"model: ([\d,]+) parameters", text).group(1).replace(",", ""))
     assert abs(params / 97.35e6 - 1) < 0.01
@@ -171,7 +171,7 @@ def test_plan_counts_the_test_sentences_a_position_table_cannot_take(tmp_path):
 
 def test_plan_through_the_shell_entry_point(tmp_path):
     out = tmp_path / "out"
-    env = dict(os.environ, PLAN="1", RAW=MULTI30K, OUT=str(out), PY=sys.executable, PYTHONPATH=ROOT)
+    env = dict(os.environ, PLAN="1", RAW=MULTI30K, OUT=str(out), PYTHON=sys.executable, PYTHONPATH=ROOT)
     proc = subprocess.run(["bash", os.path.join(ROOT, "examples", "wmt14_en_de", "run.sh")], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -183,3 +183,60 @@ def test_every_task_has_its_run_script():
     for task in TASKS:
         script = open(os.path.join(ROOT, "examples", task, "run.sh")).read()
         assert f"TASK={task}\n" in script and "run_recipe" in script
+
+
+def test_the_plan_estimates_test_lengths_only_on_data_it_is_named(tmp_path):
+    """No default corpus stands in: without a test set in RAW the lengths are not measured (the plan says how
+    to name one); PLAN_TEST_DATA names a raw corpus whose test set gives the estimate, marked as a stand-in."""
+    no_raw = str(tmp_path / "no-raw")
+    _, _, text = plan("iwslt14_de_en", tmp_path / "out", RAW=no_raw)
+    assert f"not measured: no de-en test set in RAW ({no_raw}); run the download stage, give RAW, or name any raw " \
+           "corpus with a test set in PLAN_TEST_DATA=DIR for an estimate" in text
+    _, _, text = plan("iwslt14_de_en", tmp_path / "out", RAW=no_raw, PLAN_TEST_DATA=MULTI30K)
+    assert "estimate: PLAN_TEST_DATA's (a stand-in: not the paper's test set) test set " + MULTI30K in text
+
+
+def test_raw_and_out_default_to_the_callers_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    recipe = resolve("wmt14_en_de", {})
+    assert recipe["RAW"] == str(tmp_path / "data" / "wmt14_en_de" / "raw")
+    assert recipe["OUT"] == str(tmp_path / "runs" / "wmt14_en_de")
+
+
+@pytest.mark.parametrize("old,new", [("ape", "pea"), ("rpe", "recpe")])
+def test_earlier_paper_names_are_accepted_and_show_the_new_one(old, new):
+    task = "wmt19_de_en" if new == "pea" else "wmt14_en_de"
+    recipe = resolve(task, {"PAPER": old})
+    assert recipe.paper == new and recipe.values["PAPER"].source == f"environment (PAPER={old}, the earlier name of {new})"
+    assert resolve(task, {"PAPER": new}).values == {**recipe.values, "PAPER": resolve(task, {"PAPER": new}).values["PAPER"]}
+    with pytest.raises(ValueError, match="PAPER=apex: valid values are gpa, hc, pea, recpe, posnet"):
+        resolve(task, {"PAPER": "apex"})
+
+
+def test_the_plan_lists_sentencepiece_as_a_deviation_from_the_papers_bpe(tmp_path):
+    """PEA 4.1: BPE with 50k joint merge operations; the recipe: SentencePiece BPE with 50k pieces. HC En-Ja
+    uses SentencePiece itself (footnote 13): no deviation there."""
+    _, _, text = plan("wmt19_de_en", tmp_path / "out")
+    deviations = text.split("Deviations from the paper:")[1].split("Data sources:")[0]
+    assert "- subwords: SentencePiece bpe, one joint vocabulary of 50000 pieces (prepare_data.py); the paper: BPE " \
+           "(Sennrich et al., 2016) with 50k joint merge operations (PEA 4.1)" in deviations
+    _, _, text = plan("iwslt17_en_ja", tmp_path / "out")
+    assert "Deviations from the paper:" not in text
+
+
+def test_every_stated_subword_scheme_belongs_to_a_recipe():
+    from posmix_fairseq.harness.recipes.settings import PAPER_SUBWORDS, subword_deviation
+
+    for task, paper in PAPER_SUBWORDS:
+        assert paper in TASKS[task].papers, (task, paper)
+        assert "SentencePiece" in subword_deviation(resolve(task, {"PAPER": paper}))
+
+
+def test_the_settings_table_names_the_subword_deviation(capsys):
+    from posmix_fairseq.harness.recipes import settings
+
+    settings.main(["--task", "wmt19_de_en"])
+    assert "\ndeviation from the paper: subwords: SentencePiece bpe, one joint vocabulary of 50000 pieces" \
+           in capsys.readouterr().out
+    settings.main(["--task", "iwslt17_en_ja"])  # HC's En-Ja is SentencePiece in the paper too
+    assert "deviation" not in capsys.readouterr().out

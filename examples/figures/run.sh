@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# The pictures of docs/figures.md on the shared Multi30k en->de: small models (2+2 layers, D = 64,
-# 4 heads, FFN 256), UPDATES updates of MAX_TOKENS tokens on the first 10,000 training pairs, CPU;
-# then the analysis commands, then posmix-plot. Each stage skips what is already there.
+# The pictures of docs/figures.md on Multi30k en->de: small models (2+2 layers, D = 64, 4 heads,
+# FFN 256), UPDATES updates of MAX_TOKENS tokens on the first 10,000 training pairs, CPU; then the
+# analysis commands, then posmix-plot. Each stage skips what is already there.
 #
-#   bash examples/figures/run.sh [RAW_DIR] [OUT_DIR]          # STAGES="train analyse plot" by default
-#   STAGES=plot bash examples/figures/run.sh                  # redraw from the analysis outputs
-#   STAGES=docs bash examples/figures/run.sh                  # the few PNGs docs/figures.md shows
+#   bash examples/figures/run.sh RAW_DIR [OUT_DIR]            # STAGES="train analyse plot" by default
+#   STAGES=plot bash examples/figures/run.sh RAW_DIR          # redraw from the analysis outputs
+#   STAGES=docs bash examples/figures/run.sh RAW_DIR          # the few PNGs docs/figures.md shows
 #
+# RAW_DIR (or RAW) holds Multi30k's raw release, {train,val,test_2016_flickr}.{en,de}[.gz] (the public
+# multi30k/dataset repository, data/task1/raw); OUT_DIR (or OUT) defaults to runs/figures of the current
+# directory. It runs in the active environment: the `python` on PATH (or $PYTHON).
 # These models show what the commands draw, not what the architectures can reach.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-RAW=${1:-${POSMIX_MULTI30K:-$ROOT/../shared/data/multi30k}}
-OUT=${2:-$ROOT/runs/figures}
-PY=${PY:-$ROOT/.venv/bin/python}
-BIN=$(dirname "$PY")
+RAW=${1:-${RAW:-}}
+[ -n "$RAW" ] || { echo "figures: name the raw Multi30k folder: bash examples/figures/run.sh RAW_DIR [OUT_DIR] (or RAW=DIR)" >&2; exit 2; }
+[ -d "$RAW" ] || { echo "figures: RAW=$RAW: no such folder (Multi30k's raw {train,val,test_2016_flickr}.{en,de}[.gz])" >&2; exit 2; }
+OUT=${2:-${OUT:-runs/figures}}
+PY=${PYTHON:-python}
+command -v "$PY" >/dev/null 2>&1 || { echo "figures: PYTHON=$PY: no such command; activate the environment with fairseq and posmix_fairseq, or set PYTHON" >&2; exit 2; }
 UPDATES=${UPDATES:-250}
 MAX_TOKENS=${MAX_TOKENS:-2048}
 THREADS=${THREADS:-1}
@@ -69,7 +74,7 @@ SYSTEMS=(
 if [ ! -f "$OUT/data-bin/dict.de.txt" ]; then
   say "prepare: SentencePiece BPE 4000 on the first 10,000 pairs, fairseq-preprocess"
   "$PY" -m posmix_fairseq.harness.raw_text "$RAW" en de "$OUT/bpe" --vocab-size 4000 --max-train-sentences 10000
-  "$BIN/fairseq-preprocess" --source-lang en --target-lang de --trainpref "$OUT/bpe/train" --validpref "$OUT/bpe/valid" \
+  "$PY" -m fairseq_cli.preprocess --source-lang en --target-lang de --trainpref "$OUT/bpe/train" --validpref "$OUT/bpe/valid" \
       --testpref "$OUT/bpe/test" --destdir "$OUT/data-bin" --joined-dictionary --workers 1 > "$OUT/logs/preprocess.log"
 fi
 
@@ -77,7 +82,7 @@ train() {  # name arch flags...
   local name=$1 arch=$2; shift 2
   grep -qs "done training" "$OUT/logs/train.$name.log" && return
   say "train $name ($arch $*)"
-  "$BIN/fairseq-train" "$OUT/data-bin" --user-dir "$UD" --arch "$arch" $SIZE --share-all-embeddings \
+  "$PY" -m fairseq_cli.train "$OUT/data-bin" --user-dir "$UD" --arch "$arch" $SIZE --share-all-embeddings \
       --optimizer adam --adam-betas '(0.9,0.98)' --lr 2e-3 --lr-scheduler inverse_sqrt --warmup-updates 100 \
       --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout 0.1 --max-tokens "$MAX_TOKENS" \
       --max-update "$UPDATES" --save-dir "$OUT/ckpt/$name" --no-epoch-checkpoints --disable-validation \
@@ -89,7 +94,7 @@ generate() {  # name subset
   [ "$subset" = valid ] && ref=$REF_VALID
   [ -f "$OUT/scores/scores.$name.$subset.json" ] && return
   say "generate + score $name ($subset)"
-  "$BIN/fairseq-generate" "$OUT/data-bin" --user-dir "$UD" --path "$OUT/ckpt/$name/checkpoint_last.pt" \
+  "$PY" -m fairseq_cli.generate "$OUT/data-bin" --user-dir "$UD" --path "$OUT/ckpt/$name/checkpoint_last.pt" \
       --gen-subset "$subset" --beam 4 --max-tokens 4000 --required-batch-size-multiple 1 --cpu \
       > "$OUT/generate.$name.$subset.txt" 2> "$OUT/logs/generate.$name.$subset.log"
   "$PY" -m posmix_fairseq.harness.evaluation.score "$OUT/generate.$name.$subset.txt" --names "$name" \

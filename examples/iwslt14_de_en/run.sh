@@ -7,7 +7,7 @@
 #   PLAN=1 bash examples/iwslt14_de_en/run.sh                        # the commands and the plan, nothing runs
 #   RAW=DIR VARIANT=posmix_transformer DEVICE_FLAGS=--fp16 bash examples/iwslt14_de_en/run.sh
 #   STAGES="generate score" bash examples/iwslt14_de_en/run.sh       # rerun some stages
-# RAW holds {train,valid,test}.{de,en}[.gz] (any raw parallel text works, e.g. ../shared/data/multi30k).
+# RAW holds {train,valid,test}.{de,en}[.gz] (any raw parallel text works, e.g. Multi30k's raw release).
 TASK=iwslt14_de_en
 source "$(dirname "$0")/../common/stages.sh"
 run_recipe

@@ -6,13 +6,14 @@
 #   ARCH=shaw_iwslt_de_en MAX_UPDATE=20000 bash examples/multi30k_en_de/run.sh
 #   PLAN=1 bash examples/multi30k_en_de/run.sh
 #
-# RAW_DIR holds {train,val,test_2016_flickr}.{en,de}[.gz] (the raw release of the public
-# multi30k/dataset repository, data/task1/raw); default ../shared/data/multi30k.
+# RAW_DIR (or RAW) holds {train,val,test_2016_flickr}.{en,de}[.gz] (the raw release of the public
+# multi30k/dataset repository, data/task1/raw); default data/multi30k_en_de/raw of the current directory,
+# downloaded there when it is empty. OUT_DIR (or OUT) defaults to runs/multi30k_en_de of the current directory.
 # Extra fairseq-train flags: TRAIN_FLAGS="--encoder-self-gating off --decoder-self-gating off".
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-RAW=${1:-${RAW:-${POSMIX_MULTI30K:-$ROOT/../shared/data/multi30k}}}
-OUT=${2:-${OUT:-$ROOT/runs/multi30k_en_de}}
-export RAW OUT
+RAW=${1:-${RAW:-}}
+OUT=${2:-${OUT:-}}
+[ -z "$RAW" ] || export RAW
+[ -z "$OUT" ] || export OUT
 TASK=multi30k_en_de
 source "$(dirname "$0")/../common/stages.sh"
 run_recipe

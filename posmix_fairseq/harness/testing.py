@@ -238,7 +238,7 @@ ALL_CONFIGS.update(EXTRA_CONFIGS)
 
 # stored arguments of checkpoints made before the defaults version: (flags, attributes those checkpoints
 # lacked). Built through fairseq's load path (:func:`build_stored_model`), they are upgraded to the
-# readings of their time: RPE's head-sliced first layer, per-head PosNet-Attn kernels, the cumulative T5
+# readings of their time: RecPE's head-sliced first layer, per-head PosNet-Attn kernels, the cumulative T5
 # variant, per-head relative sinusoids with relative embeddings shared by the heads.
 STORED_CONFIGS = {
     "stored_rpe_sliced_mprhead": (["--arch", "mprhead_iwslt_de_en"],

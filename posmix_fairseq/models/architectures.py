@@ -61,7 +61,7 @@ def rpe_heads(t):
 # (its totals exclude one); the positional-encoding analysis shares them across heads, as Shaw et al. do.
 # RecPE: t = 3 (RPEHead) and 2 (MPRHead) come closest to the paper's +0.49M / +0.37M at Base.
 GPA, HC = "Gated position-based attention", "Hard-coded Gaussian attention"
-APE, RPE = "Analysis of positional encodings", "Recurrent positional embedding"
+PEA, RECPE = "Analysis of positional encodings", "Recurrent positional embedding"
 VARIANTS = {
     "posmix_transformer": ("Vaswani et al. 2017", "Transformer baseline (Table 6 row 1)",
                            both_sides(self_mixer="mha")),
@@ -92,21 +92,21 @@ VARIANTS = {
                         **LINEAR_MAX_POSITIONS)),
     "lightconvnet": (GPA, "light convolution with GLU, Eq. 14; Appendix E Table 7", both_sides(self_mixer="lightconv")),
     # Analysis of positional encodings
-    "nope": (APE, "no position signal at all (encoder and decoder)",
+    "nope": (PEA, "no position signal at all (encoder and decoder)",
              dict(both_sides(position_encoding="none"), position_blind="encoder,decoder")),
-    "learnedpe": (APE, "learned absolute position embeddings", both_sides(position_encoding="learned")),
-    "shaw_konly": (APE, "Shaw relative positions, K term only (no a^V)",
+    "learnedpe": (PEA, "learned absolute position embeddings", both_sides(position_encoding="learned")),
+    "shaw_konly": (PEA, "Shaw relative positions, K term only (no a^V)",
                    both_sides(self_mixer="shaw", self_shaw_value_term="off", position_encoding="none",
                               self_relative_embedding_heads="shared")),
-    "shaw_sin": (APE, "Shaw relative positions with sinusoidal a^K, a^V (no position parameters)",
+    "shaw_sin": (PEA, "Shaw relative positions with sinusoidal a^K, a^V (no position parameters)",
                  both_sides(self_mixer="shaw", self_position_table="sinusoidal", position_encoding="none",
                             self_relative_embedding_heads="shared")),
-    "shaw_abs": (APE, "relative + absolute: Shaw (K and V) with sinusoidal absolute embeddings",
+    "shaw_abs": (PEA, "relative + absolute: Shaw (K and V) with sinusoidal absolute embeddings",
                  both_sides(self_mixer="shaw", position_encoding="sinusoidal", self_relative_embedding_heads="shared")),
-    "lstmpe": (APE, "LSTM positional encoding: biLSTM encoder input, LSTM decoder input",
+    "lstmpe": (PEA, "LSTM positional encoding: biLSTM encoder input, LSTM decoder input",
                both_sides(position_encoding="lstm")),
-    "rpehead": (RPE, "RPEHead, Eqs. 1-4", dict(both_sides(position_encoding="rpehead"), **rpe_heads(3))),
-    "mprhead": (RPE, "MPRHead, Eqs. 1-3, 5", dict(both_sides(position_encoding="mprhead"), **rpe_heads(2))),
+    "rpehead": (RECPE, "RPEHead, Eqs. 1-4", dict(both_sides(position_encoding="rpehead"), **rpe_heads(3))),
+    "mprhead": (RECPE, "MPRHead, Eqs. 1-3, 5", dict(both_sides(position_encoding="mprhead"), **rpe_heads(2))),
     # PosNet and its baselines
     "posnet_embed": ("PosNet", "PosNet-Embed, Eq. 24 (replaces the absolute embeddings)",
                      both_sides(position_encoding="posnet")),

@@ -1,7 +1,7 @@
 """``--lr-scheduler validation_plateau``: multiply the learning rate by ``--lr-shrink`` at the
 ``--lr-patience``-th consecutive validation without improvement of the best validation score (PEA
 Section 4.1: 0.9 after 6, with 8 validations per epoch), counting every validation where fairseq's
-``reduce_lr_on_plateau`` sees the end-of-epoch one only (docs/recipes.md, APE's learning-rate schedule).
+``reduce_lr_on_plateau`` sees the end-of-epoch one only (docs/recipes.md, PEA's learning-rate schedule).
 A validation in the middle of an epoch is seen through the save that follows it, which moves fairseq's best
 score (``checkpoint_utils.save_checkpoint.best``): so every validation must be a save.
 """

@@ -46,7 +46,7 @@ from typing import Dict, List, Optional, Sequence
 from .. import pipeline
 from ..command import (NON_NEGATIVE_INT, POSITIVE_INT, Number, UsageError, add_language_options,
                        build_parser as command_parser, console)
-from .paper_tables import GPA, HC, APE as PEA, POSNET, RPE as RECPE
+from .paper_tables import GPA, HC, PEA, POSNET, RECPE
 
 #: 3+3 layers, D = 128: the size of docs/benchmarks.md's early-training tables (the arch's other settings as
 #: registered); on a 2-core CPU one system needs over an hour to reach a validation plateau
@@ -191,7 +191,7 @@ CLAIMS: List[Claim] = [
           "28.35 vs 28.11 BLEU (WMT14 En-De, Base)", "mprhead", "rpehead", expect="no_worse", margin=0.5),
     Claim("recpe-4", "RecPE", "MPRHead helps the Big Transformer too",
           "29.11 vs 28.22 BLEU (WMT14 En-De, Big)", kind="not_measured",
-          why_not="a GPU and WMT14 (posmix-reproduce --table rpe-big --scale paper)"),
+          why_not="a GPU and WMT14 (posmix-reproduce --table recpe-big --scale paper)"),
     Claim("posnet-1", "PosNet", "PosNet-Embed is better than sinusoidal absolute positions (SAPE)",
           "27.68 vs 27.48 BLEU (WMT14 En-De, Base, Table 1)", "posnet_embed", "transformer", expect="better"),
     Claim("posnet-2", "PosNet", "without any position encoding translation collapses",

@@ -12,8 +12,8 @@ from typing import Dict, List, Optional, Tuple
 # Each paper's short name, then its citation (docs/papers.md has the full entries and BibTeX).
 GPA = "GPA: Schmidt and Di Gangi, WMT 2023, https://aclanthology.org/2023.wmt-1.46"
 HC = "HC: You, Sun and Iyyer, ACL 2020, https://aclanthology.org/2020.acl-main.687"
-APE = "PEA: Rosendahl, Tran, Wang and Ney, IWSLT 2019, https://aclanthology.org/2019.iwslt-1.20"
-RPE = "RecPE: Chen, Wang, Utiyama and Sumita, EMNLP-IJCNLP 2019, https://aclanthology.org/D19-1139"
+PEA = "PEA: Rosendahl, Tran, Wang and Ney, IWSLT 2019, https://aclanthology.org/2019.iwslt-1.20"
+RECPE = "RecPE: Chen, Wang, Utiyama and Sumita, EMNLP-IJCNLP 2019, https://aclanthology.org/D19-1139"
 POSNET = "PosNet: Zhang, Liu, Liu and Liang, ACL 2023"
 
 NO_SA = "--encoder-self-mixer none --decoder-self-mixer none"  # HC's '/-SA': self-attention removed
@@ -157,14 +157,14 @@ TABLES: Dict[str, Table] = {t.name: t for t in [
                tiny_flags="--decoder-layers 2 --decoder-cross-heads 1,1" if n == 2 else None) for n in (2, 3, 4)],
           note="The figure's values are not in the available text. At tiny scale (2 decoder layers) only the "
                "1-head, 2-heads-one-layer and 2-heads-two-layers systems run."),
-    Table("ape-1", "PEA Table 1: absolute vs relative positions (WMT De->En newstest2018, Zh->En newstest2019)",
-          APE, "wmt19_de_en", {"PAPER": "ape", "SIZE": "base"},
+    Table("pea-1", "PEA Table 1: absolute vs relative positions (WMT De->En newstest2018, Zh->En newstest2019)",
+          PEA, "wmt19_de_en", {"PAPER": "pea", "SIZE": "base"},
           [S("Absolute", "posmix_transformer"), S("Relative", "shaw", SHAW_OWN)],
           _r(["De-En BLEU", "De-En TER", "Zh-En BLEU", "Zh-En TER"],
              {"Absolute": [40.4, 46.7, 24.0, 64.0], "Relative": [40.4, 46.9, 25.0, 62.9]}),
           note="The paper scores tokenised text with TERCom; here sacreBLEU on detokenised text. Zh->En: examples/wmt19_zh_en."),
-    Table("ape-2", "PEA Table 2: BLEU by source-length group G0:25 ... G101:inf (newstest_all)", APE, "wmt19_de_en",
-          {"PAPER": "ape", "SIZE": "base", "TEST_SET": "newstest_all"},
+    Table("pea-2", "PEA Table 2: BLEU by source-length group G0:25 ... G101:inf (newstest_all)", PEA, "wmt19_de_en",
+          {"PAPER": "pea", "SIZE": "base", "TEST_SET": "newstest_all"},
           [S("Absolute", "posmix_transformer"), S("Relative", "shaw", SHAW_OWN), S("LSTM", "lstmpe"),
            S("Absolute, trained <= 75", "posmix_transformer", "--max-source-positions 75 --max-target-positions 75",
              tiny_flags="--max-source-positions 16 --max-target-positions 16"),
@@ -173,21 +173,21 @@ TABLES: Dict[str, Table] = {t.name: t for t in [
           _r(["G101:inf BLEU"], {"Absolute": [21.5]}), stages="train average generate score lengthbins",
           note="Only the G101:inf BLEU of the absolute model (21.5) is stated in the available text; the table "
                "itself is not. At tiny scale the '<= 75' systems train on <= 16 positions."),
-    Table("ape-3", "PEA Table 3: the concatenated test set by source-length group", APE, "wmt19_de_en",
-          {"PAPER": "ape", "SIZE": "base", "TEST_SET": "newstest_all"},
+    Table("pea-3", "PEA Table 3: the concatenated test set by source-length group", PEA, "wmt19_de_en",
+          {"PAPER": "pea", "SIZE": "base", "TEST_SET": "newstest_all"},
           [S("Absolute", "posmix_transformer"), S("Relative", "shaw", SHAW_OWN),
            S("Absolute, trained <= 75", "posmix_transformer", "--max-source-positions 75 --max-target-positions 75",
              tiny_flags="--max-source-positions 16 --max-target-positions 16"),
            S("Relative, trained <= 75", "shaw", SHAW_OWN + " --max-source-positions 75 --max-target-positions 75",
              tiny_flags=SHAW_OWN + " --max-source-positions 16 --max-target-positions 16")],
           stages="train average generate score concat", note="The table's values are not in the available text."),
-    Table("ape-4", "PEA Table 4: relative-position variants on the concatenated test set", APE, "wmt19_de_en",
-          {"PAPER": "ape", "SIZE": "base", "TEST_SET": "newstest_all"},
+    Table("pea-4", "PEA Table 4: relative-position variants on the concatenated test set", PEA, "wmt19_de_en",
+          {"PAPER": "pea", "SIZE": "base", "TEST_SET": "newstest_all"},
           [S("Relative", "shaw", SHAW_OWN), S("Relative sinusoidal", "shaw_sin"), S("Relative K-only", "shaw_konly"),
            S("Relative + absolute", "shaw_abs")],
           stages="train average generate score concat", note="The table's values are not in the available text."),
-    Table("rpe", "RecPE results: RPEHead/MPRHead on WMT14 En-De (newstest2014)", RPE, "wmt14_en_de",
-          {"PAPER": "rpe", "SIZE": "base"},
+    Table("recpe", "RecPE results: RPEHead/MPRHead on WMT14 En-De (newstest2014)", RECPE, "wmt14_en_de",
+          {"PAPER": "recpe", "SIZE": "base"},
           [S("Transformer(Base)", "posmix_transformer"), S("+Relative PEs", "shaw_abs"), S("+RPEHead", "rpehead"),
            S("+MPRHead", "mprhead")],
           _r(["WMT14 En-De BLEU", "#Param (M)"], {"Transformer(Base)": [27.25, 97.35], "+Relative PEs": [27.60, 97.42],
@@ -215,7 +215,7 @@ HC_LINGEVAL = ["np-agreement", "subj-verb-agreement", "subj-adequacy", "polarity
                "transliteration"]
 HC_SPEED = [S("BASE", "posmix_transformer"), S("HC-SA", "hc_sa"), S("SH-X", "sh_x"),
             S("BASE/-SA", "posmix_transformer", NO_SA), S("SH-X/-SA", "sh_x", NO_SA)]
-RPE_ABLATION = [
+RECPE_ABLATION = [
     S("Transformer (Base)", "posmix_transformer"),
     S("-PE of Dec", "posmix_transformer", "--decoder-position-encoding none"),
     S("-PE of Enc", "posmix_transformer", "--encoder-position-encoding none"),
@@ -313,11 +313,11 @@ TABLES.update({t.name: t for t in [
           note="Ours: the peak GPU memory of training at the recipe's batch (4096 tokens, FP16), from fairseq's "
                "gb_free sampled at each log line. The paper does not say how it measured; 'PosNet' is read as "
                "PosNet-Embed. En-Fr: examples/wmt14_en_fr."),
-    Table("rpe-big", "RecPE results: Transformer(Big) and +MPRHead on WMT14 En-De", RPE, "wmt14_en_de",
-          {"PAPER": "rpe", "SIZE": "big"}, [S("Transformer(Big)", "posmix_transformer"), S("+MPRHead", "mprhead")],
+    Table("recpe-big", "RecPE results: Transformer(Big) and +MPRHead on WMT14 En-De", RECPE, "wmt14_en_de",
+          {"PAPER": "recpe", "SIZE": "big"}, [S("Transformer(Big)", "posmix_transformer"), S("+MPRHead", "mprhead")],
           _r(["WMT14 En-De BLEU", "#Param (M)"], {"Transformer(Big)": [28.22, 272.6], "+MPRHead": [29.11, 289.1]})),
-    Table("rpe-ablation", "RecPE ablation: positions removed from the encoder or decoder (newstest2014)", RPE,
-          "wmt14_en_de", {"PAPER": "rpe", "SIZE": "base"}, RPE_ABLATION,
+    Table("recpe-ablation", "RecPE ablation: positions removed from the encoder or decoder (newstest2014)", RECPE,
+          "wmt14_en_de", {"PAPER": "recpe", "SIZE": "base"}, RECPE_ABLATION,
           _r(["newstest2014 BLEU", "#Speed (K tokens/s)"], {
               "Transformer (Base)": [27.25, 11.7], "-PE of Dec": [26.73, 11.7], "-PE of Enc": [10.71, 11.7],
               "RPEHead (base)": [28.11, 10.5], "RPEHead -RPE&PE of Dec": [27.54, 11.2],
@@ -331,18 +331,21 @@ TABLES.update({t.name: t for t in [
 
 # The papers in the order of docs/papers.md, and each table's own number in its paper (RecPE's poster
 # numbers none of its tables: they are named by their heading).
-PAPERS = [GPA, HC, APE, RPE, POSNET]
+PAPERS = [GPA, HC, PEA, RECPE, POSNET]
 PAPER_NUMBERS = {
     "gpa-2": "Table 2", "gpa-3-big": "Table 3 (left)", "gpa-3-small": "Table 3 (right)", "gpa-4": "Table 4",
     "gpa-5": "Table 5", "gpa-6": "Table 6", "gpa-7": "Table 7",
     "hc-1": "Table 2", "hc-3": "Table 3", "hc-4": "Table 4", "hc-5": "Table 5", "hc-6": "Appendix Table 6",
     "hc-7": "Appendix Table 7", "hc-fig7": "Fig. 7",
-    "ape-1": "Table 1", "ape-2": "Table 2", "ape-3": "Table 3", "ape-4": "Table 4",
-    "rpe": "main results (unnumbered)", "rpe-big": "main results (unnumbered)",
-    "rpe-ablation": "ablation (unnumbered)",
+    "pea-1": "Table 1", "pea-2": "Table 2", "pea-3": "Table 3", "pea-4": "Table 4",
+    "recpe": "main results (unnumbered)", "recpe-big": "main results (unnumbered)",
+    "recpe-ablation": "ablation (unnumbered)",
     "posnet-1": "Table 1", "posnet-2": "Table 2", "posnet-3": "Table 3",
 }
 _UNNUMBERED_ORDER = ["main results", "ablation"]  # RecPE's poster: its sections' order
+#: earlier --table names, still accepted (the papers' short names are PEA and RecPE: docs/papers.md)
+TABLE_ALIASES = {**{f"ape-{n}": f"pea-{n}" for n in range(1, 5)},
+                 "rpe": "recpe", "rpe-big": "recpe-big", "rpe-ablation": "recpe-ablation"}
 
 
 def paper_short_name(table: Table) -> str:

@@ -2,7 +2,8 @@
 the table beside the numbers the paper reports.
 
     posmix-reproduce --list                       # the tables
-    posmix-reproduce --table gpa-6                # tiny scale: Multi30k en->de, CPU, 300 updates per system
+    posmix-reproduce --table gpa-6 --data-dir DIR # tiny scale: a raw corpus (e.g. Multi30k en->de), CPU,
+                                                  # 300 updates per system
     posmix-reproduce --table gpa-6 --scale paper  # print the full recipe commands (paper data and settings)
     posmix-reproduce --table gpa-6 --scale paper --plan   # every system's plan (PLAN=1): commands, batch,
                                                           # schedule, disk, test lengths, unstated settings
@@ -10,7 +11,8 @@ the table beside the numbers the paper reports.
 
 Every system is one run of the table's recipe (examples/<task>/run.sh, shared stages in
 examples/common/stages.sh): at paper scale with the paper's data, size and hyper-parameters; at tiny
-scale with SIZE=mini (3+3 layers, D=128; --size tiny: 1+1 layers, D=32) on a local raw corpus (default: the shared Multi30k, en->de), the first --max-train
+scale with SIZE=mini (3+3 layers, D=128; --size tiny: 1+1 layers, D=32) on the raw corpus named by --data-dir (e.g.
+Multi30k's raw release, en->de), the first --max-train
 pairs, and --max-update updates. Tiny numbers show that the grid runs end to end, not the paper's
 ranking. Progress lines give the system, the updates done and, once it means something, the time left.
 
@@ -34,12 +36,11 @@ from ..pipeline import PACKAGE_ROOT
 from ..recipes.grid_plan import grid_summary
 from ..recipes.settings import resolve
 from ..recipes.stages import Runner, Stages, run_recipe
-from .paper_tables import PAPER_NUMBERS, TABLES, System, Table, paper_short_name
+from .paper_tables import PAPER_NUMBERS, TABLE_ALIASES, TABLES, System, Table, paper_short_name
 from ..command import UsageError, add_language_options, build_parser as command_parser, console
 from ..command import POSITIVE_FLOAT, POSITIVE_INT
 
 ROOT = PACKAGE_ROOT  # the checkout: its examples/ hold the recipes
-DEFAULT_DATA = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))
 OUR_METRICS = ["BLEU", "chrF2++", "chrF2", "TER", "COMET", "BLEURT"]
 DEFAULT_THROUGHPUT = 25000.0  # training tokens/s per GPU assumed by --plan's GPU-hours (--throughput)
 TINY_LINGEVAL97 = os.path.join(ROOT, "tests", "data", "lingeval97_tiny.json")
@@ -65,7 +66,7 @@ def system_env(table: Table, system: System, scale: str, opts) -> Dict[str, str]
         env["SPEED_SETTING"] = table.env["SPEED_SETTING"]
     env["OUT"] = os.path.join(opts.out, table.name)
     if scale == "tiny":
-        env.update({"RAW": opts.data_dir, "SRC": opts.src, "TGT": opts.tgt, "TOKENIZE": "13a",
+        env.update({"RAW": opts.data_dir or "", "SRC": opts.src, "TGT": opts.tgt, "TOKENIZE": "13a",
                     "MAX_TRAIN": str(opts.max_train), "MAX_EVAL": str(opts.max_eval), "VOCAB": str(opts.vocab),
                     "MAX_UPDATE": str(opts.max_update), "SAVE_INTERVAL_UPDATES": str(max(1, opts.max_update // 8)),
                     "DEVICE_FLAGS": "--cpu", "LOG_INTERVAL": str(max(1, opts.max_update // 10)),
@@ -126,7 +127,7 @@ def run_grid(table: Table, cmds, opts) -> None:
     start = time.time()
     done_times: List[float] = []
     for i, cmd in enumerate(cmds):
-        env = dict(os.environ, PY=sys.executable, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+        env = dict(os.environ, PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
                    **cmd["env"])
         logfile = os.path.join(opts.out, table.name, "logs", cmd["env"]["NAME"] + ".log")
         t0 = time.time()
@@ -381,7 +382,8 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--systems", help="comma-separated indices of the grid's systems to run (default: all)")
     p.add_argument("--out", default=os.path.join("runs", "reproduce"),
                    help="the runs' folder, relative to the current directory (default: runs/reproduce)")
-    p.add_argument("--data-dir", default=DEFAULT_DATA, help="tiny scale: raw corpus (default: the shared Multi30k)")
+    p.add_argument("--data-dir", help="tiny scale (required there): the raw parallel corpus, a folder of "
+                                      "{train,valid,test}.{SRC,TGT}[.gz], e.g. Multi30k's raw release")
     p.add_argument("--throughput", type=POSITIVE_FLOAT, default=DEFAULT_THROUGHPUT,
                    help="--plan: the training tokens per second per GPU that its GPU-hours assume "
                         f"(default: {DEFAULT_THROUGHPUT:,.0f}, an assumption, not a measurement)")
@@ -398,15 +400,23 @@ def main(argv: Optional[List[str]] = None):
                    help="with --render-only: print the paper's numbers even when --out holds no results of ours")
     a = p.parse_args(argv)
     # every path is the caller's: the recipes run with the checkout as their working directory
-    a.out, a.data_dir = os.path.abspath(a.out), os.path.abspath(a.data_dir)
+    a.out = os.path.abspath(a.out)
+    a.data_dir = a.data_dir and os.path.abspath(a.data_dir)
     if a.list or not a.table:
         print(table_listing(TABLES.values()))
         if not a.table:
             return None
+    if a.table in TABLE_ALIASES:
+        print(f"posmix-reproduce: --table {a.table} is now named {TABLE_ALIASES[a.table]}", file=sys.stderr)
+        a.table = TABLE_ALIASES[a.table]
     if a.table not in TABLES:
         raise UsageError(f"--table {a.table!r}: valid tables are {', '.join(TABLES)}")
     if a.paper_only and not a.render_only:
         raise UsageError("--paper-only: only with --render-only")
+    if a.scale == "tiny" and not a.render_only and not a.data_dir:
+        p.error("--data-dir DIR is required at the tiny scale: the raw parallel corpus to train on, a folder of "
+                f"{{train,valid,test}}.{{{a.src},{a.tgt}}}[.gz] (e.g. Multi30k's raw release); --scale paper "
+                "prints or runs the paper's recipes on their own data")
     table = TABLES[a.table]
     cmds = commands(table, a.scale, a)
     if a.plan:
@@ -418,7 +428,7 @@ def main(argv: Optional[List[str]] = None):
         print(f"# then: posmix-reproduce --table {table.name} --scale paper --render-only --out {a.out}")
         return cmds
     if a.scale == "tiny" and not a.render_only and not os.path.isdir(a.data_dir):
-        raise SystemExit(f"--data-dir {a.data_dir}: not found (the shared Multi30k, or any raw parallel corpus)")
+        raise SystemExit(f"--data-dir {a.data_dir}: not found (a folder of raw parallel text)")
     out_dir = os.path.join(a.out, table.name)
     if not a.render_only:
         run_grid(table, cmds, a)

@@ -8,9 +8,10 @@ After the commands (printed by :mod:`.stages`), the plan gives:
   meta device) and Adam's state (two fp32 moments per parameter), against fairseq's keep-everything;
 - the test set's longest sentence in subword pieces against the model's position limits
   (:mod:`.position_limits`), and what generation will do (raise the limits, or leave N sentences
-  untranslated); measured on the prepared data when it exists, else on RAW's (or the shared
-  Multi30k's) test set with a SentencePiece model trained on a sample, an estimate;
+  untranslated); measured on the prepared data when it exists, else on RAW's (or PLAN_TEST_DATA's,
+  any raw corpus with a test set) test set with a SentencePiece model trained on a sample, an estimate;
 - every setting the paper does not state, with the value chosen and its source;
+- the deviations from the paper (SentencePiece where the paper used subword-nmt's BPE);
 - the data sources, and how each was checked.
 """
 import math
@@ -18,11 +19,10 @@ import os
 import tempfile
 from typing import Dict, List, Optional, Tuple
 
-from ..pipeline import PACKAGE_ROOT
 from ..raw_text import SPLIT_NAMES, find_split, read_lines
 from .download import sacrebleu_check, sources
 from .prepare_data import Normaliser, train_spm
-from .settings import PAPER_NAMES, TRAIN_KEYS, Recipe, parse_average
+from .settings import PAPER_NAMES, TRAIN_KEYS, Recipe, parse_average, subword_deviation
 
 ADAM_BYTES = 8        # exp_avg and exp_avg_sq, fp32, per parameter
 SAMPLE_LINES = 2000   # training lines for the plan's SentencePiece model
@@ -61,8 +61,9 @@ def build_model(flags: List[str], vocab: int, vocab_tgt: Optional[int]):
 
 # ---- the test set's lengths --------------------------------------------------------------------------
 
-def _stand_in() -> str:
-    return os.environ.get("POSMIX_MULTI30K", os.path.join(PACKAGE_ROOT, "..", "shared", "data", "multi30k"))
+def _stand_in(recipe: Recipe) -> str:
+    """PLAN_TEST_DATA: a raw corpus whose test set stands in for the estimate when RAW has none yet."""
+    return recipe.get("PLAN_TEST_DATA")
 
 
 def _test_files(raw: str, src: str, tgt: str, test_name: str):
@@ -114,8 +115,8 @@ def test_lengths(recipe: Recipe, prep: str) -> Tuple[Optional[List[int]], Option
     if all(os.path.isfile(p) for p in prepared):
         s, t = ([len(x.split()) + 1 for x in read_lines(p)] for p in prepared)
         return s, t, f"exact: the prepared test set {prepared[0]}"
-    for raw, label in ((recipe["RAW"], "RAW"), (_stand_in(), f"the shared Multi30k ({STAND_IN})")):
-        files = _test_files(raw, src, tgt, recipe.get("TEST_SET")) if os.path.isdir(raw) else None
+    for raw, label in ((recipe["RAW"], "RAW"), (_stand_in(recipe), f"PLAN_TEST_DATA's ({STAND_IN})")):
+        files = _test_files(raw, src, tgt, recipe.get("TEST_SET")) if raw and os.path.isdir(raw) else None
         if not files:
             continue
         models = _quick_spm(raw, (src, tgt), recipe)
@@ -126,8 +127,10 @@ def test_lengths(recipe: Recipe, prep: str) -> Tuple[Optional[List[int]], Option
         return lengths[0], lengths[1], (f"estimate: {label} test set {files[0]}, segmented by a {recipe['SPM_TYPE']} "
                                         f"model trained on {SAMPLE_LINES} of its training lines (the real "
                                         "vocabulary is larger, so real pieces are fewer or equal)")
-    return None, None, (f"not measured: no {src}-{tgt} test set in RAW ({recipe['RAW']}) or the shared Multi30k; "
-                        "run the download stage, or give RAW")
+    return None, None, (f"not measured: no {src}-{tgt} test set in RAW ({recipe['RAW']})"
+                        + (f" or PLAN_TEST_DATA ({_stand_in(recipe)})" if _stand_in(recipe) else "")
+                        + "; run the download stage, give RAW, or name any raw corpus with a test set in "
+                          "PLAN_TEST_DATA=DIR for an estimate")
 
 
 # ---- the report ------------------------------------------------------------------------------------
@@ -305,5 +308,8 @@ def plan_report(recipe: Recipe, stages) -> str:
         s = recipe.values.get(key)
         if s is not None and not s.stated:
             out.append(f"- {key} = {s.value}: {s.source}")
+    deviation = subword_deviation(recipe)
+    if deviation:
+        out += ["", "Deviations from the paper:", f"- {deviation}"]
     out += ["", "Data sources:"] + sources_section(recipe)
     return "\n".join(out) + "\n"

@@ -52,14 +52,15 @@ def ours(value, why: str) -> Setting:
     return Setting(str(value), f"ours: {why}", False)
 
 
-GPA, HC, APE, RPE, POSNET = "gpa", "hc", "ape", "rpe", "posnet"
+GPA, HC, PEA, RECPE, POSNET = "gpa", "hc", "pea", "recpe", "posnet"
+PAPER_ALIASES = {"ape": PEA, "rpe": RECPE}  # earlier names of PAPER values, still accepted
 PAPER_NAMES = {GPA: "Gated position-based attention (GPA)", HC: "Hard-coded Gaussian attention (HC)",
-               APE: "Analysis of positional encodings (PEA)", RPE: "Recurrent positional embedding (RecPE)",
+               PEA: "Analysis of positional encodings (PEA)", RECPE: "Recurrent positional embedding (RecPE)",
                POSNET: "PosNet (Interpreting positional information)"}
 POSNET_CODE = "vesterchang/interpret_positional_encoding, posnet_ende.sh"
 HC_CODE = "fallcat/stupidNMT"
 SIZES = ("tiny", "mini", "small", "base", "big")
-PAPER_VARIANTS = {HC: "hc_sa", APE: "shaw", POSNET: "posnet_embed", RPE: "rpehead"}  # a paper's default VARIANT
+PAPER_VARIANTS = {HC: "hc_sa", PEA: "shaw", POSNET: "posnet_embed", RECPE: "rpehead"}  # a paper's default VARIANT
 TEST_SIZES = ("tiny", "mini")  # CPU sizes for tests and demonstrations; the papers' settings do not apply
 
 # Vaswani et al.'s schedule, which GPA 5.3 "closely follows": lr = D^-0.5 min(step^-0.5, step warmup^-1.5)
@@ -124,18 +125,18 @@ TASKS: Dict[str, TaskSpec] = {t.name: t for t in [
                         romanian=paper(1, "HC footnote 13 (Sennrich et al., 2016: normalise-romanian.py, "
                                           "remove-diacritics.py on the Romanian side)"))},
              {HC: 612422}, variant="hc_sa"),
-    TaskSpec("wmt14_en_de", "en", "de", GPA, (GPA, POSNET, RPE, HC), "base",
+    TaskSpec("wmt14_en_de", "en", "de", GPA, (GPA, POSNET, RECPE, HC), "base",
              "WMT14 En->De, newstest2014",
              {GPA: _data(MOSES_OURS, paper(44000, "GPA Table 1 (44k)"), paper("13a", "GPA footnote 2")),
               POSNET: _data(paper(1, "PosNet 4.1 (tokenized via the scripts in Moses)"),
                             paper(40000, "PosNet 4.1 (vocabulary size 40,000)"),
                             ours("13a", "sacreBLEU on detokenised text; the released code scores tokenised, "
                                         "compound-split BLEU (scripts/compound_split_bleu.sh)")),
-              RPE: _data(MOSES_OURS, ours(35000, "no shared embeddings and a ~35k joint vocabulary give RecPE's "
+              RECPE: _data(MOSES_OURS, ours(35000, "no shared embeddings and a ~35k joint vocabulary give RecPE's "
                                                  "97.35M Transformer(Base) (97.9M)"),
                          ours("13a", "the paper does not name its BLEU")),
               HC: _data(MOSES_OURS, ours(32000, "the paper does not state it"), paper("intl", "HC footnote 13"))},
-             {GPA: 4_000_000, POSNET: 4_430_000, HC: 4_500_966, RPE: 4_500_000}),
+             {GPA: 4_000_000, POSNET: 4_430_000, HC: 4_500_966, RECPE: 4_500_000}),
     TaskSpec("wmt14_en_fr", "en", "fr", GPA, (GPA, POSNET, HC), "base",
              "WMT14 En->Fr, newstest2014",
              {GPA: _data(MOSES_OURS, paper(46000, "GPA Table 1 (46k)"), paper("13a", "GPA footnote 2")),
@@ -150,20 +151,20 @@ TASKS: Dict[str, TaskSpec] = {t.name: t for t in [
                          separate=paper(1, "GPA Table 1 (separate source and target vocabularies)"),
                          vocab_tgt=paper(45000, "GPA Table 1 (target 45k)"))},
              {GPA: 17_000_000}),
-    TaskSpec("wmt19_de_en", "de", "en", APE, (APE,), "base",
+    TaskSpec("wmt19_de_en", "de", "en", PEA, (PEA,), "base",
              "WMT19 De->En, newstest2018; newstest_all and its concatenation (PEA 4.2)",
-             {APE: _data(ours(1, "PEA 4.1 counts tokens on 'tokenized, subworded text'; Moses tokenises"),
+             {PEA: _data(ours(1, "PEA 4.1 counts tokens on 'tokenized, subworded text'; Moses tokenises"),
                          paper(50000, "PEA 4.1 (50k joint merge operations; here a 50k SentencePiece BPE vocabulary)"),
                          ours("13a", "sacreBLEU on detokenised text; PEA scores case-sensitive tokenised BLEU "
                                      "and TERCom"))},
-             {APE: 6_000_000}, variant="shaw"),
-    TaskSpec("wmt19_zh_en", "zh", "en", APE, (APE,), "base",
+             {PEA: 6_000_000}, variant="shaw"),
+    TaskSpec("wmt19_zh_en", "zh", "en", PEA, (PEA,), "base",
              "WMT19 Zh->En, newstest2019",
-             {APE: _data(ours(0, "no Moses step for Chinese"), paper(32000, "PEA 4.1 (separate vocabularies of 32k)"),
+             {PEA: _data(ours(0, "no Moses step for Chinese"), paper(32000, "PEA 4.1 (separate vocabularies of 32k)"),
                          ours("13a", "sacreBLEU on detokenised text"),
                          spm_type=paper("unigram", "PEA 4.1 (unigram language model segmentation)"),
                          separate=paper(1, "PEA 4.1 (separate vocabularies)"))},
-             {APE: 13_700_000}, variant="shaw"),
+             {PEA: 13_700_000}, variant="shaw"),
     TaskSpec("multi30k_en_de", "en", "de", GPA, (GPA,), "small",
              "Multi30k (task 1) En->De, test_2016_flickr: a small public corpus for any arch",
              {GPA: _data(ours(0, "SentencePiece on the raw text"), ours(8000, "Multi30k's 29k pairs"),
@@ -237,7 +238,7 @@ POSNET_COMMON = dict(
     MAX_LEN_A=code(1, f"{POSNET_CODE} (--max-len-a 1 --max-len-b 50)"), MAX_LEN_B=code(50, POSNET_CODE),
     FP16=paper(1, "PosNet 4.1 (FP16 for training and evaluation)"))
 
-APE_COMMON = dict(
+PEA_COMMON = dict(
     ARCH_SUFFIX=paper("wmt_en_de", "PEA 4.1 (base: 6 layers, 8 heads, 512/2048)"),
     MAX_UPDATE=ours(150000, "the paper does not state its training length (GPA's Base length)"),
     EFFECTIVE_TOKENS=paper(4700, "PEA 4.1 (batch size 4700 tokens)"), MAX_TOKENS=paper(4700, "PEA 4.1"),
@@ -291,7 +292,7 @@ HC_COMMON = dict(WARMUP_INIT_LR=ours(0, "from 0"), ADAM_BETAS=ours("(0.9,0.98)",
                  SHARE=ours("all", "one joint vocabulary"),
                  BEST_METRIC=ours("nll_loss", "validation perplexity"), FP16=ours(0, "the paper does not say"))
 
-RPE_COMMON = dict(SHARE=ours("none", "RecPE's 97.35M Transformer(Base) needs unshared embeddings"),
+RECPE_COMMON = dict(SHARE=ours("none", "RecPE's 97.35M Transformer(Base) needs unshared embeddings"),
                   AVG=ours("best-and-next 7", "the poster states no training setup: GPA's Base"))
 
 TEST_SETTINGS = {
@@ -352,21 +353,48 @@ def paper_settings(paper_name: str, size: str) -> Dict[str, Setting]:
         if size not in POSNET_SIZES:
             raise ValueError(f"SIZE={size}: PosNet reports base (Table 1) and big (Table 2) models")
         return dict(DEFAULTS, **POSNET_COMMON, **POSNET_SIZES[size])
-    if paper_name == APE:
+    if paper_name == PEA:
         if size != "base":
             raise ValueError(f"SIZE={size}: PEA trains base models only (its Section 4.1)")
-        return dict(DEFAULTS, **APE_COMMON)
+        return dict(DEFAULTS, **PEA_COMMON)
     if paper_name == HC:
         if size not in HC_SIZES:
             raise ValueError(f"SIZE={size}: HC uses its small IWSLT model (small) and the Transformer base (base)")
         return dict(DEFAULTS, **HC_COMMON, **HC_SIZES[size])
-    if paper_name == RPE:
+    if paper_name == RECPE:
         if size not in ("base", "big"):
             raise ValueError(f"SIZE={size}: RecPE reports base and big models")
         rpe = {k: Setting(v.value, "ours: the RecPE poster states no training setup; GPA's " + size, False)
                for k, v in dict(GPA_COMMON, **GPA_SIZES[size]).items()}
-        return {**DEFAULTS, **rpe, **RPE_COMMON}
+        return {**DEFAULTS, **rpe, **RECPE_COMMON}
     raise ValueError(f"PAPER={paper_name}: valid values are {', '.join(PAPER_NAMES)}")
+
+
+# The papers' subwords where they state them. The recipes segment with SentencePiece (prepare_data.py: its
+# BPE or unigram model, VOCAB pieces); the papers' BPE is Sennrich et al.'s (2016) subword-nmt, learned as a
+# number of merge operations: a deviation, listed in the plan and the recipe's README beside our setting.
+PAPER_SUBWORDS: Dict[Tuple[str, str], str] = {
+    ("iwslt14_de_en", GPA): "BPE (Sennrich et al., 2016), one 10k vocabulary (GPA 5.1, Table 1)",
+    ("wmt14_en_de", GPA): "BPE (Sennrich et al., 2016), a 44k vocabulary (GPA 5.1, Table 1)",
+    ("wmt14_en_fr", GPA): "BPE (Sennrich et al., 2016), a 46k vocabulary (GPA 5.1, Table 1)",
+    ("wmt18_en_zh", GPA): "BPE (Sennrich et al., 2016), separate 32k (En) and 45k (Zh) vocabularies (GPA 5.1, Table 1)",
+    ("wmt14_en_de", POSNET): "BPE (Sennrich et al., 2016) after Moses tokenisation, vocabulary 40,000 (PosNet 4.1)",
+    ("wmt14_en_fr", POSNET): "BPE (Sennrich et al., 2016) after Moses tokenisation, vocabulary 40,000 (PosNet 4.1)",
+    ("wmt19_de_en", PEA): "BPE (Sennrich et al., 2016) with 50k joint merge operations (PEA 4.1)",
+    ("wmt16_en_ro", HC): ("Sennrich et al.'s (2016) preprocessing (HC footnote 13): joint BPE with 32,000 merge "
+                          "operations (released code: fallcat/stupidNMT, process_enro.sh)"),
+}
+
+
+def subword_deviation(recipe: "Recipe") -> str:
+    """Ours against the paper's subwords where the paper states BPE ("" where it states none, or SentencePiece)."""
+    theirs = PAPER_SUBWORDS.get((recipe["TASK"], recipe.paper))
+    if not theirs or recipe.size in TEST_SIZES:
+        return ""
+    sizes = (f"separate vocabularies of {recipe['VOCAB']} / {recipe.get('VOCAB_TGT') or recipe['VOCAB']} pieces"
+             if recipe.flag("SEPARATE") else f"one joint vocabulary of {recipe['VOCAB']} pieces")
+    return (f"subwords: SentencePiece {recipe['SPM_TYPE']}, {sizes} (prepare_data.py); the paper: {theirs}. "
+            "SentencePiece's BPE is not subword-nmt's: the segmentation differs at the same vocabulary size")
 
 
 def task_overrides(task: str, paper_name: str, size: str) -> Dict[str, Setting]:
@@ -416,7 +444,7 @@ ENV_KEYS = ("SRC", "TGT", "PAPER", "SIZE", "VARIANT", "ARCH", "NAME", "RAW", "OU
             "TEST_SET", "TRAIN_FLAGS", "DEVICE_FLAGS", "GEN_FLAGS", "GEN_MAX_TOKENS", "COMET_MODEL", "BLEURT_CHECKPOINT",
             "LOG_INTERVAL", "SEED", "LENGTH_BINS", "LENGTH_BY", "CONCAT_BINS", "LINGEVAL97", "LINGEVAL97_URL",
             "UPDATE_FREQ", "MOSES", "LOWERCASE", "VOCAB", "VOCAB_TGT", "SPM_TYPE", "SEPARATE", "TOKENIZE", "ROMANIAN",
-            "SIZE_FLAGS", "SPEED_SETTING", "SPEED_FLAGS", "SCORE_FLAGS", "GPUS") + TRAIN_KEYS
+            "SIZE_FLAGS", "SPEED_SETTING", "SPEED_FLAGS", "SCORE_FLAGS", "GPUS", "PLAN_TEST_DATA") + TRAIN_KEYS
 
 
 def resolve(task_name: str, environ: Optional[Dict[str, str]] = None, root: str = "") -> Recipe:
@@ -430,6 +458,9 @@ def resolve(task_name: str, environ: Optional[Dict[str, str]] = None, root: str 
     if {src, tgt} != {spec.src, spec.tgt} and not given.get("RAW"):
         raise ValueError(f"SRC={src} TGT={tgt}: {task_name} is {spec.src}<->{spec.tgt}; other languages need RAW=DIR")
     paper_name = given.get("PAPER", spec.paper)
+    alias = paper_name if paper_name in PAPER_ALIASES else ""
+    if alias:  # an earlier name: the paper's short name now (docs/papers.md)
+        paper_name = given["PAPER"] = PAPER_ALIASES[alias]
     if paper_name not in PAPER_NAMES:
         raise ValueError(f"PAPER={paper_name}: valid values are {', '.join(PAPER_NAMES)}")
     if paper_name not in spec.papers:
@@ -460,6 +491,8 @@ def resolve(task_name: str, environ: Optional[Dict[str, str]] = None, root: str 
     values["STAGES"] = ours("download prepare preprocess train average generate score", "default")
     for key, value in given.items():  # the environment wins
         values[key] = Setting(value, "environment", False)
+    if alias:
+        values["PAPER"] = Setting(paper_name, f"environment (PAPER={alias}, the earlier name of {paper_name})", False)
     if "UPDATE_FREQ" not in given:
         values["UPDATE_FREQ"] = _update_freq(values)
     if "NAME" not in given:
@@ -511,6 +544,8 @@ def main(argv=None):
     except ValueError as e:
         raise SystemExit(f"recipe: {e}")
     print(shell_exports(recipe) if a.shell else "\n".join(settings_table(recipe)))
+    if not a.shell and subword_deviation(recipe):
+        print(f"\ndeviation from the paper: {subword_deviation(recipe)}")
     return recipe
 
 

@@ -23,7 +23,7 @@ import posmix_fairseq
 from .. import pipeline
 from .epoch import estimate_updates_per_epoch, updates_per_epoch
 from .plan import plan_report
-from .settings import Recipe, RecipeError, parse_average, resolve
+from .settings import TEST_SIZES, Recipe, RecipeError, parse_average, resolve
 
 DEFAULT_STAGES = ["download", "prepare", "preprocess", "train", "average", "generate", "score"]
 ALL_STAGES = DEFAULT_STAGES + ["lengthbins", "concat", "contrastive", "speed"]
@@ -76,12 +76,33 @@ def py(module: str, *args) -> List[str]:
     return pipeline.module_command(module, *args)
 
 
-def visible_gpus(device_flags: str) -> int:
-    if "--cpu" in device_flags.split():
-        return 1
+GPU_STAGES = ("train", "generate", "concat", "contrastive", "speed")  # the stages that run a model
+
+
+def cpu_requested(device_flags: str) -> bool:
+    return "--cpu" in device_flags.split()
+
+
+def visible_gpus() -> int:
+    """The GPUs torch sees (0 on a host without one)."""
     import torch  # torch loads in seconds: only to count the GPUs
 
-    return max(1, torch.cuda.device_count())
+    return torch.cuda.device_count()
+
+
+def check_device(recipe: Recipe, stages: List[str]):
+    """A recipe of the papers' sizes (small, base, big: GPU-scale) whose stages run a model needs a GPU
+    unless DEVICE_FLAGS=--cpu asks for the CPU; the CPU sizes (tiny, mini) run wherever they are."""
+    if recipe.size in TEST_SIZES or cpu_requested(recipe.get("DEVICE_FLAGS")):
+        return
+    first = next((i for i, s in enumerate(stages) if s in GPU_STAGES), None)
+    if first is not None and visible_gpus() == 0:
+        before = " ".join(stages[:first])
+        raise RecipeError(
+            f"SIZE={recipe.size} (GPUS={recipe['GPUS']}) is a GPU-scale recipe: its stage '{stages[first]}' runs the "
+            f"model on GPUs, but torch sees none here ({sys.executable}: torch.cuda.device_count() == 0). Run it on a "
+            "GPU host, or ask for the CPU explicitly with DEVICE_FLAGS=--cpu"
+            + (f"; the stages before it need no GPU: STAGES=\"{before}\"" if before else ""))
 
 
 class Stages:
@@ -204,8 +225,12 @@ class Stages:
         r = self.r
         if self.run.plan or "GPUS" in r.values and r.values["GPUS"].source == "environment":
             gpus = r.int("GPUS")
+        elif cpu_requested(r.get("DEVICE_FLAGS")):
+            gpus = 1  # one training process on the CPU
         else:
-            gpus = visible_gpus(r.get("DEVICE_FLAGS"))
+            gpus = visible_gpus()
+            if gpus == 0:  # a CPU size without --cpu (check_device stops the GPU sizes): fairseq trains on the CPU
+                gpus = 1
         if r.values["UPDATE_FREQ"].source == "environment":
             freq = r.update_freq()
         else:
@@ -376,8 +401,12 @@ def run_recipe(recipe: Recipe, plan: bool = False, stream=None) -> Stages:
     if unknown:
         raise RecipeError(f"STAGES: unknown stage '{unknown[0]}'; valid: {' '.join(ALL_STAGES)}")
     task = recipe["TASK"]
+    if "the earlier name of" in recipe.values["PAPER"].source:
+        runner.log(f"PAPER={recipe.paper}: {recipe.values['PAPER'].source}")
     runner.log(f"{task}: {recipe['ARCH']} ({recipe.paper} hyper-parameters, size {recipe.size}); raw {recipe['RAW']}; "
                f"work {recipe['OUT']}" + ("; PLAN: nothing runs, the commands are printed" if plan else ""))
+    if not plan:
+        check_device(recipe, names)
     if "train" in names or plan:
         check_arch(recipe)
     if not plan:

@@ -7,8 +7,8 @@ aPosNet, bf16, Adam (0.9, 0.98), lr 5e-4 with 1,000 warm-up updates (inverse squ
 label smoothing 0.1, dropout 0.3 (Multi30k is small), 4,096 tokens per update, the same seed.
 Stopping rule: validation after every epoch; stop when the validation loss has not improved for 5
 epochs (``--patience 5``), or after 60 epochs, or at ``--stop-time-hours`` (the section's time
-budget per system: a device call lasts at most 10 minutes). The best checkpoint (validation loss)
-decodes test_2016_flickr with beam 5; posmix-score gives BLEU and chrF++ against the raw references.
+budget per system, so that a system fits one job of a GPU host whose jobs are limited to 10 minutes).
+The best checkpoint (validation loss) decodes test_2016_flickr with beam 5; posmix-score gives BLEU and chrF++ against the raw references.
 rPosNet's best checkpoint is then frozen (posmix-freeze) and decodes the same test set: its
 hypotheses must equal the trained model's. Each system's training is bounded by ``quality.hours``
 (0.12 h quick, 0.25 h full); decoding and scoring add about a minute (an estimate: no GPU has run
