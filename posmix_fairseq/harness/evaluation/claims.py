@@ -554,6 +554,7 @@ def export_system(opts, lay: Layout, key: str) -> None:
     if "command" in result:  # the full command names this machine's paths; the flags are what matters
         words = shlex.split(result.pop("command"))
         result["train_flags"] = shlex.join(words[words.index("--arch"):])
+    result["averaged"] = result.get("averaged", "").split(" -> ")[0]  # without the output's path
     with open(os.path.join(target, "result.json"), "w") as f:
         json.dump(result, f, indent=2)
     for test in TEST_SETS:
