@@ -135,7 +135,7 @@ def test_the_page_has_every_row_and_the_frozen_model_translates_as_trained(tiny_
     assert result["frozen"]["same_translations"] == result["frozen"]["sentences"] == 30
     assert result["frozen"]["parameters"]["all"] < result["parameters"]["all"]
     gpa5 = next(line for line in page.splitlines() if line.startswith("| gpa-5 |"))
-    assert "Base size, same count: 23.0% saved" in gpa5
+    assert "Base size, same count: 23.0% saved" in gpa5 and "D = 32:" in gpa5
 
 
 def test_a_study_continues_from_its_results_folder_alone(tiny_study):

@@ -67,6 +67,7 @@ TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-
         "--decoder-attention-heads 2 --dropout 0.1")
 SIZES = {"mini": MINI, "small": SMALL, "tiny": TINY}
 #: one update of 4,096 tokens, one thread of a 2-core x86-64 CPU (the plan's estimate)
+SIZE_DIM = {"mini": 128, "small": 64, "tiny": 32}
 SECONDS_PER_UPDATE = {"mini": 1.8, "small": 0.55, "tiny": 0.05}
 SIZE_TEXT = {"mini": "3+3 layers, D = 128, FFN 256, 4 heads, dropout 0.1 (`--size mini`)",
              "small": "3+3 layers, D = 64, FFN 256, 4 heads, dropout 0.1 (`--size small`)",
@@ -638,7 +639,7 @@ def base_size_saving(n: int = 128) -> float:
     return 100 * (1 - counts[1] / counts[0])
 
 
-def claim_row(claim: Claim, scores: dict, results: Dict[str, dict]) -> str:
+def claim_row(claim: Claim, scores: dict, results: Dict[str, dict], size: str = "small") -> str:
     label = SYSTEMS[claim.system].label if claim.system in SYSTEMS else ""
     base = SYSTEMS[claim.baseline].label if claim.baseline in SYSTEMS else ""
     if claim.kind == "not_measured":
@@ -661,11 +662,12 @@ def claim_row(claim: Claim, scores: dict, results: Dict[str, dict]) -> str:
         trained, frozen = r["parameters"]["self_attention"], r["frozen"]["parameters"]["self_attention"]
         saving = 100 * (1 - frozen / trained)
         base = base_size_saving()
-        ours = (f"D = 128: {trained:,} → {frozen:,} self-attention parameters ({saving:.1f}% saved; the tables "
-                f"HK^N grow with the positions N the model must cover while the D^2 saved shrinks with D); "
-                f"Base size, same count: {base:.1f}% saved")
+        dim = SIZE_DIM[size]
+        ours = (f"D = {dim}: {trained:,} → {frozen:,} self-attention parameters ({-saving:+.1f}%: the tables HK^N "
+                f"grow with the positions N the model must cover while the D^2 saved shrinks with D); Base size, "
+                f"same count: {base:.1f}% saved")
         verdict_text = ("holds" if saving > 20 else
-                        f"holds at Base size ({base:.1f}%); does not hold at D = 128 ({saving:.1f}%)"
+                        f"holds at Base size ({base:.1f}% saved); does not hold at D = {dim} ({-saving:+.1f}%)"
                         if base > 20 else "does not hold")
         return (f"| {claim.key} | {claim.text} | {claim.paper_figure} | {ours} | exact count (no sampling) | "
                 f"{verdict_text} | {row_command(claim)} |")
@@ -714,7 +716,7 @@ def plateau(result: dict) -> str:
 def render(opts, lay: Layout, info: dict, scores: dict, results: Dict[str, dict], keys: List[str]) -> str:
     rows_by_paper: Dict[str, List[str]] = {}
     for c in CLAIMS:
-        rows_by_paper.setdefault(c.paper, []).append(claim_row(c, scores, results))
+        rows_by_paper.setdefault(c.paper, []).append(claim_row(c, scores, results, opts.size))
     meta = results.get("__meta__", {})
     sizes = info["test_sizes"]
     out = [
@@ -790,7 +792,7 @@ def canonical_command(opts) -> str:
     parser = build_parser()
     words = ["posmix-claims", "--data-dir", "$MULTI30K"]
     for action in parser._actions:
-        if not action.option_strings or action.dest in ("data_dir", "out", "page", "results", "render_only", "plan",
+        if not action.option_strings or action.option_strings[0] in ("--src", "--tgt") or action.dest in ("data_dir", "out", "page", "results", "render_only", "plan",
                                                         "help", "version", "quiet", "debug", "cpu", "threads",
                                                         "jobs", "seconds_per_update", "rows", "systems"):
             continue
