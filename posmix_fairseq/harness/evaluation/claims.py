@@ -31,6 +31,7 @@ and settings): small files a repository can commit, from which a study continues
 and the page is rewritten. ``--jobs 2`` trains two systems at once, each on one thread pinned to its own
 core (on a 2-vCPU machine whose vCPUs share a physical core this is no faster than one).
 """
+import gzip
 import json
 import os
 import platform
@@ -270,6 +271,7 @@ def prepare(opts, lay: Layout) -> dict:
     if os.path.isfile(info_path):
         with open(info_path) as f:
             return json.load(f)
+    # sentencepiece (imported by concat_testset) only in the step that encodes text
     from .concat_testset import concatenate_pairs
 
     texts, sp = bpe_texts(opts, lay)
@@ -319,8 +321,8 @@ def prepare(opts, lay: Layout) -> dict:
 def bpe_texts(opts, lay: Layout):
     """prepare_bpe's BPE files and (raw texts, processor); with a stored results folder's spm.model, that
     model encodes the splits (a study continued elsewhere keeps its segmentation and dictionary)."""
+    # sentencepiece only in the step that encodes text (raw_text imports it too)
     import sentencepiece as spm
-
     from ..raw_text import SPLIT_NAMES, find_split, prepare_bpe, read_lines
 
     stored = os.path.join(opts.results, "spm.model") if opts.results else None
@@ -397,8 +399,8 @@ def decoding_rate(gen_log: str) -> Optional[float]:
 
 def model_parameters(checkpoint: str, data_bin: str) -> Dict[str, int]:
     """All parameters of the model a checkpoint builds, and those of its self-attention sublayers."""
+    # torch and fairseq load in seconds: only the steps that read checkpoints need them (not --help, --plan)
     import logging
-
     import posmix_fairseq
     from fairseq import checkpoint_utils
 
@@ -546,8 +548,6 @@ def hyp_lines(gen_out: str) -> List[str]:
 
 def export_system(opts, lay: Layout, key: str) -> None:
     """The system's result.json and its hypotheses (fairseq-generate's H- lines, gzipped) in --results."""
-    import gzip
-
     target = os.path.join(opts.results, key)
     os.makedirs(target, exist_ok=True)
     with open(lay.result(key)) as f:
@@ -569,8 +569,6 @@ def export_system(opts, lay: Layout, key: str) -> None:
 
 def import_system(opts, lay: Layout, key: str) -> bool:
     """A system finished earlier (its --results entry) restored into the study folder; False if none."""
-    import gzip
-
     source = os.path.join(opts.results, key)
     if not os.path.isfile(os.path.join(source, "result.json")):
         return False
@@ -630,6 +628,7 @@ def row_command(claim: Claim) -> str:
 def base_size_saving(n: int = 128) -> float:
     """Section 4.2's count at Base size: rPosNet's self-attention parameters trained vs frozen at N
     positions (matrices and tables, as Table 8 counts them), on the meta device: a count needs no weights."""
+    # torch and fairseq: the count builds a model (on the meta device)
     from ..recipes.meta_model import meta_model
 
     counts = []
@@ -810,7 +809,7 @@ def machine() -> str:
     cores = os.cpu_count()
     cpu = platform.processor() or platform.machine()
     try:
-        import torch
+        import torch  # only to name its version; the page can be written without torch
 
         versions = f"torch {torch.__version__}"
     except ImportError:  # render-only on a machine without torch
@@ -990,7 +989,7 @@ def main(argv: Optional[List[str]] = None):
 
 def _has_gpu() -> bool:
     try:
-        import torch
+        import torch  # only to ask for a GPU: --help starts without it
     except ImportError:
         return False
     return torch.cuda.is_available()
