@@ -32,10 +32,9 @@ OPTION_SETS = {
                                                      "--encoder-layerdrop", "0.5", "--decoder-layerdrop", "0.5"]),
     "share_all_embeddings": ("same", ["--share-all-embeddings"]),
     "share_decoder_input_output": ("wider_decoder", ["--share-decoder-input-output-embed"]),
-    "decoder_output_dim": ("wider_encoder", ["--decoder-output-dim", "24"]),
-    "encoder_learned_positions": ("wider_encoder", ["--encoder-learned-pos"]),
-    "decoder_learned_positions_layernorm_embedding": ("wider_decoder", ["--decoder-learned-pos", "--layernorm-embedding",
-                                                                        "--no-scale-embedding"]),
+    "encoder_learned_positions_output_dim": ("wider_encoder", ["--encoder-learned-pos", "--decoder-output-dim", "24"]),
+    "decoder_learned_positions_layernorm_embedding": (
+        "wider_decoder", ["--decoder-learned-pos", "--layernorm-embedding", "--no-scale-embedding"]),
     "no_token_positions": ("wider_encoder", ["--no-token-positional-embeddings"]),
     "cross_heads_per_layer": ("wider_encoder", ["--decoder-attention-heads", "8", "--decoder-cross-heads", "4,8"]),
     "no_cross_attention": ("wider_decoder", ["--no-cross-attention"]),
@@ -45,6 +44,17 @@ SELF_ONLY = {"none", "t5bias"}  # no target-source form (none: --decoder-cross-h
 ENCODER_SELF_ONLY = {"fourier"}  # the whole sentence at once: not causal, no target-source form
 POSITION_BLIND_MIXERS = {"mha", "none"}
 MIXER_TABLE_MIXERS = {"encoder_self": "aposnet", "decoder_self": "rposnet"}  # mixer-table adds their n~
+
+
+def side_sizes_of(option_set):
+    """{side: (embed dim, heads, FFN dim, layers)} of an option set, its own size flags applied."""
+    sizes, flags = OPTION_SETS[option_set]
+    out = {}
+    for side, values in zip(("encoder", "decoder"), SIZES[sizes]):
+        names = ("embed-dim", "attention-heads", "ffn-embed-dim", "layers")
+        out[side] = tuple(int(flags[flags.index(f"--{side}-{n}") + 1]) if f"--{side}-{n}" in flags else value
+                          for n, value in zip(names, values))
+    return out
 
 
 def sublayer_mixers(kind, name):
@@ -82,7 +92,7 @@ def side_encodings(option_set, kind, name):
 
 def expected_refusal(option_set, kind, name):
     """The flags the build-time error of this combination names, in the order the checks run; None: it builds."""
-    sizes, flags = OPTION_SETS[option_set]
+    flags = OPTION_SETS[option_set][1]
     mixers, encodings = sublayer_mixers(kind, name), side_encodings(option_set, kind, name)
     for side in ("encoder", "decoder"):
         own = [mixer for placement, mixer in mixers.items() if placement.startswith(side)]
@@ -94,7 +104,7 @@ def expected_refusal(option_set, kind, name):
         return ["--no-cross-attention", "--decoder-cross-mixer"]
     if "--decoder-cross-heads" in flags and mixers["decoder_cross"] == "posnet":  # one Phi of d_k x d_k per position
         return ["--decoder-cross-posnet-share-kernels", "--decoder-cross-heads"]
-    for side, (dim, heads, _, _) in zip(("encoder", "decoder"), SIZES[sizes]):
+    for side, (dim, heads, _, _) in side_sizes_of(option_set).items():
         recurrent = dim // heads  # d_r = t D / H with t = 1 (RecPE Eq. 5 splits P and R over the heads)
         if encodings[side] == "mprhead" and ((dim - recurrent) % heads or recurrent % heads):
             return [f"--{side}-rpe-heads", f"--{side}-embed-dim"]
@@ -108,12 +118,10 @@ SWEEP = [(option_set, kind, name) for option_set in OPTION_SETS
 
 def check_sizes_and_positions(model, option_set, kind, name):
     """Each side has its own sizes and the token positions of its encoding."""
-    sizes, flags = OPTION_SETS[option_set]
     positions = {"sinusoidal": SinusoidalPositionalEmbedding, "learned": LearnedPositionalEmbedding}
     encodings = side_encodings(option_set, kind, name)
-    for side, (dim, heads, ffn, layers) in zip(("encoder", "decoder"), SIZES[sizes]):
+    for side, (dim, heads, ffn, layers) in side_sizes_of(option_set).items():
         module = getattr(model, side)
-        heads = 8 if side == "decoder" and option_set == "cross_heads_per_layer" else heads
         assert module.embed_tokens.embedding_dim == dim and len(module.layers) == layers
         assert module.layers[0].fc1.out_features == ffn and module.layers[0].self_attn.num_heads == heads
         expected = positions.get(encodings[side])
