@@ -26,6 +26,16 @@ TINY = TINY_SIZES + ["--dropout", "0", "--max-source-positions", "64", "--max-ta
 TINY_POSNET_DIM = 16  # PosNet-Embed's d_p in tiny models (not 128)
 
 
+def side_sizes(encoder, decoder):
+    """fairseq's size flags of each side, (embed dim, heads, FFN dim, layers) per side: an encoder and a
+    decoder of different widths, heads and depths (tests/test_fairseq_options_sweep.py)."""
+    flags = []
+    for side, sizes in (("encoder", encoder), ("decoder", decoder)):
+        for option, value in zip(("embed-dim", "attention-heads", "ffn-embed-dim", "layers"), sizes):
+            flags += [f"--{side}-{option}", str(value)]
+    return flags
+
+
 def make_dictionary(n_words: int = 40) -> Dictionary:
     d = Dictionary()
     for i in range(n_words):

@@ -92,6 +92,9 @@ def build_posnet(spec: MixerSpec, resources: SideResources):
         raise ValueError(f"{spec.flag('posnet-dropout')} must be in [0, 1) (got {dropout})")
     make = lambda: PositionKernels(max_positions, groups, spec.embed_dim // spec.num_heads)  # noqa: E731
     kernels = resources.shared_tables.shared(f"posnet_{spec.placement.name}", make) if shared else make()
+    if kernels.weight.shape[1:3] != (groups, spec.embed_dim // spec.num_heads):  # a layer of other heads
+        raise ValueError(f"{spec.flag('posnet-share-kernels')} on: one kernel table cannot serve layers with different "
+                         f"heads (--decoder-cross-heads); pass {spec.flag('posnet-share-kernels')} off")
     values = PositionKernelValues.of_spec(spec, kernels=kernels, shared=shared,
                                           activation=opts["posnet-activation"], max_positions_option=option,
                                           key_role=spec.placement.key_side.role, dropout=dropout)

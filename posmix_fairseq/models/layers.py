@@ -88,6 +88,8 @@ class PosMixDecoderLayer(PosMixLayer, TransformerDecoderLayerBase):
         self.drop_norms_of_removed_sublayers()
 
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):  # both False here
+        if cfg.cross_self_attention:  # keys [encoder; target]: fairseq's module (options.py: only ungated mha)
+            return super().build_self_attention(embed_dim, cfg, add_bias_kv, add_zero_attn)
         return self._mixer_plan.build(DECODER_SELF, self.layer_idx)
 
     def build_encoder_attention(self, embed_dim, cfg):

@@ -165,10 +165,10 @@ def validate_posmix_args(args):
         check_declared_options(args, side, POSITION_ENCODING_REGISTRY, "position-encoding",
                                side.read(args, "position-encoding"), "position encoding")
         if side.name not in blind and not side_has_position_signal(args, side):
-            mixers = " / ".join(f"{p.flag('mixer')} {p.read(args, 'mixer')}"
-                                for p in PLACEMENTS if p.owner == side)
+            via = " (--no-token-positional-embeddings)" if getattr(args, "no_token_positional_embeddings", 0) else ""
+            mixers = " / ".join(f"{p.flag('mixer')} {p.read(args, 'mixer')}" for p in PLACEMENTS if p.owner == side)
             aware = ", ".join(n for n, e in MIXER_REGISTRY.items() if e.uses_positions)
-            raise ValueError(f"the {side} has no position signal: {side.flag('position-encoding')} none and "
+            raise ValueError(f"the {side} has no position signal: {side.flag('position-encoding')} none{via} and "
                              f"{mixers} ignore word order. Add positions with {side.flag('position-encoding')} "
                              f"sinusoidal (or another encoding) or a position-aware mixer ({aware}); or pass "
                              f"--position-blind {side} if a position-blind {side} is what you want")
@@ -176,8 +176,26 @@ def validate_posmix_args(args):
         check_length_ratio(args.length_ratio)
     cross_heads(args)  # validates --decoder-cross-heads
     validate_frozen_energy_positions(args)
-    if getattr(args, "cross_self_attention", False) and args.decoder_self_mixer != "mha":
-        raise ValueError("--cross-self-attention works only with --decoder-self-mixer mha")
+    validate_fairseq_options(args)
+
+
+def validate_fairseq_options(args):
+    """fairseq's transformer options the posmix flags rule out (docs/choices.md, "fairseq's transformer options")."""
+    if getattr(args, "cross_self_attention", False):
+        if args.decoder_self_mixer != "mha" or args.decoder_self_gating == "on":
+            raise ValueError("--cross-self-attention needs --decoder-self-mixer mha, --decoder-self-gating off")
+        if args.encoder_embed_dim != args.decoder_embed_dim:
+            raise ValueError("--cross-self-attention attends over [encoder states; target prefix]: --encoder-embed-dim "
+                             f"({args.encoder_embed_dim}) must equal --decoder-embed-dim ({args.decoder_embed_dim})")
+    unread = [flag for flag, on in (("--decoder-cross-mixer", args.decoder_cross_mixer != "mha"), ("--decoder-cross-"
+              "gating", args.decoder_cross_gating == "on"), ("--decoder-cross-heads", args.decoder_cross_heads)) if on]
+    if getattr(args, "no_cross_attention", False) and unread:
+        raise ValueError(f"--no-cross-attention removes the cross-attention sublayers that {', '.join(unread)} "
+                         "configure: drop those flags or --no-cross-attention")
+    tied = args.share_decoder_input_output_embed or args.share_all_embeddings
+    if tied and args.decoder_output_dim != args.decoder_embed_dim and not getattr(args, "adaptive_softmax_cutoff", 0):
+        raise ValueError("--share-decoder-input-output-embed / --share-all-embeddings: the output layer is the target "
+                         f"embeddings, so --decoder-output-dim must be --decoder-embed-dim {args.decoder_embed_dim}")
 
 
 def validate_frozen_energy_positions(args):

@@ -89,7 +89,7 @@ class MixerPlan:
         frozen = frozen if frozen and entry.frozen_energy is not None else None
         return MixerSpec(
             name=name, placement=placement, layer_idx=layer_idx, num_layers=side_cfg.layers,
-            embed_dim=side_cfg.embed_dim, num_heads=num_heads, kdim=cfg.encoder.embed_dim,
+            embed_dim=side_cfg.embed_dim, num_heads=num_heads, kdim=getattr(cfg, placement.key_side.name).embed_dim,
             attention_dropout=cfg.attention_dropout, dropout=cfg.dropout,
             gated=entry.gated_by_default if gating == "default" else gating == "on", length_ratio=length_ratio,
             max_query_positions=getattr(cfg, placement.query_side.max_positions_attr),
