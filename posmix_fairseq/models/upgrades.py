@@ -193,7 +193,7 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                                for o in ("dim", "max-positions", "dropout", "activation")})),
     ArgsUpgrade("frozen energy tables sized per side: --frozen-energy-positions N is "
                 "--encoder-frozen-energy-positions N --decoder-frozen-energy-positions N", _frozen_positions_per_side),
-    # defaults that changed with the paper readings (docs/choices.md)
+    # defaults that changed (the defaults version, stored as posmix_paper_readings; docs/choices.md)
     ArgsUpgrade("relative-distance embeddings laid out as each arch's paper does (were shared by the heads)",
                 pin("relative-embedding-heads", lambda args, p: "shared"), defaults_below=11),
     ArgsUpgrade("sinusoidal relative tables take the first D_h dims of the D-dim encoding (were a D_h-dim one)",
