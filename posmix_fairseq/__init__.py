@@ -16,11 +16,11 @@ def register() -> None:
     scheduler and the tasks with fairseq; code that imports the package before fairseq calls it."""
     # these import torch and fairseq (seconds): loaded when registering, not with the package (see below)
     from . import mixers, position_encodings, models, schedulers, tasks  # noqa: F401  (they register)
-    from . import fairseq_bf16
     from .fairseq_checkpoints import allow_fairseq_checkpoints
+    from .fairseq_patches import install_bf16_parse_fix
 
     allow_fairseq_checkpoints()
-    fairseq_bf16.install()  # --bf16 without torch_xla trains in bf16 instead of asking for a TPU
+    install_bf16_parse_fix()  # --bf16 without torch_xla trains in bf16 instead of asking for a TPU
 
 
 # The registrations import torch and fairseq (seconds); commands that need no model (posmix-score on text

@@ -1,4 +1,4 @@
-"""``--bf16`` without torch_xla (posmix_fairseq.fairseq_bf16): fairseq 0.12 turns ``--bf16`` into
+"""``--bf16`` without torch_xla (posmix_fairseq.fairseq_patches, fairseq_bf16): fairseq 0.12 turns ``--bf16`` into
 ``--tpu``, so ``fairseq-train --bf16`` dies asking torch_xla for a device, and ``fairseq-generate --bf16``
 decodes in fp32. Here the real ``fairseq-train --cpu --bf16`` (the console entry point, in a child process:
 ``cli_main`` -> ``call_main`` -> ``Trainer``, the route a CUDA host takes) trains a tiny rPosNet in bf16,

@@ -128,3 +128,36 @@ def test_build_model_refuses_stored_arguments_that_skipped_the_arch_function():
     task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, d)
     with pytest.raises(ValueError, match="without the current defaults version"):
         PosMixTransformerModel.build_model(stored_arguments(["--arch", "posnet_attn_iwslt_de_en"]), task)
+
+
+@pytest.mark.parametrize("flags", [["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet"],
+                                   ["--arch", "at5bias_iwslt_de_en"], ["--arch", "posnet_embed_iwslt_de_en"],
+                                   ["--arch", "aposnet_iwslt_de_en", "--encoder-self-position-table", "learned"]])
+def test_a_checkpoint_of_this_code_runs_no_parameter_step(flags):
+    from helpers import build_model
+
+    model, _ = build_model(flags)
+    stored = model.state_dict()
+    before = dict(stored)
+    assert upgrades.upgrade_stored_parameters(model, stored) == []
+    assert list(stored) == list(before) and all(stored[k] is before[k] for k in before)
+
+
+def test_only_an_unused_source_table_of_the_decoder_is_dropped_and_the_drop_is_logged(caplog):
+    """The older decoders' unused source table goes, with a log line naming it; another table the model does
+    not build stays in the state dict, and fairseq's strict loading refuses it by name."""
+    from helpers import build_model
+
+    model, _ = build_model(["--arch", "rposnet_iwslt_de_en", "--decoder-cross-mixer", "rposnet",
+                            "--decoder-cross-position-table", "learned"])
+    stored = model.state_dict()
+    unused = "decoder.mixer_position_tables.source_learned_32.weight"
+    assert unused not in stored
+    stored[unused] = torch.zeros(32, 32)
+    with caplog.at_level("INFO", logger=upgrades.logger.name):
+        model.load_state_dict(dict(stored))
+    assert unused in caplog.text and "dropped" in caplog.text
+    stranger = "decoder.mixer_position_tables.target_learned_99.weight"
+    stored[stranger] = torch.zeros(99, 32)
+    with pytest.raises(RuntimeError, match=stranger.replace(".", r"\.")):
+        model.load_state_dict(stored)

@@ -310,7 +310,7 @@ def test_bad_combinations_are_clear_errors(flags, message):
 def test_gaussian_k_is_taken_with_the_window_form_and_dropped_from_older_stored_arguments():
     model, _ = build_model(["--arch", "hc_sa_iwslt_de_en", "--encoder-self-gaussian-impl", "window",
                             "--encoder-self-max-relative-position", "4"])
-    assert model.encoder.layers[0].self_attn.energy.window == 4
+    assert model.encoder.layers[0].self_attn.energy.half_width == 4
     stored = stored_arguments(["--arch", "hc_sa_iwslt_de_en"], defaults_version=12)
     stored.encoder_self_max_relative_position = 16  # what the arch function wrote for every implementation
     build_model_from_args(stored)

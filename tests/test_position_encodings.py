@@ -311,8 +311,8 @@ def test_t5_buckets_equal_the_reference_definition(bidirectional):
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_at5_equals_t5_at_initialisation_and_stays_monotone(bidirectional):
     torch.manual_seed(0)
-    t5 = ScalarRelativeBias(4, 32, 128, bidirectional, adaptive=False, embed_dim=16)
-    at5 = ScalarRelativeBias(4, 32, 128, bidirectional, adaptive=True, embed_dim=16)
+    t5 = ScalarRelativeBias(4, 32, 128, bidirectional, cumulative=False, embed_dim=16)
+    at5 = ScalarRelativeBias(4, 32, 128, bidirectional, cumulative=True, embed_dim=16)
     with torch.no_grad():
         at5.bias.copy_(t5.bias)
     qp, kp = torch.arange(200).unsqueeze(0), torch.arange(200).unsqueeze(0)

@@ -1,6 +1,6 @@
 """PEA's learning-rate schedule (validation_plateau: x0.9 after 6 validations without improvement, 8
-validations per epoch) against a simulation of fairseq-train's own order of calls, and the checkpoint
-window (translation_window) that keeps only what the final average can use. No training: fast."""
+validations per epoch) against a simulation of fairseq-train's own order of calls, and the task that
+keeps only the checkpoints the final average can use (``translation_window``). No training: fast."""
 import os
 
 import pytest
@@ -10,8 +10,8 @@ from fairseq.optim.adam import FairseqAdam
 from omegaconf import OmegaConf
 
 from posmix_fairseq.schedulers.validation_plateau import ValidationPlateauConfig, ValidationPlateauSchedule
-from posmix_fairseq.tasks.checkpoint_window import (TranslationWindowTask, read_extra_state, strip_optimizer_state,
-                                                    window_to_keep)
+from posmix_fairseq.tasks.averaged_checkpoints import (AveragedCheckpointsTask, kept_for_average, read_extra_state,
+                                                       strip_optimizer_state)
 
 
 def adam(lr):
@@ -108,16 +108,16 @@ def test_a_validation_that_is_not_a_save_is_a_clear_error():
         ValidationPlateauSchedule(cfg, optimizer)
 
 
-# --- the checkpoint window ---------------------------------------------------------------------------
+# --- the checkpoints an average keeps -----------------------------------------------------------------------
 
 def test_window_keeps_the_best_and_the_ones_after_it_and_the_last():
     paths = [f"c{i}" for i in range(10)]
     scores = dict(zip(paths, [5, 4, 3, 2.5, 2.6, 2.7, 2.8, 2.9, 3.0, 3.1]))
-    assert window_to_keep(paths, scores, 3, True) == ["c3", "c4", "c5", "c7", "c8", "c9"]
-    assert window_to_keep(paths, scores, 3, False) == ["c7", "c8", "c9"]
-    assert window_to_keep(paths, scores, 0, True) == []
+    assert kept_for_average(paths, scores, 3, True) == ["c3", "c4", "c5", "c7", "c8", "c9"]
+    assert kept_for_average(paths, scores, 3, False) == ["c7", "c8", "c9"]
+    assert kept_for_average(paths, scores, 0, True) == []
     scores["c9"] = 1.0  # the newest is the best: the last 3 hold it
-    assert window_to_keep(paths, scores, 3, True) == ["c7", "c8", "c9"]
+    assert kept_for_average(paths, scores, 3, True) == ["c7", "c8", "c9"]
 
 
 def test_every_average_that_posmix_average_can_make_survives_the_pruning():
@@ -132,7 +132,7 @@ def test_every_average_that_posmix_average_can_make_survives_the_pruning():
         for i, loss in enumerate(losses):
             kept.append(f"c{i:03d}")
             scores[f"c{i:03d}"] = loss
-            kept = window_to_keep(kept, scores, n, True)
+            kept = kept_for_average(kept, scores, n, True)
         everything = [f"c{i:03d}" for i in range(total)]
         best = min(range(total), key=lambda i: (losses[i], i))
         final = everything[best:best + n] if best + n <= total else everything[-n:]
@@ -166,7 +166,7 @@ def test_post_save_prunes_the_directory_by_update_count_and_strips_what_it_keeps
     (tmp_path / "checkpoint_1_1.txt").write_text("not a checkpoint")
     cfg = OmegaConf.create(dict(average_window=2, average_from="best", maximize_best_checkpoint_metric=False,
                                 source_prefix=None))
-    TranslationWindowTask(cfg, None, None).post_save(str(tmp_path / "checkpoint_1_1300.pt"), 1300)
+    AveragedCheckpointsTask(cfg, None, None).post_save(str(tmp_path / "checkpoint_1_1300.pt"), 1300)
     kept = ["checkpoint_1_600.pt", "checkpoint_1_900.pt", "checkpoint_1_1000.pt", "checkpoint_1_1300.pt"]
     assert sorted(os.listdir(tmp_path)) == sorted(kept + ["checkpoint_best.pt", "checkpoint_last.pt",
                                                           "checkpoint_1_1.txt"])

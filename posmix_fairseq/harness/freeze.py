@@ -50,6 +50,7 @@ from omegaconf import OmegaConf
 from .. import register
 from ..binarized_data import longest_sentences
 from ..core.placement import PLACEMENTS, SIDES
+from ..core.protocols import Table8Parameters
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..models.layers import sublayers
@@ -318,7 +319,7 @@ def parameter_report(trained, frozen, args, sizes: Dict[str, int]) -> str:
         energy = getattr(module, "energy", None)  # the frozen energy carries its Table 8 formula
         formula = energy.table8_parameters(gated, d, sizes.get(placement.query_side.role, 0),
                                            sizes.get(placement.key_side.role, 0)) \
-            if hasattr(energy, "table8_parameters") else None
+            if isinstance(energy, Table8Parameters) else None
         f_train, f_search = (f"{formula[0]:,}", f"{formula[1]:,}") if formula else ("", "")
         gate = " (gated)" if gated and b["mixer"] in frozen_mixers() else ""
         lines.append(f"| {placement.name.replace('_', ' ')} | {b['mixer']}{gate} | {b['layers']} | {b['per_layer']:,} | "

@@ -63,7 +63,8 @@ class GaussianWeights(DirectWeights, CentredEnergy):
         if self.impl not in IMPLEMENTATIONS:
             raise ValueError(f"{spec.flag('gaussian-impl')}: {self.impl!r} is not one of {', '.join(IMPLEMENTATIONS)}")
         self.length_ratio = spec.length_ratio
-        self.window = max_relative_position(spec) if self.impl == "window" else None
+        # K: the half-width of the window form, which mixes the 2K + 1 keys around each centre
+        self.half_width = max_relative_position(spec) if self.impl == "window" else None
 
     def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
         """The heads' weights for a sentence of ``positions`` tokens."""
@@ -81,7 +82,7 @@ class GaussianWeights(DirectWeights, CentredEnergy):
             return (distance == 0).to(query.dtype)
         weights = torch.exp(-0.5 * (distance / self.sigma) ** 2) / (self.sigma * math.sqrt(2 * math.pi))
         if self.impl in ("conv", "window"):
-            weights = weights.masked_fill(distance.abs() > (1 if self.impl == "conv" else self.window), 0.0)
+            weights = weights.masked_fill(distance.abs() > (1 if self.impl == "conv" else self.half_width), 0.0)
         return weights.to(query.dtype)
 
 
@@ -103,7 +104,7 @@ class GaussianWeights(DirectWeights, CentredEnergy):
     })
 def build_gaussian(spec: MixerSpec, resources: SideResources):
     weights = GaussianWeights(spec)
-    paths = [GaussianWindowMixing(weights.window, weights.sigma)] if weights.impl == "window" else []
+    paths = [GaussianWindowMixing(weights.half_width, weights.sigma)] if weights.impl == "window" else []
     if spec.options["gaussian-value-projection"] == "on":
         return EnergyMixingAttention(spec, resources, weights, paths=paths)
     if spec.kdim != spec.embed_dim:

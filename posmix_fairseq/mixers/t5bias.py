@@ -17,6 +17,7 @@ The cumulative variant (the stored legacy reading ``t5-adaptive cumulative`` of 
 T5's table and learns its bucket boundaries (docs/choices.md, "AT5, cumulative variant").
 """
 import math
+from typing import Protocol, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -50,18 +51,28 @@ def t5_bucket(distance: Tensor, bidirectional: bool, num_buckets: int, max_dista
     return bucket + torch.where(magnitude < max_exact, magnitude, large)
 
 
+class DistanceBias(Protocol):
+    """What a side's table of scalar biases (T5, cumulative, AT5) answers ``posmix-plot``."""
+    bidirectional: bool
+
+    def figure_table(self, positions: int) -> Tuple[Tensor, int, str]:
+        """(2c + 1, H) biases of the distances -c..c, c (at least ``positions`` where the table extends that
+        far), and the variant's name."""
+
+
 class ScalarRelativeBias(nn.Module):
-    """Per-head scalar bias of each clipped distance -max_distance..max_distance, T5 or cumulative."""
+    """Per-head scalar bias of each clipped distance -max_distance..max_distance: T5's table, or (``cumulative``,
+    the legacy reading) T5's table with learned cumulative bucket boundaries."""
 
     def __init__(self, num_heads: int, num_buckets: int, max_distance: int, bidirectional: bool,
-                 adaptive: bool, embed_dim: int):
+                 cumulative: bool, embed_dim: int):
         super().__init__()
         self.num_buckets, self.max_distance = num_buckets, max_distance
-        self.bidirectional, self.adaptive = bidirectional, adaptive
+        self.bidirectional, self.cumulative = bidirectional, cumulative
         self.bias = nn.Parameter(torch.randn(num_buckets, num_heads) * embed_dim ** -0.5)  # T5's init
         self.register_buffer("t5_buckets", t5_bucket(torch.arange(-max_distance, max_distance + 1),
                                                      bidirectional, num_buckets, max_distance), persistent=False)
-        if adaptive:
+        if cumulative:
             per_direction = t5_bucket(torch.arange(max_distance + 1), False, self.direction_buckets, max_distance)
             increments = (per_direction[1:] - per_direction[:-1]).float()
             self.increments = nn.Parameter(increments.unsqueeze(0).repeat(2 if bidirectional else 1, 1))
@@ -78,7 +89,7 @@ class ScalarRelativeBias(nn.Module):
 
     def table(self) -> Tensor:
         """(2 max_distance + 1, H): the bias of each distance d = -max_distance..max_distance."""
-        if not self.adaptive:
+        if not self.cumulative:
             return self.bias[self.t5_buckets]
         m, half = self.max_distance, self.direction_buckets
         u = self.bucket_coordinates()
@@ -94,6 +105,9 @@ class ScalarRelativeBias(nn.Module):
         else:  # a decoder never sees keys after the query (masked): T5's bucket 0
             backward = self.bias[:1].expand(m, -1)
         return torch.cat([backward, forward], dim=0)
+
+    def figure_table(self, positions: int) -> Tuple[Tensor, int, str]:
+        return self.table(), self.max_distance, "AT5 (cumulative)" if self.cumulative else "T5"
 
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """(B, H, T, S) biases of every (query, key) pair."""
@@ -133,6 +147,9 @@ class SoftBucketBias(nn.Module):
         before = per_direction[0].t()  # d = 0..longest (keys at or before the query)
         after = per_direction[1, :, 1:].t().flip(0) if self.bidirectional else before.new_zeros(longest, before.size(1))
         return torch.cat([after, before], dim=0)  # d = -longest..-1, then 0..longest
+
+    def figure_table(self, positions: int) -> Tuple[Tensor, int, str]:
+        return self.table(positions), positions, "AT5"
 
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """(B, H, T, S) biases of every (query, key) pair (later keys are 0 in the decoder: masked)."""
@@ -180,11 +197,8 @@ class T5BiasEnergy(ContentEnergy):
 
     def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
         """The scalar bias per head of every distance n - m within +-``positions`` (one table per side)."""
-        bias = self.relative_bias
-        if hasattr(bias, "max_distance"):  # T5 (or the cumulative AT5): the table of -M..M, cut at +-P
-            table, centre, name = bias.table(), bias.max_distance, "AT5 (cumulative)" if bias.adaptive else "T5"
-        else:  # AT5, Wu et al. (2021)
-            table, centre, name = bias.table(positions), positions, "AT5"
+        bias: DistanceBias = self.relative_bias
+        table, centre, name = bias.figure_table(positions)  # T5's: -M..M, cut here at +-P
         span = min(positions, centre)
         return PositionFigure("t5", {"name": name, "bidirectional": bool(bias.bidirectional),
                                      "distances": list(range(-span, span + 1)),

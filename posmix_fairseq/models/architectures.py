@@ -47,7 +47,7 @@ POSNET_MAX_POSITIONS = {side.max_positions_attr: _table_size(side, "posnet", "po
 
 
 def rpe_heads(t):
-    """--S-rpe-heads t for each side whose position encoding reads it (the other side may use another)."""
+    """--<side>-rpe-heads t for each side whose position encoding reads it (the other side may use another)."""
     def per_side(side):
         return lambda args: t if "rpe-heads" in POSITION_ENCODING_REGISTRY.get(
             side.read(args, "position-encoding"), side.flag("position-encoding")).options else None

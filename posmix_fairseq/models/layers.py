@@ -66,8 +66,8 @@ class PosMixLayer:
         if positions is None:
             return super().forward(*args, **kwargs)
         shared = self._mixer_plan.shared_parameters
-        with self._mixer_plan.resources.route.carrying(positions), shared.substituted(shared.take_arguments(kwargs)):
-            return super().forward(*args, **kwargs)
+        with self._mixer_plan.resources.route.carrying(positions):
+            return shared.run_substituted(shared.take_arguments(kwargs), super().forward, *args, **kwargs)
 
 
 class PosMixEncoderLayer(PosMixLayer, TransformerEncoderLayerBase):

@@ -12,6 +12,7 @@ from fairseq.models.transformer import (TransformerConfig, TransformerDecoderBas
 from ..core.placement import DECODER, ENCODER
 from ..core.positions import PositionFrame
 from ..fairseq_bf16 import Bf16Inference
+from ..fairseq_patches import EmbeddingStageSlot
 from ..binarized_data import training_length_ratio
 from ..mixers import MIXER_REGISTRY
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
@@ -35,22 +36,14 @@ def side_config(args, side) -> TransformerConfig:
     return cfg
 
 
-class PositionAwareSide:
+class PositionAwareSide(EmbeddingStageSlot):
     """Mixin of the encoder and the decoder: the build plan, the position encoding (with fairseq's
-    embedding LayerNorm), and a clear error beyond a learned table."""
-
-    @property
-    def layernorm_embedding(self):
-        """fairseq's forward runs this slot on the embedded input: the side's position stage."""
-        return self.position_encoding
-
-    @layernorm_embedding.setter
-    def layernorm_embedding(self, none):
-        """Only None arrives (nn.Module registers fairseq's LayerNorm itself); ``_setup_positions`` moves it."""
+    embedding LayerNorm, in fairseq's slot: :class:`EmbeddingStageSlot`), and a clear error beyond a
+    learned table."""
 
     def _setup_positions(self, cfg, side):
         self.mixer_position_tables = self._mixer_plan.resources.shared_tables.tables
-        self.position_encoding = self._mixer_plan.position_encoding(self._modules.pop("layernorm_embedding", None))
+        self.position_encoding = self._mixer_plan.position_encoding(self.take_fairseq_layer_norm())
         self._learned_table = None  # (role, positions, option) of fairseq's learned table, one row per position
         if getattr(cfg, side.name).learned_pos:  # set by side_config
             self._learned_table = (side.role, getattr(cfg, side.max_positions_attr), side.max_positions_option)

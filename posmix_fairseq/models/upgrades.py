@@ -4,7 +4,7 @@ each named by what changed, recognise what they concern (docs/choices.md, "Old c
 """
 import logging
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from ..core.placement import PLACEMENTS, SIDES
 from ..mixers.engine import MIXER_REGISTRY, EnergyMixingAttention
@@ -16,28 +16,33 @@ from .layers import sublayers
 
 logger = logging.getLogger(__name__)
 
-#: what fills a scope: (its scopes, the registry, the option naming the entry, that option's default)
-MIXERS = (PLACEMENTS, MIXER_REGISTRY, "mixer", "mha")
-ENCODINGS = (SIDES, POSITION_ENCODING_REGISTRY, "position-encoding", None)
+class Occupants(NamedTuple):
+    """What occupies a kind of scope: the sublayers' mixers or the sides' position encodings."""
+    scopes: Sequence  # PLACEMENTS or SIDES
+    registry: object  # the registry of the entries
+    option: str  # the option naming a scope's entry
+    default: Optional[str]  # that option's default
 
 
-def options_read(args, scope, fillers=MIXERS):
+MIXERS = Occupants(PLACEMENTS, MIXER_REGISTRY, "mixer", "mha")
+ENCODINGS = Occupants(SIDES, POSITION_ENCODING_REGISTRY, "position-encoding", None)
+
+
+def options_read(args, scope, occupants: Occupants = MIXERS):
     """The options declared by the stored mixer (or position encoding) of ``scope``; none if unknown."""
-    _, registry, kind, default = fillers
-    name = scope.read(args, kind, default)
-    return registry.get(name, scope.flag(kind)).options if name in registry else {}
+    name = scope.read(args, occupants.option, occupants.default)
+    return occupants.registry.get(name, scope.flag(occupants.option)).options if name in occupants.registry else {}
 
 
-def pin(option: str, former: Callable, fillers=MIXERS, among=None):
+def pin(option: str, former: Callable, occupants: Occupants = MIXERS, among=None):
     """Writes ``former(args, scope)`` where the stored arguments leave ``option`` unset and the scope's
     mixer (or position encoding) reads it, or is one of ``among`` (an option that became a legacy reading)."""
-    scopes, _, kind, default = fillers
 
     def apply(args) -> bool:
         changed = False
-        for scope in scopes:
-            reads = option in options_read(args, scope, fillers) if among is None else \
-                scope.read(args, kind, default) in among
+        for scope in occupants.scopes:
+            reads = option in options_read(args, scope, occupants) if among is None else \
+                scope.read(args, occupants.option, occupants.default) in among
             if reads and scope.read(args, option) is None:
                 scope.write(args, option, former(args, scope))
                 changed = True
@@ -188,7 +193,7 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                                for o in ("dim", "max-positions", "dropout", "activation")})),
     ArgsUpgrade("frozen energy tables sized per side: --frozen-energy-positions N is "
                 "--encoder-frozen-energy-positions N --decoder-frozen-energy-positions N", _frozen_positions_per_side),
-    # defaults that changed with the paper readings (docs/choices.md)
+    # defaults that changed (the defaults version, stored as posmix_paper_readings; docs/choices.md)
     ArgsUpgrade("relative-distance embeddings laid out as each arch's paper does (were shared by the heads)",
                 pin("relative-embedding-heads", lambda args, p: "shared"), defaults_below=11),
     ArgsUpgrade("sinusoidal relative tables take the first D_h dims of the D-dim encoding (were a D_h-dim one)",
@@ -243,6 +248,9 @@ def upgrade_stored_args(args) -> List[str]:
 
 
 # ---- stored parameters ----------------------------------------------------------------------------
+# A state dict carries no defaults version, and fairseq loads older weights with today's arguments too
+# (--restore-file, --finetune-from-model): each step recognises the stored layout it concerns by its keys,
+# answers what moves where, and runs only where it finds some; a checkpoint of this code has none of them.
 
 #: parameters of a mixer that moved under its Values hook: old suffix -> new suffix
 VALUES_PARAMETER_RENAMES = {"v_proj.": "values.projection.", "gating.value_norm.": "values.norm.",
@@ -254,58 +262,88 @@ def keys_under(state_dict, prefix: str):
     return [(key, key[len(prefix):]) for key in state_dict if key.startswith(prefix)]
 
 
-def move_value_parameters(model, state_dict, prefix: str):
+def value_parameters_moved(model, state_dict, prefix: str) -> Dict[str, Optional[str]]:
     """W^V, the gate's value LayerNorm, Shaw's a^V and PosNet-Attn's kernels live under ``values.``."""
+    moves = {}
     for sublayer in sublayers(model):
         if not isinstance(sublayer.module, EnergyMixingAttention):
             continue
         base = prefix + sublayer.path + "."
         for key, rest in keys_under(state_dict, base):
-            for old, new in VALUES_PARAMETER_RENAMES.items():
-                if rest.startswith(old):
-                    state_dict[base + new + rest[len(old):]] = state_dict.pop(key)
-                    break
+            old = next((old for old in VALUES_PARAMETER_RENAMES if rest.startswith(old)), None)
+            if old is not None:
+                moves[key] = base + VALUES_PARAMETER_RENAMES[old] + rest[len(old):]
+    return moves
 
 
-def rename_cumulative_t5_tables(model, state_dict, prefix: str):
+def cumulative_t5_tables_renamed(model, state_dict, prefix: str) -> Dict[str, Optional[str]]:
     """The cumulative T5 variant's shared table is ``t5bias_<sublayer>_t5cumulative`` (was ``..._at5``,
     a name that read as AT5, whose table is ``..._at5soft``)."""
+    moves = {}
     for side in SIDES:
         tables = prefix + f"{side.name}.mixer_position_tables."
         for key, rest in keys_under(state_dict, tables):
             table, _, rest = rest.partition(".")
             if table.startswith("t5bias_") and table.endswith("_at5"):
-                state_dict[tables + table[:-len("_at5")] + "_t5cumulative." + rest] = state_dict.pop(key)
+                moves[key] = tables + table[:-len("_at5")] + "_t5cumulative." + rest
+    return moves
 
 
-def drop_unbuilt_position_tables(model, state_dict, prefix: str):
-    """A cross-attention rPosNet reads only the target side's n~: checkpoints that stored an unused
-    learned source table in the decoder lose it on load."""
-    for side in SIDES:
-        tables = prefix + f"{side.name}.mixer_position_tables."
-        built = getattr(model, side.name).mixer_position_tables
-        for key, rest in keys_under(state_dict, tables):
-            if rest.split(".")[0] not in built:
-                del state_dict[key]
+def unused_source_tables_dropped(model, state_dict, prefix: str) -> Dict[str, Optional[str]]:
+    """A cross-attention rPosNet reads only the target side's n~: the decoders of older checkpoints stored
+    a source table (``source_*``) that no decoder of today builds. Only such a table is dropped (and the drop
+    logged); any other table the model does not build stays, for fairseq's strict loading to refuse."""
+    tables = prefix + "decoder.mixer_position_tables."
+    built = model.decoder.mixer_position_tables
+    return {key: None for key, rest in keys_under(state_dict, tables)
+            if rest.startswith("source_") and rest.split(".")[0] not in built}
 
 
-def move_position_encoding(model, state_dict, prefix: str):
+def position_encoding_moved(model, state_dict, prefix: str) -> Dict[str, Optional[str]]:
     """The side's position encoding and embedding LayerNorm live under ``position_encoding.`` (they
     were stored under fairseq's ``layernorm_embedding.`` slot, the LayerNorm alone or both)."""
+    moves = {}
     for side in SIDES:
         old, new = prefix + f"{side.name}.layernorm_embedding.", prefix + f"{side.name}.position_encoding."
         for key, rest in keys_under(state_dict, old):
-            inner = rest if rest.startswith(("encoding.", "layer_norm.")) else "layer_norm." + rest
-            state_dict[new + inner] = state_dict.pop(key)
+            moves[key] = new + (rest if rest.startswith(("encoding.", "layer_norm.")) else "layer_norm." + rest)
+    return moves
 
 
-PARAMETER_UPGRADES = (move_value_parameters, rename_cumulative_t5_tables, drop_unbuilt_position_tables,
-                      move_position_encoding)
+@dataclass(frozen=True)
+class ParameterUpgrade:
+    name: str  # what changed
+    #: (model, state dict, prefix) -> {stored key: its key today, or None: dropped} of the older layout found
+    moves: Callable[..., Dict[str, Optional[str]]]
 
 
-def upgrade_stored_parameters(model, state_dict, prefix: str = ""):
-    """Every parameter step, in order, on ``state_dict`` (in place) for ``model``; run by the model's
-    ``upgrade_state_dict_named`` when a checkpoint's state is loaded."""
+PARAMETER_UPGRADES = (
+    ParameterUpgrade("W^V, the value LayerNorm, Shaw's a^V and PosNet-Attn's kernels under values.",
+                     value_parameters_moved),
+    ParameterUpgrade("the cumulative T5 table renamed t5bias_<sublayer>_t5cumulative (was _at5)",
+                     cumulative_t5_tables_renamed),
+    ParameterUpgrade("an unused source table of a cross-attention rPosNet decoder dropped", unused_source_tables_dropped),
+    ParameterUpgrade("the position encoding and embedding LayerNorm under position_encoding. (were under "
+                     "fairseq's layernorm_embedding.)", position_encoding_moved),
+)
+
+
+def upgrade_stored_parameters(model, state_dict, prefix: str = "") -> List[str]:
+    """Every parameter step that finds the older layout it concerns, in order, on ``state_dict`` (in place) for
+    ``model``; run by the model's ``upgrade_state_dict_named`` when a checkpoint's state is loaded. Returns the
+    names of the steps that ran (none for a checkpoint of this code)."""
     prefix = prefix + "." if prefix else ""
+    ran = []
     for step in PARAMETER_UPGRADES:
-        step(model, state_dict, prefix)
+        moves = step.moves(model, state_dict, prefix)
+        if not moves:
+            continue
+        for old, new in moves.items():
+            value = state_dict.pop(old)
+            if new is not None:
+                state_dict[new] = value
+        dropped = sorted(old for old, new in moves.items() if new is None)
+        logger.info("stored parameters upgraded: %s (%d keys)%s", step.name, len(moves),
+                    f"; dropped: {', '.join(dropped)}" if dropped else "")
+        ran.append(step.name)
+    return ran

@@ -4,7 +4,7 @@ absolute position embedding:
     H = Dropout(act((X W_1) (x) Phi) W_2) + X,   ((X W_1) (x) Phi)_j = (x_j W_1) Phi[p_j]
 
 W_1 (D x d_p), W_2 (d_p x D), a kernel Phi[p] (d_p x d_p) per position p below
-``--S-posnet-embed-max-positions`` (a longer sentence is a clear error naming it). p_j is the token's
+``--<side>-posnet-embed-max-positions`` (a longer sentence is a clear error naming it). p_j is the token's
 TRUE position, and each side has its own PosNet: the paper's code shared one and left the decoder
 without a position signal. act is ReLU, the released code's (the paper names only sigma); that code
 and how this module differs from it: docs/choices.md.

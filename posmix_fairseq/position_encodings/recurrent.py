@@ -1,6 +1,6 @@
 """``rpehead`` and ``mprhead``: recurrent positional embedding (RecPE). Each embedded word vector
 x_j (D) is split into x^p_j (its first d_p dims) and x^r_j (its last d_r = t D / H dims, t =
-``--S-rpe-heads``):
+``--<side>-rpe-heads``):
 
     r_j = tanh(f_RNN(x^r_j, r_{j-1}) W^r + b^r)                    (Eq. 1)
     p_j = x^p_j + pe_j                                              (Eq. 3)

@@ -1,2 +1,2 @@
 """Tasks registered with fairseq (``--task NAME``)."""
-from . import translation, checkpoint_window  # noqa: F401  (posmix_translation, translation_window)
+from . import translation, averaged_checkpoints  # noqa: F401  (posmix_translation, translation_window)

@@ -6,6 +6,7 @@ fairseq-train flags. ``paper_flags`` apply at paper scale only; ``tiny`` replace
 scale where the paper's setting needs more layers than tiny has. Tables of speed and memory name what
 they measure (``measures``); their columns are ours, beside the paper's own units.
 """
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -26,6 +27,11 @@ def hc_offsets(lowest_highest: str, middle: str, layers: int = 5) -> str:
     ends = ",".join(code[x] for x in lowest_highest)
     mid = ",".join(code[x] for x in middle)
     return ";".join([ends] + [mid] * (layers - 2) + [ends])
+
+
+def slug(label: str) -> str:
+    """A system's label as it names the system's files (``scores.<slug>.json``, the recipe's NAME)."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_").lower()
 
 
 @dataclass

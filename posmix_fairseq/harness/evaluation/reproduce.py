@@ -36,7 +36,7 @@ from ..pipeline import PACKAGE_ROOT
 from ..recipes.grid_plan import grid_summary
 from ..recipes.settings import resolve
 from ..recipes.stages import Runner, Stages, run_recipe
-from .paper_tables import PAPER_NUMBERS, TABLE_ALIASES, TABLES, System, Table, paper_short_name
+from .paper_tables import PAPER_NUMBERS, TABLE_ALIASES, TABLES, System, Table, paper_short_name, slug
 from ..command import UsageError, add_language_options, build_parser as command_parser, console
 from ..command import POSITIVE_FLOAT, POSITIVE_INT
 
@@ -44,10 +44,6 @@ ROOT = PACKAGE_ROOT  # the checkout: its examples/ hold the recipes
 OUR_METRICS = ["BLEU", "chrF2++", "chrF2", "TER", "COMET", "BLEURT"]
 DEFAULT_THROUGHPUT = 25000.0  # training tokens/s per GPU assumed by --plan's GPU-hours (--throughput)
 TINY_LINGEVAL97 = os.path.join(ROOT, "tests", "data", "lingeval97_tiny.json")
-
-
-def slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_").lower()
 
 
 def system_env(table: Table, system: System, scale: str, opts) -> Dict[str, str]:

@@ -15,8 +15,7 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import command
-from ..evaluation.paper_tables import TABLES
-from ..evaluation.reproduce import slug
+from ..evaluation.paper_tables import TABLES, slug
 
 
 class FigureInputError(ValueError):

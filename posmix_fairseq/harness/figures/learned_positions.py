@@ -24,6 +24,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
+from ...core.protocols import PositionFigures
 from ..checkpoint_files import load_fairseq
 from ..evaluation.fairseq_loading import load_for_inference
 from . import style
@@ -100,7 +101,7 @@ def extract(model, positions: Optional[int] = None, query_positions: Optional[Se
     for placement, i, module, _ in sublayers(model):
         kind, dim = placement.name, module.embed_dim
         for part in (getattr(module, "energy", None), getattr(module, "values", None)):
-            if not hasattr(part, "position_figure"):  # the module's own protocol: no position-only parts
+            if not isinstance(part, PositionFigures):  # the module's own protocol: no position-only parts
                 continue
             figure = part.position_figure(positions, query_positions,
                                           lambda part=part: _weights(part, kind, positions, dim))
@@ -118,7 +119,7 @@ def extract(model, positions: Optional[int] = None, query_positions: Optional[Se
             else:
                 out[figure.family].setdefault(kind, {**block, "layers": []})["layers"].append(layer)
     for name, module in model.named_modules():  # the sides' position encodings (outside the layers)
-        if hasattr(module, "position_figure") and ".layers." not in name:
+        if isinstance(module, PositionFigures) and ".layers." not in name:
             figure = module.position_figure(positions)
             out[figure.family][name.split(".")[0]] = _plain(figure.block)
     return out

@@ -6,7 +6,7 @@ kernels): its ``--max-source-positions`` / ``--max-target-positions`` can then b
 generation. A side with a table stops at the table's size: fairseq's learned position embeddings
 (as many rows as the max positions), the learned n~ / m~ tables of aPosNet and rPosNet
 (:class:`~posmix_fairseq.core.position_tables.LearnedPositionTable`), PosNet-Embed's kernels
-(``--S-posnet-embed-max-positions``), PosNet-Attn's kernels, LinearNet's mixing matrix and the frozen
+(``--<side>-posnet-embed-max-positions``), PosNet-Attn's kernels, LinearNet's mixing matrix and the frozen
 search-time energy tables. Each of these raises a ValueError naming its option beyond its size
 (README, "Length generalisation"); this module reads the same sizes off the modules, so it works on
 a model built on torch's meta device (no weights needed). Lengths count tokens with the EOS, as
@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Tuple
 from torch import nn
 
 from ...core.placement import SIDES
+from ...core.protocols import PositionLimits
 
 ROLES = tuple(side.role for side in SIDES)  # "source", "target"
 
@@ -36,7 +37,7 @@ def _tables(model: nn.Module) -> List[Tuple[str, int, str, str]]:
     """(side, size, option, module name) of every position-indexed table of ``model``: each module
     with such tables tells them itself (``position_limits()``: (side, positions, option) each)."""
     return [(role, int(size), option, name) for name, module in model.named_modules()
-            for role, size, option in (module.position_limits() if hasattr(module, "position_limits") else ())]
+            for role, size, option in (module.position_limits() if isinstance(module, PositionLimits) else ())]
 
 
 def position_limits(model: nn.Module) -> Dict[str, Optional[Limit]]:

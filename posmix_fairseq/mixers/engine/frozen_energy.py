@@ -9,7 +9,7 @@ N_q, N_k: the query's and key's side sizes (``--encoder/decoder-frozen-energy-po
 path runs on these tables (the contract of :mod:`.table_energy`); a position beyond one is an error.
 """
 from abc import ABCMeta, abstractmethod
-from typing import Dict, Tuple
+from typing import Dict, NamedTuple, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -20,6 +20,14 @@ from .table_energy import AbsoluteTableEnergy, RelativeTableEnergy
 FROZEN_OPTION = "frozen-energy-positions"  # per side: --encoder-frozen-energy-positions, --decoder-...
 FREEZE_FLAG = "posmix-freeze --max-positions"
 TABLES_AS_LIMITS = "frozen_tables_as_max_positions"  # the model's max positions are its tables (posmix-freeze)
+
+
+class FrozenSide(NamedTuple):
+    """A side whose positions index a frozen table."""
+    positions: int  # N: the table covers positions 0..N-1
+    flag: str  # the flag that set N (--encoder/decoder-frozen-energy-positions)
+    trained_limit: int  # the trained model's max positions on this side
+    limit_option: str  # the option of that limit (--max-source/target-positions)
 
 
 class FrozenTable(metaclass=ABCMeta):
@@ -37,24 +45,25 @@ class FrozenTable(metaclass=ABCMeta):
         self._trained_table = spec.options.get("position-table", "learned")
         limits = {spec.placement.query_side.role: spec.max_query_positions,
                   spec.placement.key_side.role: spec.max_key_positions}
-        self._sides: Dict[str, Tuple[int, str, int, str]] = {}  # role -> (N, its flag, trained limit, its option)
+        self._sides: Dict[str, FrozenSide] = {}  # by role
         for side in self.table_sides(spec.placement):
             n = spec.frozen_positions.get(side.role)
             if not isinstance(n, int) or n < 1:
                 raise ValueError(f"{side.flag(FROZEN_OPTION)} must be an integer >= 1 for the frozen {kind} energy "
                                  f"table of the {spec.placement} sublayer (got {n!r})")
-            self._sides[side.role] = (n, side.flag(FROZEN_OPTION), limits[side.role], side.max_positions_option)
+            self._sides[side.role] = FrozenSide(n, side.flag(FROZEN_OPTION), limits[side.role],
+                                                side.max_positions_option)
 
     def position_limits(self):
         """(role, positions, option) of each side that indexes the table (the position-limit protocol)."""
-        return [(role, n, flag) for role, (n, flag, _, _) in self._sides.items()]
+        return [(role, side.positions, side.flag) for role, side in self._sides.items()]
 
     def check_positions(self, positions: Tensor, role: str):
         """A clear error for a position >= N (never a silent truncation or an index error), and for
         training: the tables are written by posmix-freeze, never learned (built with zeros and
         ``requires_grad=False``, a search-time model trained from scratch would attend uniformly)."""
         if self.training and torch.is_grad_enabled():
-            flags = " ".join(f"{flag} {n}" for n, flag, _, _ in self._sides.values())
+            flags = " ".join(f"{side.flag} {side.positions}" for side in self._sides.values())
             raise ValueError(
                 f"{flags}: a search-time model (frozen {self._kind} energy tables, GPA Sections 4.1-4.2) is for "
                 f"decoding only: its tables are filled by posmix-freeze from a trained checkpoint and are never "
@@ -62,7 +71,7 @@ class FrozenTable(metaclass=ABCMeta):
         if not positions.numel():
             return
         longest = int(positions.max())
-        n, flag, limit, limit_option = self._sides[role]
+        n, flag, limit, limit_option = self._sides[role]  # a FrozenSide
         if longest < n:
             return
         if self._trained_table == "sinusoidal":
@@ -96,7 +105,7 @@ class FrozenRelativeEnergy(FrozenTable, RelativeTableEnergy):
         self._setup_frozen(spec, "rPosNet")
         self._query_role = spec.placement.query_side.role
         self.k, self.length_ratio, self.num_heads = max_relative_position(spec), spec.length_ratio, spec.num_heads
-        self.table = nn.Parameter(torch.zeros(spec.num_heads, self._sides[self._query_role][0], 2 * self.k + 1),
+        self.table = nn.Parameter(torch.zeros(spec.num_heads, self._sides[self._query_role].positions, 2 * self.k + 1),
                                   requires_grad=False)
 
     @staticmethod
@@ -133,7 +142,7 @@ class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):
         self._setup_frozen(spec, "aPosNet")
         self._roles = (spec.placement.query_side.role, spec.placement.key_side.role)
         self.num_heads = spec.num_heads
-        rows, columns = (self._sides[role][0] for role in self._roles)
+        rows, columns = (self._sides[role].positions for role in self._roles)
         self.table = nn.Parameter(torch.zeros(spec.num_heads, rows, columns), requires_grad=False)
 
     @staticmethod

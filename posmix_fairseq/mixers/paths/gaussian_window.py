@@ -24,10 +24,10 @@ class GaussianWindowMixing(MixingPath):
 
     name = "gaussian-window"
 
-    def __init__(self, window: int, sigma: float):
+    def __init__(self, half_width: int, sigma: float):
         super().__init__()
-        self.window = window
-        taps = torch.arange(-window, window + 1, dtype=torch.float64)
+        self.half_width = half_width  # K
+        taps = torch.arange(-half_width, half_width + 1, dtype=torch.float64)
         self.register_buffer("taps", (torch.exp(-0.5 * (taps / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi))),
                              persistent=False)
 
@@ -45,7 +45,7 @@ class GaussianWindowMixing(MixingPath):
         column.scatter_(1, torch.where(real, key_positions, longest), torch.arange(src_len, device=values.device)
                         .expand(batch, src_len).where(real, src_len))
         centres = mixer.energy.window_centres(call.frame.positions).long()  # (B, H, T)
-        offsets = torch.arange(-self.window, self.window + 1, device=values.device)
+        offsets = torch.arange(-self.half_width, self.half_width + 1, device=values.device)
         wanted = centres.unsqueeze(-1) + offsets  # (B, H, T, K_hat) key positions
         inside = (wanted >= 0) & (wanted < longest)
         cols = column.gather(1, torch.where(inside, wanted, longest).view(batch, -1)).view(wanted.shape)

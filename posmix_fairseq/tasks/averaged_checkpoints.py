@@ -1,5 +1,5 @@
 """``--task translation_window``: ``posmix_translation`` that keeps, of the interval checkpoints, only
-those a final average (``posmix-average``, GPA 5.3) can use, without their optimizer state (docs/recipes.md,
+those a final average of N (``posmix-average``, GPA 5.3; ``--average-window N``) can use, without their optimizer state (docs/recipes.md,
 Disk: the checkpoints the average needs), after each save (fairseq's ``post_save`` hook).
 """
 import logging
@@ -20,7 +20,7 @@ INTERVAL_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
 
 
 @dataclass
-class TranslationWindowConfig(PosMixTranslationConfig):
+class AveragedCheckpointsConfig(PosMixTranslationConfig):
     average_window: int = field(default=-1, metadata={
         "help": "interval checkpoints an average of N uses (see --average-from); -1: keep all (fairseq's "
                 "--keep-interval-updates decides), 0: none"})
@@ -35,7 +35,7 @@ def read_extra_state(path: str) -> dict:
     return load_mapped(path).get("extra_state") or {}
 
 
-def window_to_keep(paths: List[str], scores: Dict[str, Optional[float]], n: int, from_best: bool,
+def kept_for_average(paths: List[str], scores: Dict[str, Optional[float]], n: int, from_best: bool,
                    maximize: bool = False) -> List[str]:
     """The checkpoints an average of ``n`` can still need: the last ``n`` and, ``from_best``, the ``n`` from
     the best on (lowest score, highest with ``maximize``; the earliest of ties)."""
@@ -51,10 +51,10 @@ def window_to_keep(paths: List[str], scores: Dict[str, Optional[float]], n: int,
     return [p for p in paths if p in keep]
 
 
-class TranslationWindowTask(PosMixTranslationTask):
-    cfg: TranslationWindowConfig
+class AveragedCheckpointsTask(PosMixTranslationTask):
+    cfg: AveragedCheckpointsConfig
 
-    def __init__(self, cfg: TranslationWindowConfig, src_dict, tgt_dict):
+    def __init__(self, cfg: AveragedCheckpointsConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
         if cfg.average_from not in ("best", "last"):
             raise ValueError(f"--average-from {cfg.average_from!r}: valid values are best, last")
@@ -70,7 +70,7 @@ class TranslationWindowTask(PosMixTranslationTask):
         for p in paths:
             if p not in self._scores:
                 self._scores[p] = read_extra_state(p).get("val_loss")
-        keep = window_to_keep(paths, self._scores, n, self.cfg.average_from == "best",
+        keep = kept_for_average(paths, self._scores, n, self.cfg.average_from == "best",
                               self.cfg.maximize_best_checkpoint_metric)
         for p in paths:
             if p not in keep:
@@ -78,12 +78,13 @@ class TranslationWindowTask(PosMixTranslationTask):
                 self._scores.pop(p, None)
         for p in keep:
             strip_optimizer_state(p)
-        logger.info(f"checkpoint window ({self.cfg.average_from}, {n}): kept {len(keep)} interval checkpoint(s) "
+        logger.info(f"checkpoints for an average of {n} ({self.cfg.average_from}): kept {len(keep)} interval checkpoint(s) "
                     f"without optimizer state, removed {len(paths) - len(keep)}")
 
 
 if "translation_window" not in TASK_REGISTRY:  # idempotent: the plugin may be imported under two names
-    register_task("translation_window", dataclass=TranslationWindowConfig)(TranslationWindowTask)
+    # the registered name (stored in checkpoints' configurations, used by the recipes) stays
+    register_task("translation_window", dataclass=AveragedCheckpointsConfig)(AveragedCheckpointsTask)
 
 
 def strip_optimizer_state(path: str) -> bool:
