@@ -34,7 +34,7 @@ class Part:
 #: setting -> the declared part
 PARTS: Dict[str, Part] = {}
 #: setting -> (value on a GPU, the figure that chose it). posmix-bench-gpu prints, after its tables,
-#: what its own figures choose beside these values (docs/gpu.md, "GPU defaults").
+#: what its own figures choose beside these values (docs/gpu.md, "What runs on a GPU").
 GPU_DEFAULTS: Dict[str, Tuple[str, str]] = {}
 
 
