@@ -144,6 +144,26 @@ def test_rposnet_impl_names_its_valid_values():
         choice.choose((MIXING,), "cuda", "--decoder-self-rposnet-impl")
 
 
+def test_a_new_mixer_declares_its_part_where_it_is_defined(monkeypatch):
+    """A part declared outside kernels/choice.py (here, in the test) is chosen with the same precedence:
+    the option, then POSMIX_GPU_DEFAULTS, then its declared GPU default; and runs as chosen."""
+    monkeypatch.setattr(choice, "PARTS", dict(choice.PARTS))
+    monkeypatch.setattr(choice, "GPU_DEFAULTS", dict(choice.GPU_DEFAULTS))
+    monkeypatch.setattr(dispatch, "triton_available", lambda: True)
+    part = choice.declare("mixing", "toy_impl", ("dense", "fast"), triton="fast", gpu_default="fast", why="a test")
+    kernels = choice.choose((part,), "auto", "--encoder-self-toy-impl", gated=True)
+    assert str(kernels) == "cpu: mixing dense (torch), gating torch; cuda: mixing fast (triton), gating torch"
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    ran = [kernels.run(device, part, lambda: "triton", lambda: "torch") for device in (cpu, cuda)]
+    assert ran == ["torch", "triton"]
+    assert str(choice.choose((part,), "dense", "--encoder-self-toy-impl").gpu) == "mixing dense (torch)"
+    monkeypatch.setenv("POSMIX_GPU_DEFAULTS", '{"toy_impl": "dense"}')
+    assert str(choice.choose((part,), "auto", "--encoder-self-toy-impl").gpu) == "mixing dense (torch)"
+    with pytest.raises(ValueError, match=r"--encoder-self-toy-impl: 'slow' is not one of its values; "
+                                         r"valid values: auto, dense, fast, triton"):
+        choice.choose((part,), "slow", "--encoder-self-toy-impl")
+
+
 def test_a_device_neither_cpu_nor_cuda_is_refused():
     """The one device predicate says CPU or CUDA; any other device is a clear error, not the CPU's kernels
     with the GPU's checks."""

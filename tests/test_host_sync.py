@@ -5,7 +5,8 @@ records every call that reads a tensor's value on the host (``item``, ``tolist``
 ``bool()``, ``float()``, ``cpu``, ``numpy``, ``torch.equal``). A GPU is simulated on the CPU by the one
 device predicate (``kernels.common.on_gpu``: True, as for CUDA tensors; Triton taken as missing, so the
 CUDA kernels are PyTorch's), which the code asks instead of the tensors' device; what the value-reading
-checks do there instead (``torch._assert_async``, host-known bounds) runs. fairseq's own reads are listed with their reason."""
+checks do there instead (``torch._assert_async``, host-known bounds) runs. fairseq's own reads are listed
+with their reason."""
 import collections
 import traceback
 

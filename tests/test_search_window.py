@@ -188,7 +188,8 @@ def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
     monkeypatch.setitem(choice.GPU_DEFAULTS, "gating", ("triton", "a test"))
     gated = standalone_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
     gated.load_state_dict(mixer.state_dict())
-    assert str(gated.sublayer_kernels) == "cpu: mixing dense (torch), gating torch; cuda: mixing dense (torch), gating triton"
+    assert str(gated.sublayer_kernels) == ("cpu: mixing dense (torch), gating torch; "
+                                           "cuda: mixing dense (torch), gating triton")
     launched = []
 
     class FakeTriton:

@@ -57,7 +57,8 @@ def resolve(backend: Optional[str], device: torch.device) -> str:
     elif common.on_gpu(device) or interpreter_enabled():
         return "triton"
     else:
-        reason = "the tensors are on the CPU and TRITON_INTERPRET=1 is not set (the Triton interpreter runs CPU tensors)"
+        reason = ("the tensors are on the CPU and TRITON_INTERPRET=1 is not set (the Triton interpreter runs CPU "
+                  "tensors)")
     raise KernelBackendError(f"backend asks for the 'triton' kernel backend, but {reason}; valid values: "
                              f"{', '.join(BACKENDS)} (use 'torch' or 'auto' here)")
 

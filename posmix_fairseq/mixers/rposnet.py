@@ -61,9 +61,9 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                                               help="rPosNet mixing: dense ((T, S) energies, the reference); window "
                                                    "(2K+1 band keys + far sums, O(T (2K+3) D_h); no attention "
                                                    "dropout; a call that asks for weights runs dense); auto: dense on "
-                                                   "the CPU, the GPU defaults on a GPU (docs/gpu.md); triton: the window "
-                                                   "form, decoding step and gating by the Triton kernels, an error "
-                                                   f"where they cannot run (default {DEFAULT_IMPL})")})
+                                                   "the CPU, the GPU defaults on a GPU (docs/gpu.md); triton: the "
+                                                   "window form, decoding step and gating by the Triton kernels, an "
+                                                   f"error where they cannot run (default {DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec, resources: SideResources):
     # a checkpoint stored without the option reads its default, auto: dense on the CPU, as it was trained
     kernels = rposnet_kernels(spec.placement, spec.options["rposnet-impl"], spec.gated)
