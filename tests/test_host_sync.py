@@ -2,10 +2,11 @@
 step and one beam-reordered decode of an rPosNet (window form, constant-state decoding, rPosNet
 cross-attention, learned position tables) and of an aPosNet run under a ``TorchFunctionMode`` that
 records every call that reads a tensor's value on the host (``item``, ``tolist``, ``int()``,
-``bool()``, ``float()``, ``cpu``, ``numpy``, ``torch.equal``). Off the CPU is simulated on the CPU by
-the one switch of the value-reading checks (``kernels.common.host_checks``: False, as for CUDA
-tensors), which the code asks instead of the tensors' device; what such checks do there instead
-(``torch._assert_async``, host-known bounds) runs. fairseq's own reads are listed with their reason."""
+``bool()``, ``float()``, ``cpu``, ``numpy``, ``torch.equal``). A GPU is simulated on the CPU by the one
+device predicate (``kernels.common.on_gpu``: True, as for CUDA tensors; Triton taken as missing, so the
+CUDA kernels are PyTorch's), which the code asks instead of the tensors' device; what the value-reading
+checks do there instead (``torch._assert_async``, host-known bounds) runs. fairseq's own reads are listed
+with their reason."""
 import collections
 import traceback
 
@@ -14,7 +15,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from helpers import build_model, random_batch
-from posmix_fairseq.kernels import common
+from posmix_fairseq.kernels import common, dispatch
 
 READS = {"item", "tolist", "__int__", "__bool__", "__float__", "__index__", "cpu", "numpy", "equal"}
 #: fairseq's, outside the plugin: (file, line text) -> why it stays
@@ -58,7 +59,8 @@ CONFIGS = {
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_training_step_and_decode_read_nothing_on_the_host(name, monkeypatch):
-    monkeypatch.setattr(common, "host_checks", lambda device: False)
+    monkeypatch.setattr(common, "on_gpu", lambda device: True)
+    monkeypatch.setattr(dispatch, "triton_available", lambda: False)
     model, d = build_model(CONFIGS[name])
     src, src_len = random_batch(d, [6, 4], seed=1)
     prev, _ = random_batch(d, [5, 3], seed=2, left_pad=False)

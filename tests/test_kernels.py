@@ -355,8 +355,8 @@ def test_decode_state_padding_rows_keep_their_state():
     first = torch.randn(2, 1, 3)
     state.push(first)
     state.push(torch.randn(2, 1, 3), valid=torch.tensor([True, False]))
-    assert state.window_valid.tolist() == [[True, True], [True, False]]
-    assert torch.equal(state.window_values[1, :, 0], first[1])
+    assert state.recent_valid.tolist() == [[True, True], [True, False]]
+    assert torch.equal(state.recent_values[1, :, 0], first[1])
     state.push(torch.randn(2, 1, 3))
     assert state.far_count.tolist() == [1, 0]
     assert torch.allclose(state.far_sum[0], first[0])
@@ -468,30 +468,22 @@ def test_gating_reference_is_eq4():
 # --------------------------------------------------------------------------------------------
 # dispatch and input errors
 def test_dispatch_settings_and_errors(monkeypatch):
+    """A direct call's backend is its argument alone (no process-wide setting, no environment variable):
+    auto is Triton where it runs without the interpreter (CUDA tensors), a forced triton that cannot
+    run and an unknown name are clear errors."""
     # Triton "installed" without importing it here: an import in this process would fix its
     # interpreter mode for every later test module
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.delenv(dispatch.ENV_VAR, raising=False)
+    monkeypatch.setenv("POSMIX_KERNELS", "triton")  # not a setting: a direct call's backend is its argument
     cpu = torch.device("cpu")
-    assert dispatch.resolve(None, cpu) == "torch"  # auto: no Triton for CPU tensors
+    assert dispatch.resolve(None, cpu) == dispatch.resolve("auto", cpu) == "torch"  # auto: no Triton for CPU tensors
+    assert not hasattr(kernels, "set_backend") and not hasattr(dispatch, "TRITON_STATE")
     with pytest.raises(kernels.KernelBackendError, match=r"backend='cuda'.*auto, torch, triton"):
         dispatch.resolve("cuda", cpu)
-    with pytest.raises(kernels.KernelBackendError, match=r"set_backend\(name\)='gpu'.*auto, torch, triton"):
-        kernels.set_backend("gpu")
-    monkeypatch.setenv(dispatch.ENV_VAR, "fast")
-    with pytest.raises(kernels.KernelBackendError, match=r"POSMIX_KERNELS='fast'.*auto, torch, triton"):
-        kernels.get_backend()
-    monkeypatch.setenv(dispatch.ENV_VAR, "triton")
-    with pytest.raises(kernels.KernelBackendError, match=r"POSMIX_KERNELS asks for the 'triton'.*TRITON_INTERPRET"):
-        dispatch.resolve(None, cpu)
-    assert dispatch.resolve("torch", cpu) == "torch"  # the per-call argument wins
-    kernels.set_backend("torch")
-    try:
-        assert dispatch.resolve(None, cpu) == "torch"  # set_backend wins over the variable
-    finally:
-        kernels.set_backend(None)
-    monkeypatch.delenv(dispatch.ENV_VAR)
+    with pytest.raises(kernels.KernelBackendError, match=r"backend asks for the 'triton'.*TRITON_INTERPRET"):
+        dispatch.resolve("triton", cpu)
+    assert dispatch.resolve("torch", cpu) == "torch"
     monkeypatch.setattr(dispatch, "triton_available", lambda: False)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     with pytest.raises(kernels.KernelBackendError, match="Triton is not installed"):
@@ -518,7 +510,7 @@ def test_input_errors(monkeypatch):
         kernels.relative_position_mixing(table.double(), qp, values.double(), lengths, backend="triton")
     state = kernels.RelativeDecodeState.empty(1, 2, 3, 4)
     rows = torch.zeros(1, 2, 7, requires_grad=True)
-    with pytest.raises(kernels.KernelBackendError, match="'triton' decoding step, which is forward-only"):
+    with pytest.raises(kernels.KernelBackendError, match="the Triton decoding step, which is forward-only"):
         kernels.relative_decode_step(rows, *state.tensors(), backend="triton")
     with pytest.raises(ValueError, match=r"energy_rows must be \(B, H, 2K\+1\) = \(1, 2, 7\)"):
         kernels.relative_decode_step(rows[..., :5], *state.tensors())

@@ -17,10 +17,9 @@ import torch.nn.functional as F
 from helpers import mix, mixer_spec, random_batch, standalone_mixer
 from posmix_fairseq.core.positions import PositionFrame
 from posmix_fairseq.kernels.decode_step import position_decode_weights, weighted_decode_step
-from posmix_fairseq.mixers.engine.table_energy import TABLE_KEY
-from posmix_fairseq.mixers.engine import relative_search
-from posmix_fairseq.mixers.engine.relative_search import STATE_KEYS
-from posmix_fairseq.mixers.rposnet import rposnet_paths
+from posmix_fairseq.mixers.paths import constant_state, rposnet_band
+from posmix_fairseq.mixers.paths.constant_state import STATE_KEYS, TABLE_KEY, decode_weights
+from posmix_fairseq.mixers.rposnet import MIXING, rposnet_paths
 from test_freeze import trained_and_frozen
 
 TOL = 1e-5
@@ -129,43 +128,44 @@ def test_window_has_no_dropout_and_no_weights():
     # weights requested (posmix-attention, alignments): this call runs dense and returns them
     dense_out, weights = mix(mixer, x, need_head_weights=True)
     assert weights.shape == (4, 2, 6, 6) and torch.allclose(dense_out, out, atol=TOL)
-    with pytest.raises(ValueError, match=r"--encoder-self-rposnet-impl: 'banded' is not a mixing implementation "
-                                         r"of rposnet; valid values: auto, dense, window"):
+    with pytest.raises(ValueError, match=r"--encoder-self-rposnet-impl: 'banded' is not one of its values; "
+                                         r"valid values: auto, dense, window, triton"):
         standalone_mixer(mixer_spec("rposnet", "encoder_self", rposnet_impl="banded"))
 
 
 def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch):
-    """``--S-rposnet-impl auto`` (the default) takes kernels/choice.py's GPU defaults for CUDA tensors
-    only, read once when the sublayer is built; CUDA is simulated by the choices' device check."""
+    """``--S-rposnet-impl auto`` (the default) takes the GPU defaults for CUDA tensors only, read once when
+    the sublayer is built (its paths too: no window path where no device runs the window form); CUDA is
+    simulated by the one device predicate."""
     from posmix_fairseq.kernels import choice
     spec = replace(mixer_spec("rposnet", "encoder_self", k=2), attention_dropout=0.1)
     mixer = standalone_mixer(spec).eval()
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert mixer.path_names == ("window", "dense")
-    assert mixer.kernel_choice.on(cpu).mixing == "dense" and mixer.kernel_choice.on(cuda).mixing == "dense"
+    assert mixer.path_names == ("dense",)
+    assert mixer.sublayer_kernels.on(cpu).value(MIXING) == mixer.sublayer_kernels.on(cuda).value(MIXING) == "dense"
     mix(mixer.train(), torch.randn(6, 2, 16), need_weights=False)  # dense in training with dropout: no error
     monkeypatch.setitem(choice.GPU_DEFAULTS, "rposnet_impl", ("window", "a test"))
-    assert mixer.kernel_choice.on(cuda).mixing == "dense"  # settled when the sublayer was built
+    assert mixer.sublayer_kernels.on(cuda).value(MIXING) == "dense"  # settled when the sublayer was built
     mixer = standalone_mixer(spec).eval()
-    assert mixer.kernel_choice.on(cuda).mixing == "window" and mixer.kernel_choice.on(cpu).mixing == "dense"
+    assert mixer.path_names == ("window", "dense")
+    assert mixer.sublayer_kernels.on(cuda).value(MIXING) == "window"
+    assert mixer.sublayer_kernels.on(cpu).value(MIXING) == "dense"
     x = torch.randn(6, 2, 16)
     expected, _ = mix(mixer, x, need_weights=False)
     served = []
-    monkeypatch.setattr(relative_search, "window_context",
-                        lambda *a, **k: served.append(k["backend"]) or torch.zeros(2, 4, 6, 4))
-    monkeypatch.setattr("posmix_fairseq.mixers.paths.rposnet_band.window_context", relative_search.window_context)
+    monkeypatch.setattr(rposnet_band, "window_context", lambda *a: served.append(a[5]) or torch.zeros(2, 4, 6, 4))
     mix(mixer, x, need_weights=False)
     assert served == []  # CPU tensors: dense
     monkeypatch.setattr("posmix_fairseq.kernels.common.on_gpu", lambda device: True)
     mix(mixer, x, need_weights=False)
-    assert served == ["auto" if choice.dispatch.triton_available() else "torch"]
+    assert served == ["triton" if choice.dispatch.triton_available() else "torch"]
     mix(mixer.train(), x, need_weights=False)  # attention dropout in training: dense, not an error
     assert len(served) == 1 and expected.shape == (6, 2, 16)
     monkeypatch.setenv("POSMIX_GPU_DEFAULTS", '{"rposnet_impl": "dense"}')  # one run's override
-    assert standalone_mixer(spec).kernel_choice.gpu.mixing == "dense"
+    assert standalone_mixer(spec).sublayer_kernels.gpu.value(MIXING) == "dense"
     monkeypatch.setenv("POSMIX_GPU_DEFAULTS", '{"impl": "dense"}')
     with pytest.raises(ValueError, match=r"POSMIX_GPU_DEFAULTS: \['impl'\] is not an object of GPU defaults; "
-                                         r"valid keys: rposnet_impl, rposnet_decode, gating"):
+                                         r"valid keys: gating, rposnet_impl, rposnet_decode"):
         standalone_mixer(spec)
     monkeypatch.delenv("POSMIX_GPU_DEFAULTS")
     monkeypatch.setitem(choice.GPU_DEFAULTS, "rposnet_impl", ("banded", "a test"))
@@ -177,7 +177,6 @@ def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
     """The model's calls of the fused gating kernels (kernels.gelu_layernorm, kernels.gelu_gate: on a
     GPU where the GPU defaults say triton) give what its PyTorch ops give; here the choice is made
     for a simulated GPU and the kernels' Triton launches are replaced by their references."""
-    from posmix_fairseq import kernels
     from posmix_fairseq.kernels import choice, dispatch
     mixer = standalone_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
     with torch.no_grad():
@@ -189,7 +188,8 @@ def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
     monkeypatch.setitem(choice.GPU_DEFAULTS, "gating", ("triton", "a test"))
     gated = standalone_mixer(mixer_spec("rposnet", "encoder_self", gated=True, k=2)).eval()
     gated.load_state_dict(mixer.state_dict())
-    assert str(gated.kernel_choice) == "cpu: dense mixing, gating torch; cuda: dense mixing, gating triton"
+    assert str(gated.sublayer_kernels) == ("cpu: mixing dense (torch), gating torch; "
+                                           "cuda: mixing dense (torch), gating triton")
     launched = []
 
     class FakeTriton:
@@ -201,7 +201,7 @@ def test_gating_kernels_where_the_choice_says_so_compute_eq4(monkeypatch):
             launched.append("gelu_gate")
             return context * F.gelu(gate_preact)
 
-    monkeypatch.setattr(kernels, "_triton_module", lambda: FakeTriton())
+    monkeypatch.setattr(dispatch, "triton_module", lambda: FakeTriton())
     monkeypatch.setattr("posmix_fairseq.kernels.common.on_gpu", lambda device: True)
     actual, _ = mix(gated, x, need_weights=False)
     assert launched == ["gelu_layernorm", "gelu_gate"]
@@ -226,7 +226,7 @@ def test_constant_state_size_does_not_grow_and_matches_full_forward(k, frozen, m
     def spy(weights, values, state, valid=None):
         calls["unmasked" if valid is None else "masked"] += 1
         return weighted_decode_step(weights, values, state, valid)
-    monkeypatch.setattr(relative_search, "weighted_decode_step", spy)
+    monkeypatch.setattr(constant_state, "weighted_decode_step", spy)
     src, src_len = random_batch(d, [9], seed=1)
     src, src_len = src.repeat(2, 1), src_len.repeat(2)  # two hypotheses of one sentence, as in a beam
     tgt, _ = random_batch(d, [40, 37], seed=2, left_pad=True)
@@ -250,7 +250,7 @@ def test_constant_state_size_does_not_grow_and_matches_full_forward(k, frozen, m
             sizes.append(state_bytes(state))
     self_buffers = [buf for buf in state.values() if STATE_KEYS[0] in buf]
     assert len(self_buffers) == 2 and all(set(buf) == set(STATE_KEYS) for buf in self_buffers)
-    assert all(buf[STATE_KEYS[0]].size(2) == k + 1 for buf in self_buffers)  # K window slots + the far sum
+    assert all(buf[STATE_KEYS[0]].size(2) == k + 1 for buf in self_buffers)  # K recent slots + the far sum
     assert sizes[2] == sizes[10] == sizes[-1], sizes  # constant from the first step, whatever t
     # 2 layers x (4 steps at the second hypothesis' padding + the rest unmasked)
     assert calls == {"masked": 2 * 4, "unmasked": 2 * (prev.size(1) - 4)}, calls
@@ -282,16 +282,16 @@ def test_constant_state_checks_its_start_and_the_frozen_table():
                             positions=PositionFrame(positions.positions[:, t:t + 1],
                                                     positions.padding_mask[:, t:t + 1]))[0] for t in range(4)]
         assert torch.allclose(together, torch.cat(one_by_one), atol=1e-6)
-        before = energy.decode_weights(torch.tensor([[3]])).clone()
+        before = decode_weights(energy, torch.tensor([[3]])).clone()
         energy.load_state_dict({"table": energy.table * 2})
-        after = energy.decode_weights(torch.tensor([[3]]))
+        after = decode_weights(energy, torch.tensor([[3]]))
         assert not torch.allclose(before, after)
         assert torch.allclose(after, position_decode_weights(energy.table[:, 3], torch.tensor([3]))[:, None], atol=1e-6)
 
 
 def test_decode_weight_table_equals_the_rows_of_each_step():
     """Without gradients (search) the decode weights come from a table of every position kept in
-    the decode's constants (mixers/engine/table_energy.py): equal to the weights from the step's
+    the decode's constants (mixers/paths/constant_state.py): equal to the weights from the step's
     own energy rows (the path with gradients), also beyond its first 64 positions (the table grows,
     up to a learned n~ table's size), and a new decode after the trained weights change in place
     (as fairseq's optimizers change them, through ``.data``) reads the new weights."""
@@ -300,23 +300,23 @@ def test_decode_weight_table_equals_the_rows_of_each_step():
                                        h=4)).energy
     constants = {}
     for positions in (torch.tensor([[0], [2], [5], [63]]), torch.tensor([[64], [150], [3], [149]])):
-        expected = energy.decode_weights(positions)  # gradients enabled: from energy_rows
+        expected = decode_weights(energy, positions)  # gradients enabled: from energy_rows
         with torch.no_grad():
-            table = energy.decode_weights(positions, constants)
+            table = decode_weights(energy, positions, constants)
         assert table.shape == expected.shape == (4, 4, 1, 4)
         assert torch.allclose(table, expected, atol=1e-6)
     assert constants[TABLE_KEY].size(0) >= 151
     with torch.no_grad():
         energy.q_proj.weight.data.mul_(2.0)  # neither the storage nor the version of the parameter changes
-        table = energy.decode_weights(positions, {})  # the next decode
-    assert torch.allclose(table, energy.decode_weights(positions), atol=1e-6)
+        table = decode_weights(energy, positions, {})  # the next decode
+    assert torch.allclose(table, decode_weights(energy, positions), atol=1e-6)
     assert not torch.allclose(table, expected, atol=1e-3)
     learned = standalone_mixer(mixer_spec("rposnet", "decoder_self", gated=True, k=3, table="learned", d=16,
                                        h=4)).energy
     limit = learned.decode_weight_limit()
     with torch.no_grad():
         constants = {}
-        learned.decode_weights(torch.tensor([[limit - 1]]), constants)
+        decode_weights(learned, torch.tensor([[limit - 1]]), constants)
         assert constants[TABLE_KEY].size(0) == limit
 
 

@@ -81,7 +81,7 @@ class LearnedPositionTable(nn.Module):
     def forward(self, positions: Tensor) -> Tensor:
         beyond = (f"beyond the learned position table of {self.max_positions} positions; raise {self.option} "
                   "(it sizes the table) or use sinusoidal position embeddings")
-        if positions.numel() and not kernel_common.host_checks(positions.device):  # on the device: no synchronisation
+        if positions.numel() and kernel_common.on_gpu(positions.device):  # on the device: no synchronisation
             torch._assert_async(positions.max() < self.max_positions, f"a position is {beyond}")
         elif positions.numel() and int(positions.max()) >= self.max_positions:
             raise ValueError(f"position {int(positions.max())} is {beyond}")

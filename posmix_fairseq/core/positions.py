@@ -74,9 +74,9 @@ class PositionFrame:
 
     @functools.cached_property
     def has_padding(self) -> bool:
-        """Whether any token of this call is padding, asked once per call, not once per layer. True off
-        the CPU, where asking would cost a device synchronisation: the masked route is exact either way."""
-        return not kernel_common.host_checks(self.padding_mask.device) or bool(self.padding_mask.any())
+        """Whether any token of this call is padding, asked once per call, not once per layer. True on
+        a GPU, where asking would cost a device synchronisation: the masked route is exact either way."""
+        return kernel_common.on_gpu(self.padding_mask.device) or bool(self.padding_mask.any())
 
     @classmethod
     def of_tokens(cls, tokens: Tensor, padding_idx: int, source_positions: Optional[Tensor] = None,

@@ -1,10 +1,17 @@
-"""How each attention sublayer runs, decided once, when the model is built (docs/gpu.md, "What runs on a GPU"):
-:func:`choose` gives a sublayer one :class:`KernelChoice` for CPU tensors and one for CUDA tensors (fairseq
-builds a model on the CPU and moves it afterwards); the calls look theirs up by the tensors' device."""
+"""How each attention sublayer runs, decided here and nowhere else (docs/gpu.md, "What runs on a GPU").
+
+A mixer declares the parts of its sublayers that can run more than one way in its own file (:func:`declare`);
+:func:`choose` settles each part for CPU and for CUDA tensors when the sublayer is built, in one precedence:
+the sublayer's option (``--S-rposnet-impl``: a value on every device, or ``triton`` forced everywhere), then
+``POSMIX_GPU_DEFAULTS``, then :data:`GPU_DEFAULTS` (CUDA) and each part's first value by PyTorch (CPU).
+Calls run through :meth:`SublayerKernels.run`, so what ``repr(model)`` and :func:`kernel_summary` print is
+what runs, a Triton kernel that failed and its PyTorch replacement included.
+"""
 import json
 import os
-from dataclasses import dataclass
-from typing import Optional
+import warnings
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -13,22 +20,42 @@ from . import common, dispatch
 
 ENV_VAR = "POSMIX_GPU_DEFAULTS"
 
+
+@dataclass(frozen=True)
+class Part:
+    """A part of a sublayer that can run more than one way (:func:`declare`)."""
+
+    name: str  # how choices print it: mixing, decode, gating
+    setting: str  # its key in GPU_DEFAULTS and POSMIX_GPU_DEFAULTS
+    values: Tuple[str, ...]  # its ways of running; the first runs on CPU tensors unless an option says otherwise
+    triton: str  # the value the Triton kernels compute
+
+
+#: setting -> the declared part
+PARTS: Dict[str, Part] = {}
 #: setting -> (value on a GPU, the figure that chose it). posmix-bench-gpu prints, after its tables,
-#: what its own figures choose beside these values (docs/gpu.md, "GPU defaults").
-GPU_DEFAULTS = {
-    "rposnet_impl": ("dense", "CPU: the PyTorch window form is slower than dense below N ~ 1024 (docs/search-time.md); "
-                              "no GPU figure yet"),
-    "rposnet_decode": ("table", "CPU: the decode-weight table makes a step one batched product, where the Triton "
-                                "step recomputes the softmax of every layer at every step; no GPU figure yet"),
-    "gating": ("torch", "no GPU figure yet"),
-}
-#: the valid values of each setting
-VALUES = {"rposnet_impl": ("dense", "window"), "rposnet_decode": ("table", "triton"), "gating": ("torch", "triton")}
+#: what its own figures choose beside these values (docs/gpu.md, "What runs on a GPU").
+GPU_DEFAULTS: Dict[str, Tuple[str, str]] = {}
 
 
-def gpu_default(name: str) -> str:
+def declare(name: str, setting: str, values: Sequence[str], triton: str, gpu_default: str, why: str) -> Part:
+    """Declare a part of a mixer's sublayers, in the mixer's own file; its builder passes the returned
+    :class:`Part` to :func:`choose`. ``why``: the figure that chose ``gpu_default``."""
+    part = Part(name, setting, tuple(values), triton)
+    if triton not in part.values or gpu_default not in part.values or PARTS.get(setting, part) != part:
+        raise ValueError(f"declare({setting!r}): the Triton value {triton!r} and the GPU default {gpu_default!r} "
+                         f"must be among its values {part.values}, and the setting declared once")
+    PARTS[setting], GPU_DEFAULTS[setting] = part, (gpu_default, why)
+    return part
+
+
+#: Eq. 4's LayerNorm(GeLU(W^V x)) and c * GeLU(W^G y), a part of every gated sublayer
+GATING = declare("gating", "gating", ("torch", "triton"), "triton", "torch", "no GPU figure yet")
+
+
+def gpu_default(setting: str) -> str:
     """The value of one GPU default (a key of :data:`GPU_DEFAULTS`), ``POSMIX_GPU_DEFAULTS`` applied."""
-    value, where = GPU_DEFAULTS[name][0], "posmix_fairseq/kernels/choice.py GPU_DEFAULTS"
+    value, where = GPU_DEFAULTS[setting][0], "posmix_fairseq GPU_DEFAULTS"
     if os.environ.get(ENV_VAR):
         try:
             overrides = json.loads(os.environ[ENV_VAR])
@@ -38,75 +65,114 @@ def gpu_default(name: str) -> str:
         if unknown is None or unknown:
             raise ValueError(f"{ENV_VAR}: {unknown if unknown else overrides!r} is not an object of GPU defaults; "
                              f"valid keys: {', '.join(GPU_DEFAULTS)}")
-        if name in overrides:
-            value, where = overrides[name], ENV_VAR
-    if value not in VALUES[name]:
-        raise ValueError(f"{where}: {name} = {value!r}; valid values: {', '.join(VALUES[name])}")
+        if setting in overrides:
+            value, where = overrides[setting], ENV_VAR
+    if value not in PARTS[setting].values:
+        raise ValueError(f"{where}: {setting} = {value!r}; valid values: {', '.join(PARTS[setting].values)}")
     return value
 
 
 @dataclass(frozen=True)
-class KernelChoice:
-    """How a sublayer runs on one kind of device."""
+class PartChoice:
+    """How one part runs on one kind of device: its value and what computes it (``failed``: why the
+    Triton kernel the defaults chose failed, and PyTorch runs instead)."""
 
-    mixing: str = "dense"  # dense, or rPosNet's window form (GPA Eq. 10)
-    kernels: str = "torch"  # what computes the window form: torch or triton
-    decode: str = ""  # rPosNet decoder self-attention step by step: the decode-weight table or triton; "": none
-    gating: str = ""  # Eq. 4's LayerNorm(GeLU) and GeLU gate: torch or triton; "": ungated
+    value: str
+    kernels: str = "torch"  # torch or triton
+    failed: str = ""
 
     def __str__(self) -> str:
-        parts = [f"{self.mixing} mixing" + (f" ({self.kernels})" if self.mixing == "window" else "")]
-        if self.decode:
-            parts.append(f"decode {self.decode}")
-        if self.gating:
-            parts.append(f"gating {self.gating}")
-        return ", ".join(parts)
+        shown = self.value if self.value == self.kernels else f"{self.value} ({self.kernels})"
+        return shown + (f" after Triton failed: {self.failed}" if self.failed else "")
 
 
 @dataclass(frozen=True)
+class DeviceKernels:
+    """How a sublayer runs on one kind of device: a :class:`PartChoice` per part it has."""
+
+    parts: Tuple[Tuple[str, PartChoice], ...] = ()
+
+    def of(self, part: Part) -> Optional[PartChoice]:
+        return dict(self.parts).get(part.name)
+
+    def value(self, part: Part) -> str:
+        return getattr(self.of(part), "value", "")  # "": a part the sublayer does not have
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name} {choice}" for name, choice in self.parts) or "PyTorch"
+
+
 class SublayerKernels:
-    """A sublayer's choices for CPU and CUDA tensors; ``forced`` names the option that forced the
-    Triton kernels (a failure is then an error), empty when the defaults chose them."""
+    """A sublayer's :class:`DeviceKernels` for CPU and CUDA tensors, settled by :func:`choose`. ``flag``: its
+    option; ``option``: the option and its value where it chose (e.g. ``--encoder-self-rposnet-impl window``),
+    empty where the defaults did; ``forced``: the same where it forced the Triton kernels (a failure is then
+    an error)."""
 
-    cpu: KernelChoice
-    gpu: KernelChoice
-    forced: str = ""
+    def __init__(self, cpu: DeviceKernels, gpu: DeviceKernels, flag: str = "", given: str = "", forced: bool = False):
+        self.cpu, self.gpu, self.flag = cpu, gpu, flag
+        self.option = f"{flag} {given}" if given else ""
+        self.forced = self.option if forced else ""
+        self.proven = set()  # the parts whose Triton kernel has run here: its errors are errors
 
-    def on(self, device: torch.device) -> KernelChoice:
+    def on(self, device: torch.device) -> DeviceKernels:
         return self.gpu if common.on_gpu(device) else self.cpu
 
-    def backend(self, device: torch.device, part: str) -> str:
-        """The ``backend=`` of the kernel calls of ``part`` (``kernels``: window mixing; ``decode``: the
-        decoding step; ``gating``): ``torch``; ``triton`` where forced; ``auto`` where the defaults chose
-        Triton (``kernels.dispatch`` runs it on a GPU and falls back to PyTorch if it fails)."""
-        if getattr(self.on(device), part) != "triton":
-            return "torch"
-        return "triton" if self.forced else "auto"
+    def may_run(self, part: Part, value: str) -> bool:
+        """Whether ``part`` runs ``value`` on some device (a mixer builds the paths its choice can take)."""
+        return value in (self.cpu.value(part), self.gpu.value(part))
+
+    def run(self, device: torch.device, part: Part, triton_call: Callable, torch_call: Callable):
+        """``triton_call()`` (the kernel call with ``backend="triton"``) where ``part`` runs by the Triton kernels
+        on ``device``, else ``torch_call()``. Where the defaults chose Triton, a kernel that cannot run, or fails
+        before it has run once here, makes this part of this sublayer PyTorch from then on (a kernel that has
+        run propagates its failures); where the option forced Triton, the error propagates."""
+        if getattr(self.on(device).of(part), "kernels", "torch") != "triton":
+            return torch_call()
+        try:
+            out = triton_call()
+        except dispatch.KernelBackendError as exc:
+            if self.forced or (isinstance(exc, dispatch.TritonKernelError) and part.name in self.proven):
+                raise
+            self._fall_back(part, exc.__cause__ or exc)
+            return torch_call()
+        self.proven.add(part.name)
+        return out
+
+    def _fall_back(self, part: Part, exc: BaseException) -> None:
+        """``part`` by PyTorch on a GPU from now on (only a GPU runs Triton kernels the defaults chose)."""
+        why = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+        self.gpu = DeviceKernels(tuple((name, replace(choice, kernels="torch", failed=why) if name == part.name
+                                        else choice) for name, choice in self.gpu.parts))
+        warnings.warn(f"posmix_fairseq: a sublayer's Triton kernel for its {part.name} failed ({why}); that "
+                      f"sublayer runs its {part.name} by PyTorch from now on (kernel_summary(model) says which; "
+                      "docs/gpu.md: what Triton needs at run time)", dispatch.TritonFallbackWarning, stacklevel=3)
 
     def __str__(self) -> str:
         return f"cpu: {self.cpu}; cuda: {self.gpu}" + (f" (forced by {self.forced})" if self.forced else "")
 
 
-def choose(impl: Optional[str] = None, flag: str = "", decodes: bool = False, gated: bool = False) -> SublayerKernels:
-    """The choices of one sublayer. ``impl``: its ``--S-rposnet-impl`` (``flag``, for messages), None
-    for a mixer without that option (dense mixing); ``decodes``: rPosNet decoder self-attention, which
-    decodes with the constant state; ``gated``: GPA Eq. 4's gating on."""
-    decode = "table" if decodes else ""
-    gating = "torch" if gated else ""
-    gpu_gating = gpu_default("gating") if gated else ""
-    gpu_decode = gpu_default("rposnet_decode") if decodes else ""
-    if impl == "triton":
-        forced = KernelChoice("window", "triton", "triton" if decodes else "", "triton" if gated else "")
-        return SublayerKernels(forced, forced, forced=f"{flag} triton")
-    if impl not in (None, "dense", "window", "auto"):
-        raise ValueError(f"{flag}: {impl!r} is not a mixing implementation of rposnet; valid values: "
-                         "auto, dense, window, triton")
-    gpu_mixing = gpu_default("rposnet_impl") if impl == "auto" else (impl or "dense")
-    cpu = KernelChoice("window" if impl == "window" else "dense", "torch", decode, gating)
+def choose(parts: Sequence[Part] = (), option: Optional[str] = None, flag: str = "",
+           gated: bool = False) -> SublayerKernels:
+    """The kernels of one sublayer, in the precedence of the module docstring. ``parts``: the declared parts
+    it has (GATING added when ``gated``); ``option``: its value of ``flag``, which sets ``parts[0]``:
+    None or ``auto`` (the defaults), one of that part's values, or ``triton``."""
+    parts = tuple(parts) + ((GATING,) if gated else ())
+    if option == "triton":
+        forced = DeviceKernels(tuple((part.name, PartChoice(part.triton, "triton")) for part in parts))
+        return SublayerKernels(forced, forced, flag, "triton", forced=True)
+    own = parts[0].values if parts and option is not None else ()
+    if option not in (None, "auto", *own):
+        raise ValueError(f"{flag}: {option!r} is not one of its values; valid values: "
+                         f"{', '.join(('auto', *own, 'triton'))}")
+    given = option if option in own else None
     triton = dispatch.triton_available()
-    gpu = KernelChoice(gpu_mixing, "triton" if triton and gpu_mixing == "window" else "torch",
-                       gpu_decode if triton else decode, gpu_gating if triton else gating)
-    return SublayerKernels(cpu, gpu)
+    cpu, gpu = [], []
+    for part in parts:
+        value = given if given and part is parts[0] else None
+        cpu.append((part.name, PartChoice(value or part.values[0])))
+        value = value or gpu_default(part.setting)
+        gpu.append((part.name, PartChoice(value, "triton" if triton and value == part.triton else "torch")))
+    return SublayerKernels(DeviceKernels(tuple(cpu)), DeviceKernels(tuple(gpu)), flag, given or "")
 
 
 #: the attribute names of fairseq's attention sublayers in its encoder and decoder layers
@@ -114,11 +180,12 @@ SUBLAYER_NAMES = ("self_attn", "encoder_attn")
 
 
 def kernel_summary(model: nn.Module) -> str:
-    """One line per attention sublayer of ``model``: its module name and its :class:`SublayerKernels`,
-    or, for a module without choices (fairseq's MultiheadAttention: PyTorch on every device), its class."""
+    """One line per attention sublayer of ``model``: its module name and its :class:`SublayerKernels` (what
+    runs now, fallbacks included), or, for a module without them (fairseq's MultiheadAttention: PyTorch on
+    every device), its class."""
     lines = []
     for name, module in model.named_modules():
         if name.rsplit(".", 1)[-1] in SUBLAYER_NAMES:
-            kernels = getattr(module, "kernel_choice", None)
+            kernels = getattr(module, "sublayer_kernels", None)
             lines.append(f"{name}: {kernels if kernels is not None else type(module).__name__ + ' (PyTorch)'}")
     return "\n".join(lines)

@@ -1,20 +1,25 @@
-"""Device checks, input checks and small helpers shared by the position-attention kernels (no fairseq import)."""
+"""The device predicate, input checks and small helpers shared by the position-attention kernels (no fairseq import)."""
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
 
+#: the device types :func:`on_gpu` accepts
+DEVICE_TYPES = ("cpu", "cuda")
+
+
 def on_gpu(device: torch.device) -> bool:
-    """Whether tensors on ``device`` take a sublayer's GPU choice (:mod:`.choice`): the one device check."""
-    return device.type == "cuda"
+    """The one device predicate: True for CUDA tensors, False for CPU tensors, an error for any other device.
 
-
-def host_checks(device: torch.device) -> bool:
-    """Whether checks that read tensor values on the host run for tensors on ``device``: on the CPU only;
-    elsewhere a read is a device synchronisation, so the paths check on the device (``torch._assert_async``)
-    or bound by host-known sizes."""
-    return device.type == "cpu"
+    On CUDA a sublayer runs its CUDA choice (:mod:`.choice`) and the checks that read tensor values run on
+    the device (``torch._assert_async``) or are bounded by host-known sizes, since a host read there is a
+    device synchronisation; on the CPU it runs its CPU choice and those checks read the values. A device that
+    is neither would need both rules settled for it, so it is refused rather than given one half of each."""
+    if device.type in DEVICE_TYPES:
+        return device.type == "cuda"
+    raise ValueError(f"posmix_fairseq mixers run on {' or '.join(DEVICE_TYPES)} tensors, got a tensor on "
+                     f"{device.type!r}: move the model and its inputs to one of those devices")
 
 
 def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, values: Tensor,
@@ -41,7 +46,7 @@ def check_mixing_inputs(name: str, table: Tensor, query_positions: Tensor, value
         raise ValueError(f"{name}: all inputs must be on one device, got {sorted(str(d) for d in devices)}")
     steps = query_positions.size(1)
     limit = keys if table_keys is None else min(keys, table_keys)
-    if not host_checks(values.device):  # no synchronisation: the bounds are checked on the device
+    if on_gpu(values.device):  # no synchronisation: the bounds are checked on the device
         if query_positions.numel():
             torch._assert_async((query_positions.min() >= 0) & (query_positions.max() < table.size(1)),
                                 f"{name}: query positions must lie in [0, {table.size(1)}) (the table's query axis)")

@@ -1,14 +1,11 @@
-"""Backend selection for the position-attention kernels: ``auto``, ``torch`` or ``triton`` (docs/gpu.md, "Dispatch").
-
-Precedence: the ``backend=`` argument of a call, else :func:`set_backend`, else ``POSMIX_KERNELS``, else
-``auto`` (Triton for CUDA tensors when it imports). Forcing ``triton`` where it cannot run is a
-:class:`KernelBackendError`, never a silent fallback; :func:`run_triton` handles a kernel that fails
-at its first call.
+"""One kernel call with the backend it is given, ``torch``, ``triton`` or ``auto`` (docs/gpu.md, "Dispatch"):
+what Triton can run, and running it. It decides no sublayer's kernels: a model's calls pass what their
+sublayer's kernels say (:mod:`.choice`, which also handles a Triton kernel that fails). ``auto``, a direct
+call's default, is Triton where it runs without the interpreter (CUDA tensors, Triton installed).
 """
 import functools
 import importlib
 import os
-import warnings
 from typing import Callable, Optional
 
 import torch
@@ -16,51 +13,20 @@ import torch
 from . import common
 
 BACKENDS = ("auto", "torch", "triton")
-ENV_VAR = "POSMIX_KERNELS"
-
-_global_backend: Optional[str] = None
+#: storage dtypes the Triton kernels accept (they compute in fp32)
+TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 class KernelBackendError(RuntimeError):
     """A backend was asked for that cannot run here, or an unknown backend name was given."""
 
 
+class TritonKernelError(KernelBackendError):
+    """A Triton kernel raised (Triton imports but cannot build or launch it: no C compiler, a compiler error)."""
+
+
 class TritonFallbackWarning(UserWarning):
-    """A Triton kernel failed at its first call; the process runs the PyTorch implementations."""
-
-
-#: ``failure``: why a Triton kernel failed at its first call in this process (None: none has);
-#: ``proven``: the kernels (by name) that have run once
-TRITON_STATE = {"failure": None, "proven": set()}
-
-
-def _check_name(name: str, setting: str) -> str:
-    if name not in BACKENDS:
-        raise KernelBackendError(f"{setting}={name!r} is not a kernel backend; valid values: {', '.join(BACKENDS)}")
-    return name
-
-
-def set_backend(name: Optional[str]) -> None:
-    """Set the process-wide backend (``None`` returns to the ``POSMIX_KERNELS`` / ``auto`` default)."""
-    global _global_backend
-    _global_backend = None if name is None else _check_name(name, "set_backend(name)")
-
-
-def get_backend() -> str:
-    """The backend requested for calls that pass no ``backend=`` (``auto`` when nothing is set)."""
-    return requested(None)[0]
-
-
-def requested(backend: Optional[str]) -> tuple:
-    """(name, setting): the backend asked for and where it was set (argument, set_backend(), env, auto)."""
-    if backend is not None:
-        return _check_name(backend, "backend"), "backend"
-    if _global_backend is not None:
-        return _global_backend, "set_backend()"
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return _check_name(env, ENV_VAR), ENV_VAR
-    return "auto", "auto"
+    """A Triton kernel a sublayer's defaults chose failed at its first call; that part of the sublayer runs PyTorch."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -78,48 +44,52 @@ def interpreter_enabled() -> bool:
 
 
 def resolve(backend: Optional[str], device: torch.device) -> str:
-    """``"torch"`` or ``"triton"`` for a call on tensors of ``device``."""
-    name, setting = requested(backend)
-    if name == "torch":
+    """``"torch"`` or ``"triton"`` for a call on tensors of ``device`` asking for ``backend`` (None: ``auto``)."""
+    backend = "auto" if backend is None else backend
+    if backend not in BACKENDS:
+        raise KernelBackendError(f"backend={backend!r} is not a kernel backend; valid values: {', '.join(BACKENDS)}")
+    if backend == "torch":
         return "torch"
-    if name == "auto":  # Triton for CUDA tensors only (the interpreter is for tests, far slower than torch)
-        usable = triton_available() and TRITON_STATE["failure"] is None
-        return "triton" if common.on_gpu(device) and usable else "torch"
+    if backend == "auto":  # the interpreter is for tests, far slower than PyTorch
+        return "triton" if triton_available() and common.on_gpu(device) else "torch"
     if not triton_available():
         reason = "Triton is not installed (pip install 'triton' on Linux x86-64; see constraints.txt)"
-    elif common.on_gpu(device) or (device.type == "cpu" and interpreter_enabled()):
+    elif common.on_gpu(device) or interpreter_enabled():
         return "triton"
-    elif device.type == "cpu":
+    else:
         reason = ("the tensors are on the CPU and TRITON_INTERPRET=1 is not set (the Triton interpreter runs CPU "
                   "tensors)")
-    else:
-        reason = (f"device type {device.type!r} is not supported by the Triton kernels (cuda, or cpu with "
-                  "TRITON_INTERPRET=1)")
-    raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, but {reason}; valid values: "
+    raise KernelBackendError(f"backend asks for the 'triton' kernel backend, but {reason}; valid values: "
                              f"{', '.join(BACKENDS)} (use 'torch' or 'auto' here)")
 
 
-def run_triton(kernel: str, backend: Optional[str], triton_call: Callable, torch_call: Callable):
-    """``triton_call()``, the Triton kernel ``kernel`` that :func:`resolve` chose for ``backend``; if it
-    fails at its first call, ``torch_call()`` with one :class:`TritonFallbackWarning` per process (asked
-    for by ``auto``, which then runs PyTorch for the rest of the process) or a :class:`KernelBackendError`
-    naming the setting (forced). A kernel that has run once propagates its errors."""
-    if kernel in TRITON_STATE["proven"]:
-        return triton_call()
-    try:
-        out = triton_call()
-    except Exception as exc:  # noqa: BLE001  (whatever Triton raises while building the kernel)
-        name, setting = requested(backend)
-        why = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-        if name == "triton":
-            raise KernelBackendError(f"{setting} asks for the 'triton' kernel backend, but the Triton kernel {kernel} "
-                                     f"failed at its first call ({why}); valid values: {', '.join(BACKENDS)} (use "
-                                     "'torch' or 'auto' here)") from exc
-        if TRITON_STATE["failure"] is None:
-            TRITON_STATE["failure"] = f"{kernel}: {why}"
-            warnings.warn(f"posmix_fairseq: the Triton kernel {kernel} failed at its first call ({why}); this process "
-                          "runs the PyTorch implementations instead (docs/gpu.md: what Triton needs at run time)",
-                          TritonFallbackWarning, stacklevel=4)
+def triton_module():
+    """The Triton kernels, imported at their first use (Triton is optional)."""
+    return importlib.import_module(f"{__package__}.triton_kernels")
+
+
+def run(kernel: str, backend: Optional[str], tensors: tuple, triton_call: Callable, torch_call: Callable,
+        forward_only: bool = False):
+    """``triton_call()`` where ``backend`` resolves to Triton for ``tensors``, else ``torch_call()``.
+    Triton has no kernel for float64 inputs, nor a backward for a ``forward_only`` kernel: ``auto`` runs
+    PyTorch for them, ``triton`` is a :class:`KernelBackendError`. A Triton kernel that raises is a
+    :class:`TritonKernelError` naming it."""
+    if resolve(backend, tensors[0].device) != "triton":
         return torch_call()
-    TRITON_STATE["proven"].add(kernel)
-    return out
+    floats = [t for t in tensors if t.is_floating_point()]
+    bad = sorted({str(t.dtype) for t in floats if t.dtype not in TRITON_DTYPES})
+    needs_grad = forward_only and torch.is_grad_enabled() and any(t.requires_grad for t in floats)
+    if backend == "triton" and bad:
+        raise KernelBackendError(f"backend asks for the 'triton' kernel backend, which supports "
+                                 f"float32, float16 and bfloat16, not {', '.join(bad)}; use 'torch' or 'auto'")
+    if backend == "triton" and needs_grad:
+        raise KernelBackendError(f"backend asks for the Triton {kernel}, which is forward-only; run it under "
+                                 "torch.no_grad() or use 'torch' or 'auto' to differentiate it")
+    if bad or needs_grad:
+        return torch_call()
+    try:
+        return triton_call()
+    except Exception as exc:  # noqa: BLE001  (whatever Triton raises while building or launching the kernel)
+        raise TritonKernelError(f"backend asks for the 'triton' kernel backend, but the Triton kernel {kernel} "
+                                f"failed ({type(exc).__name__}: {str(exc).strip()[:300]}); valid values: "
+                                f"{', '.join(BACKENDS)} (use 'torch' or 'auto' here)") from exc

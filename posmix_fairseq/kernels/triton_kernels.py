@@ -172,6 +172,11 @@ def _rel_bwd(table, pos, cen, lens, vals, prefix, suffix, out, dout, lse, dtable
             v = tl.load(vbase + m[:, None] * DH + d[None, :], mask=kmask, other=0.0)
             dp = mixed_dot(g, tl.trans(v), PRECISION, DOT_F32)
             dv = mixed_dot(tl.trans(pr), g, PRECISION, DOT_F32)
+            # Why atomics: this program owns a block of queries, not of keys. The bands of neighbouring query
+            # blocks overlap (a block of BLOCK_T consecutive queries reads BLOCK_T + 2K keys), so several
+            # programs add into one key's dV; and queries of several batch rows at one position add into one
+            # table row's dE. A key-major second pass would reread every band to avoid them. fp32 atomics make
+            # the gradients' summation order, so their last bits, vary from run to run.
             tl.atomic_add(drow[:, None] + j, pr * (dp - delta[:, None]), mask=in_band)
             tl.atomic_add(dvbase + m[:, None] * DH + d[None, :], dv, mask=kmask)
     sbase = bh * (S + 1) * DH
@@ -281,13 +286,13 @@ def _decode(rows, wvals, wvalid, far_sum, far_count, out, H, K, DH,
     tl.store(out + bh * DH + d, res.to(out.dtype.element_ty), mask=dm)
 
 
-def relative_decode_triton(energy_rows, window_values, window_valid, far_sum, far_count):
-    check_runnable(window_values)
-    batch, heads, k, dim = window_values.shape
-    out = torch.empty(batch, heads, dim, dtype=window_values.dtype, device=window_values.device)
+def relative_decode_triton(energy_rows, recent_values, recent_valid, far_sum, far_count):
+    check_runnable(recent_values)
+    batch, heads, k, dim = recent_values.shape
+    out = torch.empty(batch, heads, dim, dtype=recent_values.dtype, device=recent_values.device)
     if batch * heads:
-        _decode[(batch * heads,)](energy_rows.contiguous(), window_values.contiguous(),
-                                  window_valid.to(torch.int8).contiguous(), far_sum.contiguous(),
+        _decode[(batch * heads,)](energy_rows.contiguous(), recent_values.contiguous(),
+                                  recent_valid.to(torch.int8).contiguous(), far_sum.contiguous(),
                                   far_count.contiguous(), out, heads, k, dim,
                                   BLOCK_K=max(2, next_power_of_2(k)), BLOCK_D=max(16, next_power_of_2(dim)))
     return out

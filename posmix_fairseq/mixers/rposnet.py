@@ -5,19 +5,29 @@
 n~ is the absolute query-position table shared by the layers of a side (learned by default, GPA
 Section 5.2); W^Q and Emb_rel ((2K+1) x D, head h uses slice h: GPA Table 8) are per layer; gamma is
 the training-set length ratio in cross-attention (GPA Section 4.2). Gating (Eq. 4) is on by default.
-``--S-rposnet-impl`` picks the mixing paths (docs/search-time.md, docs/gpu.md); decoder
-self-attention always decodes with the constant state (last K values, far sum).
+How its sublayers can run is declared here (MIXING, DECODE; kernels/choice.py decides, with
+``--S-rposnet-impl`` first: docs/gpu.md, "What runs on a GPU"); decoder self-attention always decodes with
+the constant state (the K most recent values and the sum of the older ones).
 """
 from torch import Tensor
 
-from ..kernels.choice import choose
+from ..kernels.choice import SublayerKernels, choose, declare
 from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, PositionQueries, RelativeTableEnergy,
                      SideResources, absolute_table_options, max_relative_position, max_relative_position_option,
                      register_mixer, relative_embeddings_options, relative_position_table)
 from .paths.constant_state import ConstantStateDecoding
 from .paths.rposnet_band import RPosNetBandMixing
 
-RPOSNET_IMPL_CHOICES = ("auto", "dense", "window", "triton")
+#: the mixing: dense ((T, S) energies) or the window form (band + far sums, GPA Eq. 10; mixers/paths/rposnet_band.py)
+MIXING = declare("mixing", "rposnet_impl", ("dense", "window"), triton="window", gpu_default="dense",
+                 why="CPU: the PyTorch window form is slower than dense below N ~ 1024 (docs/search-time.md); "
+                     "no GPU figure yet")
+#: decoder self-attention step by step: the decode-weight table, or the general step from the energy row
+#: (mixers/paths/constant_state.py)
+DECODE = declare("decode", "rposnet_decode", ("table", "triton"), triton="triton", gpu_default="table",
+                 why="CPU: the decode-weight table makes a step one batched product, where the Triton step "
+                     "recomputes the softmax of every layer at every step; no GPU figure yet")
+RPOSNET_IMPL_CHOICES = ("auto", *MIXING.values, "triton")
 DEFAULT_IMPL = "auto"  # dense on the CPU, chosen by measurement (docs/search-time.md); on a GPU, docs/gpu.md
 
 
@@ -51,25 +61,27 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
                                               help="rPosNet mixing: dense ((T, S) energies, the reference); window "
                                                    "(2K+1 band keys + far sums, O(T (2K+3) D_h); no attention "
                                                    "dropout; a call that asks for weights runs dense); auto: dense on "
-                                                   "the CPU, on a GPU kernels/choice.py's defaults; triton: the window "
-                                                   "form, decoding step and gating by the Triton kernels, an error "
-                                                   f"where they cannot run (default {DEFAULT_IMPL})")})
+                                                   "the CPU, the GPU defaults on a GPU (docs/gpu.md); triton: the "
+                                                   "window form, decoding step and gating by the Triton kernels, an "
+                                                   f"error where they cannot run (default {DEFAULT_IMPL})")})
 def build_rposnet(spec: MixerSpec, resources: SideResources):
     # a checkpoint stored without the option reads its default, auto: dense on the CPU, as it was trained
-    impl, placement = spec.options["rposnet-impl"], spec.placement
-    choice = choose(impl, placement.flag("rposnet-impl"), decodes=placement.causal and not placement.cross,
-                    gated=spec.gated)  # checks impl
+    kernels = rposnet_kernels(spec.placement, spec.options["rposnet-impl"], spec.gated)
     return EnergyMixingAttention(spec, resources, spec.energy(RelativePositionEnergy, resources),
-                                 paths=rposnet_paths(placement, impl), kernel_choice=choice)
+                                 paths=rposnet_paths(spec.placement, kernels), sublayer_kernels=kernels)
 
 
-def rposnet_paths(placement, impl: str):
-    """Constant-state decoding in decoder self-attention, then the band form, which serves the calls
-    on a device whose kernel choice is the window; dense mixing closes every list. ``impl`` is one of
-    RPOSNET_IMPL_CHOICES (``choose`` checks it)."""
-    paths = []
-    if placement.causal and not placement.cross:
-        paths.append(ConstantStateDecoding())
-    if impl != "dense":
-        paths.append(RPosNetBandMixing(placement.flag("rposnet-impl")))
-    return paths
+def rposnet_kernels(placement, impl: str, gated: bool = False) -> SublayerKernels:
+    """The kernels of a sublayer at ``placement`` whose ``--S-rposnet-impl`` is ``impl`` (checked); decoder
+    self-attention has the decoding step too."""
+    decodes = placement.causal and not placement.cross
+    return choose((MIXING, DECODE) if decodes else (MIXING,), impl, placement.flag("rposnet-impl"), gated)
+
+
+def rposnet_paths(placement, kernels):
+    """Constant-state decoding where the sublayer has a decoding step, then the window form where ``kernels``
+    (a :class:`SublayerKernels`, or an ``--S-rposnet-impl`` value to choose one) runs it on some device;
+    dense mixing closes every list."""
+    kernels = rposnet_kernels(placement, kernels) if isinstance(kernels, str) else kernels
+    paths = [ConstantStateDecoding(DECODE)] if kernels.cpu.of(DECODE) else []
+    return paths + ([RPosNetBandMixing(MIXING)] if kernels.may_run(MIXING, "window") else [])

@@ -6,8 +6,8 @@
 
 1. Decoder self-attention, one decoding step of ``--hyps`` hypotheses at step t: fairseq's
    ``MultiheadAttention`` with its key/value cache, rPosNet with a cache of every value (the dense
-   form), rPosNet with the constant state (the last K values, the far sum and its count;
-   mixers/engine/relative_search.py). The caches are filled with t random entries (state as after t steps),
+   form), rPosNet with the constant state (the K most recent values and the far sum;
+   mixers/paths/constant_state.py). The caches are filled with t random entries (state as after t steps),
    then one step is timed (median of ``--repeats``, each restarting from the t-entry cache; the
    constant state's decode-weight table is built with it, as on the decode's first step); the
    incremental-state bytes are those fairseq keeps per hypothesis for the sublayer after the step.
@@ -29,7 +29,7 @@ import torch  # noqa: E402
 from fairseq.modules import MultiheadAttention  # noqa: E402
 
 from posmix_fairseq.core.positions import PositionFrame  # noqa: E402
-from posmix_fairseq.mixers.engine.relative_search import STATE_KEYS  # noqa: E402
+from posmix_fairseq.mixers.paths.constant_state import STATE_KEYS, decode_weights  # noqa: E402
 from posmix_fairseq.mixers.rposnet import rposnet_paths  # noqa: E402
 from posmix_fairseq.harness.testing import mixer_spec, standalone_mixer  # noqa: E402
 from ..command import POSITIVE_INT, NumberList, build_parser as command_parser, console  # noqa: E402
@@ -85,9 +85,9 @@ def filled_state(kind, module, t, args):
     else:
         # the packed state (kernels.decode_step.packed_state): K window slots and the far sum
         module._set_input_buffer(state, {STATE_KEYS[0]: torch.randn(b, h, args.k + 1, dh, generator=g)})
-        # the decode-weight table, built on the decode's first step (mixers/engine/table_energy.py)
+        # the decode-weight table, built on the decode's first step (mixers/paths/constant_state.py)
         with torch.no_grad():
-            module.energy.decode_weights(torch.full((b, 1), t), module._get_decode_constants(state))
+            decode_weights(module.energy, torch.full((b, 1), t), module._get_decode_constants(state))
     return state
 
 

@@ -47,7 +47,7 @@ class EnergyMixingAttention(TokenMixer):
     """A token mixer made of an :class:`Energy`, the (gated) values, its mixing paths and W^O."""
 
     def __init__(self, spec: MixerSpec, resources: SideResources, energy: Energy, values: Optional[Values] = None,
-                 paths: Sequence[MixingPath] = (), kernel_choice: Optional[SublayerKernels] = None):
+                 paths: Sequence[MixingPath] = (), sublayer_kernels: Optional[SublayerKernels] = None):
         super().__init__(spec.embed_dim, spec.num_heads)
         self.placement = spec.placement
         self.attention_dropout = spec.attention_dropout
@@ -57,10 +57,10 @@ class EnergyMixingAttention(TokenMixer):
         self.gating = ContextGate(spec.embed_dim) if spec.gated else None
         self.use_paths(paths)
         # how this sublayer runs on the CPU and on a GPU, settled now (kernels/choice.py)
-        self.kernel_choice = kernel_choice if kernel_choice is not None else choose(gated=spec.gated)
-        self.values.kernel_choice = self.kernel_choice
+        self.sublayer_kernels = sublayer_kernels if sublayer_kernels is not None else choose(gated=spec.gated)
+        self.values.sublayer_kernels = self.sublayer_kernels
         if self.gating is not None:
-            self.gating.kernel_choice = self.kernel_choice
+            self.gating.sublayer_kernels = self.sublayer_kernels
         self._route = resources.route  # not a module: the encoder/decoder owns it
 
     def use_paths(self, paths: Sequence[MixingPath]):
@@ -68,7 +68,7 @@ class EnergyMixingAttention(TokenMixer):
         self.paths = nn.ModuleList([*paths, DenseMixing()])
 
     def extra_repr(self) -> str:
-        return f"kernels: {self.kernel_choice}"
+        return f"kernels: {self.sublayer_kernels}"
 
     @property
     def path_names(self) -> Tuple[str, ...]:
@@ -128,6 +128,6 @@ class EnergyMixingAttention(TokenMixer):
                 context = self.gating(context, query)
             return self.out_proj(context), attn
         except KernelBackendError as exc:  # a forced Triton kernel that cannot run: name the option
-            if not self.kernel_choice.forced:
+            if not self.sublayer_kernels.forced:
                 raise
-            raise KernelBackendError(f"{self.kernel_choice.forced}: {exc}") from exc
+            raise KernelBackendError(f"{self.sublayer_kernels.forced}: {exc}") from exc

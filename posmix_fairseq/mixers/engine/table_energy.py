@@ -5,25 +5,17 @@ so everything that mixes with them (dense softmax, window form, constant-state d
 tables) goes through ``energy_rows`` / ``energy_table``, computed from W^Q n~ (training) or stored (frozen).
 
 A constant-state decoding step's weights (Eq. 10, gamma = 1) depend on its position only: search reads them
-from a table built once per decode, living exactly as long as the decode (why: docs/search-time.md).
+from a table built from ``energy_table`` once per decode (mixers/paths/constant_state.py).
 """
 import abc
-from typing import Dict, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
 
 from ...core.position_tables import PositionFigure
 from ...core.positions import clipped_relative_index
-from ...kernels import common as kernel_common
-from ...kernels.decode_step import position_decode_weights
 from .energy import SoftmaxEnergy
-
-#: the smallest decode-weight table (positions 0..63 cover most sentences in one go)
-MIN_POSITIONS = 64
-
-#: the entry of a decode's constants (``BatchFirstIncrementalState.decode_constants``) holding the table
-TABLE_KEY = "decode_weight_table"
 
 
 def gather_relative(scores_per_distance: Tensor, index: Tensor) -> Tensor:
@@ -73,44 +65,8 @@ class RelativeTableEnergy(SoftmaxEnergy):
         """(H, Pq, 2K+1) energies for the query positions 0 .. Pq-1."""
 
     def decode_weight_limit(self) -> Optional[int]:
-        """The most query positions :meth:`energy_table` covers (None: any)."""
+        """The most query positions :meth:`energy_table` covers (None: any): the decode-weight table's cap."""
         return None
-
-    def decode_weights(self, query_positions: Tensor, constants: Optional[Dict[str, Tensor]] = None,
-                       position_bound: Optional[int] = None) -> Tensor:
-        """(B, H, T, K+1) constant-state decoding weights (window slots 0..K-1, then one far key) of the
-        queries at ``query_positions`` (B, T): without gradients and with ``constants`` (the running decode's)
-        read from the decode's table, else computed from their energy rows (``position_decode_weights``)."""
-        if constants is None or torch.is_grad_enabled():
-            return position_decode_weights(self.energy_rows(query_positions), query_positions[:, None, :])
-        table = constants.get(TABLE_KEY)
-        if table is None:
-            table = constants[TABLE_KEY] = self._decode_table(table_positions(self, query_positions, position_bound), 0)
-        elif (not kernel_common.host_checks(query_positions.device)
-              and table_positions(self, query_positions, position_bound) > table.size(0)):
-            # off the CPU, index_select cannot raise for a position beyond the table
-            table = constants[TABLE_KEY] = self._decode_table(table_positions(self, query_positions), table.size(0))
-        batch, steps = query_positions.shape
-        flat = query_positions.view(-1) if steps == 1 else query_positions.reshape(-1)
-        try:  # on the CPU a position >= P makes index_select raise: no bound check on every step
-            rows = table.index_select(0, flat)
-        except IndexError:
-            table = constants[TABLE_KEY] = self._decode_table(table_positions(self, query_positions), table.size(0))
-            rows = table.index_select(0, flat)
-        return rows if steps == 1 else rows.view(batch, steps, *table.shape[1:]).squeeze(3).transpose(1, 2)
-
-    def _decode_table(self, needed: int, current: int) -> Tensor:
-        """The (P, H, 1, K+1) decode-weight table for at least ``needed`` positions: P at least MIN_POSITIONS
-        and twice ``current`` (the table it replaces), capped at :meth:`decode_weight_limit` unless the
-        position needs more (then ``energy_table`` raises the energy's error for it)."""
-        size = max(needed, MIN_POSITIONS, 2 * current)
-        limit = self.decode_weight_limit()
-        if limit is not None:
-            size = min(size, max(limit, needed))
-        with torch.no_grad():
-            table = self.energy_table(size)
-            positions = torch.arange(size, device=table.device)
-            return position_decode_weights(table.transpose(0, 1), positions[:, None]).unsqueeze(2)
 
     def position_figure(self, positions: int, query_positions, weights) -> PositionFigure:
         """The energy table E[h, n, j] of Eq. 10 and the weight profiles of a few query positions."""

@@ -12,14 +12,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ... import kernels
+from ...kernels.choice import GATING
 from .energy import split_heads, xavier_linear
 
 
-def gating_backend(module: nn.Module, device) -> str:
-    """The ``backend=`` of ``module``'s fused gating kernel: its sublayer's choice (kernels/choice.py), set
-    by the mixer that holds it; "torch" (no kernel) before that."""
-    choice = module.kernel_choice
-    return "torch" if choice is None else choice.backend(device, "gating")
+def gated(module: nn.Module, device, triton_call, torch_call):
+    """``module``'s gating by its sublayer's kernels (kernels/choice.py: the ``gating`` part), set by the mixer
+    that holds it; PyTorch before that."""
+    sublayer = module.sublayer_kernels
+    return torch_call() if sublayer is None else sublayer.run(device, GATING, triton_call, torch_call)
 
 
 class Values(nn.Module):
@@ -28,7 +29,7 @@ class Values(nn.Module):
         self.num_heads = num_heads
         self.projection = projection
         self.norm = nn.LayerNorm(embed_dim) if gated else None
-        self.kernel_choice = None
+        self.sublayer_kernels = None
 
     @classmethod
     def of_spec(cls, spec, projection: Optional[nn.Module] = None, **kwargs) -> "Values":
@@ -41,11 +42,9 @@ class Values(nn.Module):
         padding are (B, S))."""
         v = self.projection(value)
         if self.norm is not None:
-            backend = gating_backend(self, v.device)
-            if backend != "torch":
-                v = kernels.gelu_layernorm(v, self.norm.weight, self.norm.bias, self.norm.eps, backend=backend)
-            else:
-                v = self.norm(F.gelu(v))
+            norm = self.norm
+            v = gated(self, v.device, lambda: kernels.gelu_layernorm(v, norm.weight, norm.bias, norm.eps, "triton"),
+                      lambda: norm(F.gelu(v)))
         return split_heads(v, self.num_heads)
 
     def relative_term(self, weights: Tensor, query_positions: Tensor, key_positions: Tensor) -> Optional[Tensor]:
@@ -59,11 +58,9 @@ class ContextGate(nn.Module):
     def __init__(self, embed_dim: int):
         super().__init__()
         self.gate_proj = xavier_linear(embed_dim, embed_dim)
-        self.kernel_choice = None
+        self.sublayer_kernels = None
 
     def forward(self, context: Tensor, query: Tensor) -> Tensor:
         gate = self.gate_proj(query)
-        backend = gating_backend(self, context.device)
-        if backend != "torch":
-            return kernels.gelu_gate(context, gate, backend=backend)
-        return context * F.gelu(gate)
+        return gated(self, context.device, lambda: kernels.gelu_gate(context, gate, "triton"),
+                     lambda: context * F.gelu(gate))

@@ -28,6 +28,16 @@ def choose(rows, setting, what):
     return out
 
 
+def declared_defaults():
+    """GPU_DEFAULTS with every mixer's declarations (a mixer declares its parts where it is defined)."""
+    # imported here, not at module level: the mixers import fairseq, which this module's importers may lack
+    try:
+        import posmix_fairseq.mixers  # noqa: F401
+    except ImportError:  # without fairseq: the declarations made so far
+        pass
+    return GPU_DEFAULTS
+
+
 def suggestions(results):
     sub = results["sections"].get("sublayer")
     if not sub or "rows" not in sub or results["meta"].get("mode") == "dry":
@@ -39,7 +49,7 @@ def suggestions(results):
         for what in ("fwd_bwd", "fwd"):
             picks = choose(sub["rows"], setting, what)
             cells.append("; ".join(f"**{v}** ({fig})" for v, fig in picks) or "no figure")
-        now = GPU_DEFAULTS[setting][0] if setting in GPU_DEFAULTS else "dense (the mixer has no kernel path yet)"
+        now = declared_defaults().get(setting, ("dense (the mixer has no kernel path yet)",))[0]
         lines.append(f"| {setting} | {now} | {cells[0]} | {cells[1]} |")
     train = results["sections"].get("train", {})
     for t in train.get("targets", []):
