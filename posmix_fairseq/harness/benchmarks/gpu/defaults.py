@@ -30,11 +30,8 @@ def choose(rows, setting, what):
 
 def declared_defaults():
     """GPU_DEFAULTS with every mixer's declarations (a mixer declares its parts where it is defined)."""
-    # imported here, not at module level: the mixers import fairseq, which this module's importers may lack
-    try:
-        import posmix_fairseq.mixers  # noqa: F401
-    except ImportError:  # without fairseq: the declarations made so far
-        pass
+    # imported here, not at module level: the mixers import fairseq, which loading this module must not need
+    import posmix_fairseq.mixers  # noqa: F401
     return GPU_DEFAULTS
 
 
