@@ -13,7 +13,6 @@ from . import dispatch
 from .common import centres, check_mixing_inputs
 from .decode_step import RelativeDecodeState, relative_decode_step
 from .dispatch import BACKENDS, KernelBackendError, TritonKernelError, triton_available
-from .dispatch import run as _run  # noqa: F401  (the harness's kernel candidates run through it)
 from .relative_mixing import relative_mixing_dense, relative_mixing_window
 
 __all__ = [

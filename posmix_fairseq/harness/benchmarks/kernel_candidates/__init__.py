@@ -15,6 +15,7 @@ from torch import Tensor
 
 from posmix_fairseq import kernels
 from posmix_fairseq.kernels.common import check_mixing_inputs
+from posmix_fairseq.kernels.dispatch import run as run_kernel
 
 from .absolute_mixing import absolute_mixing_dense
 
@@ -27,7 +28,7 @@ def absolute_position_mixing(table: Tensor, query_positions: Tensor, values: Ten
                                                          values, key_lengths, table_keys=table.size(2))
     if keys == 0:
         return kernels._no_keys(table, values, steps)
-    return kernels._run("absolute mixing", backend, (table, values),
-                        lambda: importlib.import_module(f"{__name__}.triton_absolute").absolute_mixing_triton(
-                            table, query_positions, values, key_lengths, causal),
-                        lambda: absolute_mixing_dense(table, query_positions, values, key_lengths, causal))
+    return run_kernel("absolute mixing", backend, (table, values),
+                      lambda: importlib.import_module(f"{__name__}.triton_absolute").absolute_mixing_triton(
+                          table, query_positions, values, key_lengths, causal),
+                      lambda: absolute_mixing_dense(table, query_positions, values, key_lengths, causal))
