@@ -11,6 +11,7 @@ import sys
 import pytest
 from helpers import paper_text
 
+from posmix_fairseq.harness.command import run
 from posmix_fairseq.harness.evaluation import claims
 from posmix_fairseq.harness.evaluation.claims import CLAIMS, SYSTEMS, Claim, verdict
 from posmix_fairseq.harness.evaluation.paper_tables import GPA, HC, PEA, POSNET, RECPE
@@ -60,8 +61,16 @@ def test_verdict_rule(expect, margin, diff, p, expected):
 
 
 def cli(*argv, cwd=None):
+    """The installed command in a child process: its exit status and output as a user sees them."""
     return subprocess.run([sys.executable, "-m", "posmix_fairseq.harness.evaluation.claims", *argv],
                           capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def in_process(capsys, *argv):
+    """What the console script does (``command.run``), in this process: (exit status, stdout, stderr)."""
+    status = run(claims.main, "posmix-claims", list(argv))
+    out = capsys.readouterr()
+    return status, out.out, out.err
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -72,22 +81,22 @@ def cli(*argv, cwd=None):
     (["--max-update", "0"], "argument --max-update: 0 is out of range: must be an integer >= 1"),
     (["--validate-every", "500", "--max-update", "100"], "--validate-every 500 is more than --max-update 100"),
 ])
-def test_bad_options_are_usage_errors(tmp_path, argv, message):
-    r = cli("--data-dir", str(tmp_path), "--plan", *argv)
-    assert r.returncode == 2 and message in r.stderr, r.stderr
+def test_bad_options_are_usage_errors(tmp_path, capsys, argv, message):
+    status, _, err = in_process(capsys, "--data-dir", str(tmp_path), "--plan", *argv)
+    assert status == 2 and message in err, err
 
 
-def test_plan_lists_every_command_and_rows_choose_their_systems(tmp_path):
-    r = cli("--data-dir", str(tmp_path), "--plan", "--out", str(tmp_path / "study"))
-    assert r.returncode == 0, r.stderr
-    trains = [line for line in r.stdout.splitlines() if " -m fairseq_cli.train " in line]
+def test_plan_lists_every_command_and_rows_choose_their_systems(tmp_path, capsys):
+    status, out, err = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--out", str(tmp_path / "study"))
+    assert status == 0, err
+    trains = [line for line in out.splitlines() if " -m fairseq_cli.train " in line]
     assert len(trains) == len(SYSTEMS)
     for key, line in zip(SYSTEMS, trains):
         assert f"--arch {SYSTEMS[key].arch}" in line and "--patience 3" in line and "--cpu" in line
-    assert r.stdout.count("-m fairseq_cli.generate") == 4 * len(SYSTEMS) + 0
-    assert "posmix_fairseq.harness.freeze" in r.stdout
-    r = cli("--data-dir", str(tmp_path), "--plan", "--rows", "gpa-2,pea-4")
-    systems = re.findall(r"^# system (\w+):", r.stdout, re.M)
+    assert out.count("-m fairseq_cli.generate") == 4 * len(SYSTEMS) + 0
+    assert "posmix_fairseq.harness.freeze" in out
+    _, out, _ = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--rows", "gpa-2,pea-4")
+    systems = re.findall(r"^# system (\w+):", out, re.M)
     assert systems == ["rposnet", "shaw", "rposnet_nogate", "shaw_konly"]
 
 
@@ -138,17 +147,19 @@ def test_the_page_has_every_row_and_the_frozen_model_translates_as_trained(tiny_
     assert "Base size, same count: 23.0% saved" in gpa5 and "D = 32:" in gpa5
 
 
-def test_a_study_continues_from_its_results_folder_alone(tiny_study):
+def test_a_study_continues_from_its_results_folder_alone(tiny_study, capsys):
     """A fresh study folder, the results folder of the first: nothing is trained again, the same spm.model
     encodes, and the page's scores are the same."""
     root, argv = tiny_study
     hyps = gzip.open(root / "results" / "transformer" / "hyp.test.txt.gz", "rt").read().splitlines()
     assert len(hyps) == 30 and all(h.startswith("H-") for h in hyps)
-    r = cli(*argv, "--render-only", "--out", str(root / "again"), "--page", str(root / "again.md"))
-    assert r.returncode == 0, r.stderr[-3000:]
+    status, _, err = in_process(capsys, *argv, "--render-only", "--out", str(root / "again"), "--page",
+                                str(root / "again.md"))
+    assert status == 0, err[-3000:]
     assert not (root / "again" / "systems" / "transformer" / "train.log").exists()
     first = [line for line in (root / "page.md").read_text().splitlines() if line.startswith("| gpa-1 |")]
     again = [line for line in (root / "again.md").read_text().splitlines() if line.startswith("| gpa-1 |")]
     assert first == again
-    r = cli(*[a if a != "120" else "200" for a in argv], "--render-only", "--out", str(root / "other"))
-    assert r.returncode == 2 and "holds a study with other settings (vocab_size: 120 there, 200 here)" in r.stderr
+    status, _, err = in_process(capsys, *[a if a != "120" else "200" for a in argv], "--render-only", "--out",
+                                str(root / "other"))
+    assert status == 2 and "holds a study with other settings (vocab_size: 120 there, 200 here)" in err

@@ -19,7 +19,7 @@ MULTI30K = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", 
 def test_iwslt14_recipe_every_stage_on_multi30k(tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, RAW=MULTI30K, OUT=str(out), SIZE="tiny", MAX_TRAIN="400", MAX_EVAL="12", VOCAB="600",
-               DEVICE_FLAGS="--cpu", PYTHON=sys.executable, PYTHONPATH=ROOT, OMP_NUM_THREADS="2")
+               DEVICE_FLAGS="--cpu", PYTHON=sys.executable, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
     proc = subprocess.run(["bash", os.path.join(ROOT, "examples", "iwslt14_de_en", "run.sh")], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

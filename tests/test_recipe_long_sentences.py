@@ -45,7 +45,7 @@ def test_generation_translates_what_each_model_can_take_and_counts_the_rest(tmp_
     out = tmp_path / "run"
     limits = f"--max-source-positions {LIMIT} --max-target-positions {LIMIT} --skip-invalid-size-inputs-valid-test"
     common = dict(RAW=str(raw), OUT=str(out), SIZE="tiny", MAX_TRAIN="400", VOCAB="600", DEVICE_FLAGS="--cpu",
-                  TRAIN_FLAGS=limits, OMP_NUM_THREADS="2")
+                  TRAIN_FLAGS=limits)
     run_recipe(resolve("iwslt14_de_en", dict(common, VARIANT="learnedpe", NAME="learned",
                                              STAGES="prepare preprocess train average generate score")))
     run_recipe(resolve("iwslt14_de_en", dict(common, VARIANT="posmix_transformer", NAME="sinusoidal",

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The five papers' headline claims measured on Multi30k de->en (docs/reproduction.md): BPE, a length-capped
 # training split, every system trained until validation stops improving, checkpoint averaging, beam search,
-# BLEU/chrF++ with 95% intervals and paired p-values, and the page of verdicts. About 45 minutes per
-# system on a 2-core CPU; a GPU runs the grid in well under an hour.
+# BLEU/chrF++ with 95% intervals and paired p-values, and the page of verdicts. 21-39 minutes per
+# system on a 2-core CPU with one thread (2,500 updates and four decodes, measured 2026-11-28); a GPU
+# runs the grid in well under an hour.
 #
 #   RAW=DIR bash examples/claims/run.sh                  # all systems, output in ./claims
 #   RAW=DIR ROWS=gpa-1,gpa-2 bash examples/claims/run.sh # only the systems those rows compare
