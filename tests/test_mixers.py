@@ -58,6 +58,61 @@ def test_gated_aposnet_equals_direct_implementation_of_eq4_and_eq8():
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
+def direct_position_mixer(mixer, x, lengths, energies):
+    """GPA Eq. 4 with the (H, L, L) position-only energies ``energies(L)`` of each left-padded sentence (its
+    real tokens only, computed alone): the outputs (T, B, D) at the real tokens, NaN at padding."""
+    out = torch.full_like(x, float("nan"))
+    values, gate = mixer.values, mixer.gating
+    for b, length in enumerate(lengths):
+        xs = x[x.size(0) - length:, b]  # (L, D)
+        a = torch.softmax(energies(length), dim=-1)  # (H, L, L), the sentence alone
+        v = F.layer_norm(F.gelu(xs @ values.projection.weight.t() + values.projection.bias), (16,),
+                         values.norm.weight, values.norm.bias).view(length, 4, 4).transpose(0, 1)
+        c = (a @ v).transpose(0, 1).reshape(length, 16) * F.gelu(xs @ gate.gate_proj.weight.t() + gate.gate_proj.bias)
+        out[x.size(0) - length:, b] = c @ mixer.out_proj.weight.t() + mixer.out_proj.bias
+    return out
+
+
+@pytest.mark.parametrize("name", ["aposnet", "rposnet"])
+def test_position_table_path_equals_eqs_8_and_10_on_a_padded_batch(name, monkeypatch):
+    """A full forward of aPosNet / rPosNet (no weights asked for) mixes from the energy table, one softmax per
+    distinct row of positions and padding: each sentence of a left-padded batch whose lengths repeat gets GPA
+    Eq. 4 with its own Eq. 8 / Eq. 10 energies, computed alone; the padding slots and every gradient (training,
+    attention dropout 0) are those of dense mixing, the per-token reference."""
+    from posmix_fairseq.mixers.engine.mixing import DenseMixing
+    torch.manual_seed(0)
+    mixer = standalone_mixer(spec(name, gated=True, k=2, table="learned" if name == "rposnet" else "sinusoidal"))
+    energy = mixer.energy
+
+    def energies(length):
+        positions = torch.arange(length)
+        n = energy.query_table(positions) if name == "rposnet" else sinusoidal_encoding(positions, 16)
+        q = (n @ energy.q_proj.weight.t() + energy.q_proj.bias).view(length, 4, 4).transpose(0, 1)  # (H, N, Dh)
+        if name == "aposnet":
+            k = (n @ energy.k_proj.weight.t() + energy.k_proj.bias).view(length, 4, 4).transpose(0, 1)
+            return q @ k.transpose(1, 2) / 2.0
+        table = energy.relative_embeddings.weight.view(5, 4, 4).transpose(0, 1)  # (H, 2K+1, Dh), sliced
+        index = (positions[:, None] - positions[None, :]).clamp(-2, 2) + 2
+        return torch.stack([(q[h] @ table[h].t()).gather(1, index) for h in range(4)]) / 2.0
+
+    lengths = [6, 4, 6, 3, 4]
+    x = torch.randn(6, 5, 16)
+    mask = torch.arange(6)[None, :] < (6 - torch.tensor(lengths))[:, None]  # left padding
+    mixer.train()
+    with monkeypatch.context() as patched:
+        patched.setattr(DenseMixing, "mix", lambda *a: pytest.fail("the call ran dense mixing"))
+        out, attn = mix(mixer, x, key_padding_mask=mask, need_weights=False)
+    assert attn is None
+    expected = direct_position_mixer(mixer, x, lengths, energies)
+    real = ~mask.t()
+    torch.testing.assert_close(out[real], expected[real], atol=1e-5, rtol=1e-5)
+    grads = torch.autograd.grad(out.square().sum(), list(mixer.parameters()))
+    dense, _ = mix(mixer, x, key_padding_mask=mask, need_weights=True)  # weights asked for: dense mixing
+    torch.testing.assert_close(out, dense, atol=1e-6, rtol=1e-5)
+    for grad, reference in zip(grads, torch.autograd.grad(dense.square().sum(), list(mixer.parameters()))):
+        torch.testing.assert_close(grad, reference, atol=1e-5, rtol=1e-4)
+
+
 def test_rposnet_energy_equals_eq10_with_gamma_and_clipping():
     torch.manual_seed(0)
     s = spec("rposnet", placement="decoder_cross", gated=True, k=2, table="learned", gamma=1.5)

@@ -64,10 +64,15 @@ class SoftmaxEnergy(Energy):
         """(B, H, T, S) scaled energies e_nm."""
 
     def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask, excluded):
-        logits = self.logits(query, query_positions, keys, key_positions).float()
-        logits = logits.masked_fill(excluded, float("-inf"))
-        dead = excluded.all(dim=-1, keepdim=True)
-        return F.softmax(logits.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+        return masked_softmax(self.logits(query, query_positions, keys, key_positions), excluded)
+
+
+def masked_softmax(logits: Tensor, excluded: Tensor) -> Tensor:
+    """float32 softmax over the last axis of ``logits`` where ``excluded`` (broadcastable) is False; all
+    zeros for a row with no allowed key."""
+    logits = logits.float().masked_fill(excluded, float("-inf"))
+    dead = excluded.all(dim=-1, keepdim=True)
+    return F.softmax(logits.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
 
 
 class DirectWeights(Energy):

@@ -78,6 +78,13 @@ class RelativeTableEnergy(SoftmaxEnergy):
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
         return gather_relative(self.energy_rows(query_positions).to(query.dtype), index)
 
+    def table_logits(self, query_positions: Tensor, key_positions: Tensor, num_query_positions: int,
+                     num_key_positions: int) -> Tensor:
+        """(B, H, T, S) energies e_nm of Eq. 10 read from ``energy_table(num_query_positions)``: W^Q n~ once
+        per position, not once per token."""
+        index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
+        return self.energy_table(num_query_positions)[:, query_positions[:, :, None], index].transpose(0, 1)
+
 
 class AbsoluteTableEnergy(SoftmaxEnergy):
     """Energies per (query position, key position) (aPosNet, Eq. 8)."""
