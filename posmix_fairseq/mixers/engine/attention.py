@@ -123,10 +123,10 @@ class EnergyMixingAttention(TokenMixer):
             path = next(path for path in self.paths if path.serves(self, call))
             context, attn = path.mix(self, call)
             # W^O of the (gated) context (B, H, T, D_h) -> (T, B, D) (GPA Eq. 4)
-            context = context.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
+            context = context.permute(2, 0, 1, 3)
             if self.gating is not None:
-                context = self.gating(context, query)
-            return self.out_proj(context), attn
+                return self.out_proj(self.gating(context, query)), attn
+            return self.out_proj(context.reshape(tgt_len, batch, self.embed_dim)), attn
         except KernelBackendError as exc:  # a forced Triton kernel that cannot run: name the option
             if not self.sublayer_kernels.forced:
                 raise
