@@ -128,11 +128,17 @@ def phase_of(event, labels):
 def profile_size(entries, steps, batch, args):
     """Per arch: the matrix products' multiply-adds of one step, then self CPU time per op and phase."""
     from torch.profiler import ProfilerActivity, profile, record_function  # only --profile reads them
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils import flop_counter
 
+    aten = torch.ops.aten
+    cpu_attention = {  # the CPU's fused attention, which the counter does not know (the Transformer's sublayers)
+        aten._scaled_dot_product_flash_attention_for_cpu:
+            lambda q, k, v, *args, out_shape=None, **kwargs: flop_counter.sdpa_flop_count(q, k, v),
+        aten._scaled_dot_product_flash_attention_for_cpu_backward:
+            lambda grad, q, k, v, *args, out_shape=None, **kwargs: flop_counter.sdpa_backward_flop_count(grad, q, k, v)}
     macs = {}
     for label, step in steps.items():
-        with FlopCounterMode(display=False) as counter:
+        with flop_counter.FlopCounterMode(display=False, custom_mapping=cpu_attention) as counter:
             step(batch)
         macs[label] = counter.get_total_flops() / 2
     base = entries[0][0]
