@@ -48,6 +48,8 @@ def parse_archs(text):
         arch, _, flags = item.strip().partition("+")
         if not arch:
             raise UsageError(f"--archs: an empty arch in {text!r}")
+        if any(item.strip() == label for label, _, _ in entries):
+            raise UsageError(f"--archs: {item.strip()!r} is listed twice")
         entries.append((item.strip(), arch, tuple(flags.split())))
     return entries
 
@@ -127,7 +129,8 @@ def phase_of(event, labels):
 
 def profile_size(entries, steps, batch, args):
     """Per arch: the matrix products' multiply-adds of one step, then self CPU time per op and phase."""
-    from torch.profiler import ProfilerActivity, profile, record_function  # only --profile reads them
+    # only --profile reads them
+    from torch.profiler import ProfilerActivity, profile, record_function
     from torch.utils import flop_counter
 
     aten = torch.ops.aten
