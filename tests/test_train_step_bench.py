@@ -37,6 +37,10 @@ def test_profile_lists_ops_per_phase_and_the_products_multiply_adds(capsys):
     assert re.search(r"^\| rposnet_iwslt_de_en \| [\d.]+ G \| [\d.]+ \|$", out, re.M)
     for phase in ("forward", "backward", "optimizer"):
         assert len(re.findall(rf"^\| {phase} \([\d.]+ ms\) \|", out, re.M)) == 2
+        # the summary by kind of work: its cells add up to the row's total
+        row = re.search(rf"^\| rposnet_iwslt_de_en \| {phase} \| (.*) \|$", out, re.M).group(1).split(" | ")
+        assert len(row) == len(train_step.KINDS) + 2
+        assert abs(sum(map(float, row[:-1])) - float(row[-1])) < 0.1 * len(row)
 
 
 @pytest.mark.parametrize("argv, message", [

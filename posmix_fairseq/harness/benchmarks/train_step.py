@@ -34,6 +34,24 @@ from ..evaluation.claims import SIZES as CLAIMS_SIZES
 #: name -> (model flags, default vocabulary)
 SIZES = {"small": ((), 8000), "d64": (tuple(CLAIMS_SIZES["small"].split()), 4000)}
 PHASES = ("forward", "backward", "optimizer")
+#: --profile's summary: kind of work -> the aten ops counted as it (every other op: "other")
+KINDS = {
+    "matrix products": ("mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention_for_cpu",
+                        "_scaled_dot_product_flash_attention_for_cpu_backward"),
+    "softmax and masks": ("_softmax", "_softmax_backward_data", "masked_fill_", "all", "any", "bitwise_not",
+                          "bitwise_or", "lt", "eq", "where"),
+    "vocabulary log-softmax": ("_log_softmax", "_log_softmax_backward_data", "nll_loss_forward",
+                               "nll_loss_backward"),
+    "gathers and lookups": ("gather", "scatter_add_", "scatter_reduce_", "index", "index_select", "index_put_",
+                            "_index_put_impl_", "index_add_", "embedding", "embedding_dense_backward", "unique_dim"),
+    "norms and activations": ("native_layer_norm", "native_layer_norm_backward", "gelu", "gelu_backward",
+                              "clamp_min", "threshold_backward"),
+    "dropout": ("bernoulli_", "dropout", "native_dropout", "native_dropout_backward"),
+    "copies": ("copy_", "cat", "clone", "_to_copy"),
+    "arithmetic": ("mul", "mul_", "add", "add_", "sum", "div", "div_", "sub", "neg", "exp", "sin", "cos"),
+    "fills": ("fill_", "zero_"),
+}
+KIND_OF = {f"aten::{op}": kind for kind, ops in KINDS.items() for op in ops}
 
 
 def build(arch, extra, vocab):
@@ -149,6 +167,7 @@ def profile_size(entries, steps, batch, args):
     for label, _, _ in entries:
         print(f"| {label} | {macs[label] / 1e9:.2f} G | {macs[label] / macs[base]:.3f} |")
     labels = {f"posmix.{phase}" for phase in PHASES}
+    summary = {}  # (arch, phase) -> kind -> ms per step
     for label, step in steps.items():
         for _ in range(args.warmup):
             step(batch)
@@ -172,10 +191,20 @@ def profile_size(entries, steps, batch, args):
         for phase in (f"posmix.{p}" for p in PHASES):
             rows = sorted(((us, op) for (ph, op), us in self_us.items() if ph == phase), reverse=True)
             phase_ms = sum(us for us, _ in rows) / args.steps / 1000
-            print(f"\n| {phase[7:]} ({phase_ms:.1f} ms) | ms per step | % of step | calls per step |\n|---|---|---|---|")
+            print(f"\n| {phase[7:]} ({phase_ms:.1f} ms) | ms per step | % of step | calls per step |")
+            print("|---|---|---|---|")
             for us, op in rows[:args.profile_rows]:
                 ms = us / args.steps / 1000
                 print(f"| {op} | {ms:.2f} | {100 * ms / total:.1f} | {calls[phase, op] / args.steps:g} |")
+            kinds = summary[label, phase[7:]] = defaultdict(float)
+            for us, op in rows:
+                kinds[KIND_OF.get(op, "other")] += us / args.steps / 1000
+    columns = [*KINDS, "other"]
+    print(f"\nself CPU ms per step by kind of work (ops listed in {__name__}.KINDS)\n")
+    print(f"| arch | phase | {' | '.join(columns)} | total |\n|---|---|{'---|' * (len(columns) + 1)}")
+    for (label, phase), kinds in summary.items():
+        cells = " | ".join(f"{kinds[kind]:.1f}" for kind in columns)
+        print(f"| {label} | {phase} | {cells} | {sum(kinds.values()):.1f} |")
 
 
 def main(argv=None):
@@ -195,7 +224,8 @@ def main(argv=None):
                    help="repetitions (each times every arch in turn); figures are their median and range")
     p.add_argument("--threads", type=POSITIVE_INT, default=2, help="torch CPU threads")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--model-args", default="", help="extra fairseq model flags for every arch, e.g. '--encoder-layers 3'")
+    p.add_argument("--model-args", default="",
+                   help="extra fairseq model flags for every arch, e.g. '--encoder-layers 3'")
     p.add_argument("--profile", action="store_true",
                    help="print where each step spends its time (and its multiply-adds) instead of timing it")
     p.add_argument("--profile-rows", type=POSITIVE_INT, default=15, help="ops listed per phase with --profile")
