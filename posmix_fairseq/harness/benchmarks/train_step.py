@@ -7,11 +7,11 @@
     posmix-bench-train-step --archs "posmix_transformer_iwslt_de_en,rposnet_iwslt_de_en+--encoder-self-gating off"
 
 One step = forward + backward + Adam update on a fixed random batch (label-smoothed cross entropy). Every
-model of a size is built first; then each repetition times every arch in turn (``--warmup`` untimed steps,
-then ``--steps`` timed ones), so that the archs share the machine's state and its drift. Per arch: the median
-step time, target tokens per second and the ratio to the first arch, each the median over the repetitions of
-that repetition's figure (the ratio: of the two medians measured in the same repetition), with the range
-(lowest to highest repetition). An arch may carry its own flags after ``+``.
+model of a size is built first; each repetition runs every arch's ``--warmup`` untimed steps, then ``--steps``
+rounds in which every arch takes one timed step in turn, so that a change of the machine's speed reaches every
+arch alike. Per arch: the median step time, target tokens per second and the ratio to the first arch, each the
+median over the repetitions of that repetition's figure (the ratio: of the two medians measured in the same
+repetition), with the range (lowest to highest repetition). An arch may carry its own flags after ``+``.
 
 Sizes: ``small`` is each arch's registered size (GPA's Small for the ``*_iwslt_de_en`` archs: D = 512, 6+6
 layers, FFN 1024), vocabulary 8,000; ``d64`` is posmix-claims' ``--size small`` (3+3 layers, D = 64, FFN 256,
@@ -95,18 +95,15 @@ class Step:
         self.backward(self.forward(batch))
         self.opt.step()
 
-    def timed(self, batch, warmup, steps):
-        times = []
-        for step in range(warmup + steps):
-            if self.cuda:
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            self(batch)
-            if self.cuda:
-                torch.cuda.synchronize()
-            if step >= warmup:
-                times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+    def timed(self, batch):
+        """The wall time (s) of one step."""
+        if self.cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        self(batch)
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
 
 
 def make_batch(vocab, args, device):
@@ -123,12 +120,20 @@ def spread(values, fmt):
 
 
 def time_size(entries, steps, batch, args):
-    """Each repetition times every arch in turn; prints the table."""
+    """Each repetition runs every arch's warm-up steps, then --steps rounds of one timed step of every arch in
+    turn; prints the table."""
     tokens = args.batch * args.tgt_len
     per_rep = defaultdict(list)  # label -> [median step time of each repetition]
     for _ in range(args.reps):
-        for label, step in steps.items():
-            per_rep[label].append(step.timed(batch, args.warmup, args.steps))
+        for step in steps.values():
+            for _ in range(args.warmup):
+                step(batch)
+        times = defaultdict(list)
+        for _ in range(args.steps):
+            for label, step in steps.items():
+                times[label].append(step.timed(batch))
+        for label in steps:
+            per_rep[label].append(statistics.median(times[label]))
     base = entries[0][0]
     print(f"| arch | params | step (ms) | target tokens/s | ratio to {base} |")
     print("|---|---|---|---|---|")
@@ -219,7 +224,7 @@ def main(argv=None):
     p.add_argument("--vocab", type=Number(int, 5), default=None,
                    help="dictionary size (default: 8000 at small, 4000 at d64)")
     p.add_argument("--steps", type=POSITIVE_INT, default=10, help="timed (or profiled) training steps per repetition")
-    p.add_argument("--warmup", type=NON_NEGATIVE_INT, default=2, help="untimed steps before each arch's timed ones")
+    p.add_argument("--warmup", type=NON_NEGATIVE_INT, default=2, help="untimed steps of every arch before each repetition")
     p.add_argument("--reps", type=POSITIVE_INT, default=3,
                    help="repetitions (each times every arch in turn); figures are their median and range")
     p.add_argument("--threads", type=POSITIVE_INT, default=2, help="torch CPU threads")
