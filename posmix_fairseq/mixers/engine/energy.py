@@ -94,6 +94,7 @@ class MaskedSoftmax(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):
         weights, = ctx.saved_tensors
+        # the backward autograd runs for F.softmax (aten's op), on the saved weights
         return torch._softmax_backward_data(grad, weights, -1, weights.dtype), None
 
 

@@ -56,4 +56,3 @@ def distinct_rows(*tensors: Tensor):
     groups, inverse = torch.unique(key, dim=0, return_inverse=True)
     first = torch.full((groups.size(0),), batch, dtype=torch.long, device=key.device)
     return first.scatter_reduce_(0, inverse, torch.arange(batch, device=key.device), "amin"), inverse
-
