@@ -95,9 +95,11 @@ def decoding_rate(gen_log: str) -> Optional[float]:
     return float(m.group(2)) if m else None
 
 
-def model_parameters(checkpoint: str, data: str) -> Dict[str, int]:
-    """All parameters of the model a checkpoint builds; those of its self-attention sublayers; those of its
-    position tables outside them (learned absolute embeddings, RecPE's and PosNet's modules)."""
+def model_parameters(checkpoint: str, data: str) -> dict:
+    """The parameters of the model a checkpoint builds: all of them, its self-attention sublayers', and its
+    position modules' outside the layers (learned absolute tables, rPosNet's n~ tables, RecPE's recurrences,
+    PosNet's kernels); and the positions each side covers (its tables' rows, or a frozen model's energy
+    tables)."""
     # torch and fairseq load in seconds: only the steps that read checkpoints need them (not --help, --plan)
     import logging
     import posmix_fairseq
@@ -105,12 +107,15 @@ def model_parameters(checkpoint: str, data: str) -> Dict[str, int]:
 
     posmix_fairseq.register()
     logging.getLogger("fairseq").setLevel(logging.WARNING)
-    models, _ = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={"data": data})
+    models, cfg = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={"data": data})
     named = list(models[0].named_parameters())
+    args = cfg.model
+    covered = {"source": getattr(args, "encoder_frozen_energy_positions", None) or args.max_source_positions,
+               "target": getattr(args, "decoder_frozen_energy_positions", None) or args.max_target_positions}
     return {"all": sum(p.numel() for _, p in named),
             "self_attention": sum(p.numel() for n, p in named if ".self_attn." in n),
-            "position_embeddings": sum(p.numel() for n, p in named if ".embed_positions." in n
-                                       or ".position_stage." in n)}
+            "position_modules": sum(p.numel() for n, p in named if ".layers." not in n and "position" in n),
+            "positions_covered": covered}
 
 
 def commit() -> dict:
