@@ -196,10 +196,10 @@ def main(argv: Optional[List[str]] = None):
     keys = selected_systems(opts)
     resolve_device(opts)
     lay = data.Layout(opts.out)
+    if opts.render_only:  # the settings are the results folder's own
+        return write_page(opts)
     if opts.results:
         check_results_folder(opts)
-    if opts.render_only:
-        return write_page(opts)
     if not opts.data_dir:
         raise UsageError("--data-dir is required: a folder of raw parallel text (e.g. Multi30k's data/task1/raw)")
     if not os.path.isdir(opts.data_dir):

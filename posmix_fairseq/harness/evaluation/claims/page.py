@@ -17,7 +17,7 @@ import numpy as np
 
 from ...command import UsageError
 from . import runner
-from .catalogue import CLAIMS, EXPECTATIONS, PAPER_CITATIONS, SCORING_SETS, Claim
+from .catalogue import CLAIMS, EXPECTATIONS, LENGTH_SETS, PAPER_CITATIONS, SCORING_SETS, Claim
 from .data import load_references, load_source_lengths
 from .statistics import MIN_SEEDS, Comparison, compare, corpus_scores, holm, sentence_stats, verdict
 from .systems import SIZE_DIM, SIZE_TEXT, SIZES, SYSTEMS, TEST_SET_TEXT
@@ -213,6 +213,11 @@ def evaluate(claims: List[Claim], evidence: Evidence, runs: List[Run]) -> List[R
         row.seeds = f"{cmp.seeds[0]} / {cmp.seeds[1]}"
         row.rule = rule_text(c, evidence)
         row.ours = ours_text(c, cmp, evidence, row.p_holm)
+        if c.paper_relative_change is not None:  # a claim about size: the paper's change against ours
+            ours = 100 * cmp.delta / stats_lib.mean(evidence.bleus(c.baseline, c.test))
+            row.ours += f"; {ours:+.1f}% relative (the paper: {c.paper_relative_change:+.1f}%)"
+            if row.verdict == "holds" and abs(ours) < abs(c.paper_relative_change) / 2:
+                row.verdict = "holds in direction only (less than half the paper's relative change)"
     return rows
 
 
@@ -339,7 +344,7 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
     seeds = {k: len(v) for k, v in evidence.by_system.items()}
     directional = sum(1 for r in rows if r.p_holm is not None)
     cap = info["max_train_len"]
-    measured = [r for r in rows if r.verdict not in ("not run yet",) and not r.verdict.startswith("not measured")]
+    measured = [r for r in rows if r.ours != "—" and r.claim.kind != "not_measured"]
     out = [
         "# The papers' claims, measured",
         "",
@@ -387,7 +392,7 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
         "posmix-claims-reproduction)).",
         "",
         f"**{len(measured)} of {len(rows)} rows measured on real data**; "
-        f"{sum(1 for r in rows if r.verdict.startswith('not measured'))} need a GPU and the papers' data. "
+        f"{sum(1 for r in rows if r.claim.kind == 'not_measured')} need a GPU and the papers' data. "
         + pending_text(rows, evidence),
         "",
     ]
@@ -438,7 +443,7 @@ def length_tables(rows: List[RowResult], evidence: Evidence, cap: int) -> List[s
     for row in rows:
         if row.claim.length_row:
             keys += [k for k in row.claim.systems() if k not in keys]
-    sets = [name for name in SCORING_SETS if name not in ("test", "seen")]
+    sets = list(LENGTH_SETS)
     out = ["## Lengths, measured as PEA measured them", "",
            f"Every system of a length row on every set past the cap ({cap} pieces): BLEU, its brevity penalty "
            "(BP), the length ratio (hypothesis / reference), the 1-4-gram precisions and BLEU at equal length "
@@ -479,7 +484,8 @@ def systems_table(evidence: Evidence) -> List[str]:
             else f"{p['all']:,} ({p['self_attention']:,}, —)"
         updates = ", ".join(f"{r.result['best_update']}/{r.result['last_update']}" for r in runs)
         stopped = sorted({"patience" if r.result.get("stopped_by_patience") else "update cap" for r in runs})
-        loss = mean_sd([r.result["best_valid_loss"] for r in runs]).replace(" (1 seed)", "")
+        losses = [r.result["best_valid_loss"] for r in runs]
+        loss = f"{stats_lib.mean(losses):.3f}" + (f" ± {stats_lib.stdev(losses):.3f}" if len(losses) > 1 else "")
         minutes = stats_lib.mean(r.result["train_seconds"] for r in runs) / 60
         out.append(f"| {label(key)} | {len(runs)} | {cells} | {chrf} | {parts} | {updates} | {', '.join(stopped)} | "
                    f"{loss} | {minutes:.1f} min |")

@@ -194,11 +194,12 @@ def run_one(opts, lay: Layout, system: StudySystem, seed: int, core: Optional[in
     train_json = os.path.join(run_dir, "train.json")
     averaged = os.path.join(run_dir, "averaged.pt")
     if not os.path.isfile(train_json):
+        code = commit()  # before training: the checkout may move on while it runs
         t0 = time.time()
         train_log = os.path.join(run_dir, "train.log")
         with LoadMonitor() as load:
             run(train_cmd(opts, lay, system, seed), log=train_log)
-        trained = {"train_seconds": round(time.time() - t0, 1), **load.summary(), **commit(), "machine": machine(),
+        trained = {"train_seconds": round(time.time() - t0, 1), **load.summary(), **code, "machine": machine(),
                    "threads": opts.threads, "core": core, "date": time.strftime("%Y-%m-%d"),
                    **training_summary(train_log)}
         run(average_cmd(opts, lay, key, seed), log=os.path.join(run_dir, "average.log"))
