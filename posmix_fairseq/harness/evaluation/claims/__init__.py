@@ -163,7 +163,7 @@ def build_parser():
                         "thread, or the estimate for one GPU shared by --jobs runs)")
     p.add_argument("--expected-updates", type=POSITIVE_INT, default=8000,
                    help="--plan's estimate of the updates a run takes when --max-update is 0 (no cap)")
-    p.add_argument("--bootstrap", type=POSITIVE_INT, default=1000,
+    p.add_argument("--bootstrap", type=POSITIVE_INT, default=2000,
                    help="resamples of the two-level bootstrap (seeds, then sentences)")
     return p
 
