@@ -29,7 +29,6 @@ sets), :mod:`.runner` (train, decode, keep), :mod:`.statistics` (scores and verd
 import json
 import os
 import shlex
-import sys
 import time
 from typing import Dict, List, Optional
 
@@ -37,7 +36,7 @@ from ... import pipeline
 from ...command import NON_NEGATIVE_INT, POSITIVE_INT, Number, UsageError, add_language_options, build_parser as \
     command_parser, console
 from . import data, runner
-from .catalogue import CLAIM_BY_KEY, CLAIMS
+from .catalogue import CLAIM_BY_KEY
 from .systems import SECONDS_PER_UPDATE, SIZES, SYSTEMS, TEST_SETS, OPTIMISATION, study_order
 
 

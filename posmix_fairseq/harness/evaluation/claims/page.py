@@ -9,13 +9,13 @@ import gzip
 import json
 import os
 import statistics as stats_lib
-import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ...command import UsageError
+from ..detok import Detokenizer
 from . import runner
 from .catalogue import CLAIMS, EXPECTATIONS, LENGTH_SETS, PAPER_CITATIONS, SCORING_SETS, Claim
 from .data import load_references, load_source_lengths
@@ -60,8 +60,6 @@ def read_hypotheses(path: str) -> List[str]:
 
 def load_runs(results: str, tgt: str, spm_model: str) -> List[Run]:
     """Every run in the results folder, scored on every scoring set it has hypotheses for."""
-    from ..detok import Detokenizer
-
     refs = load_references(results, tgt)
     lengths = load_source_lengths(results)
     selection = scoring_selection(lengths)
@@ -317,7 +315,7 @@ def base_size_saving(n: int = 128) -> float:
 def command_line(study: dict) -> str:
     """The command that trains the whole study and writes this page, with the settings that differ from
     the defaults."""
-    from . import build_parser
+    from . import build_parser  # the command's own parser (the package imports this module only to write a page)
 
     defaults = build_parser().parse_args([])
     s = study["settings"]
@@ -376,7 +374,7 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
         + f"; the model decoded averages the best checkpoint and the {settings['average'] - 1} after it (GPA "
         f"Section 5). Beam {settings['beam']}. {stopped_text(runs)} The papers train 30-300 times longer on 5-150 "
         "times more data at D = 512-1024.",
-        f"- **Seeds**: " + ", ".join(f"{label(k)} {n}" for k, n in sorted(seeds.items(), key=lambda x: -x[1])) + ". "
+        "- **Seeds**: " + ", ".join(f"{label(k)} {n}" for k, n in sorted(seeds.items(), key=lambda x: -x[1])) + ". "
         "Scores are the mean ± sd over seeds.",
         f"- **Statistics**: BLEU is sacreBLEU's (13a). Δ = mean(system) − mean(baseline) over seeds, with its 95% "
         f"interval from a two-level paired bootstrap ({resamples:,} resamples: each system's seeds, then the "

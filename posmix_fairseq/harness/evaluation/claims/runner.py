@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 
 from ... import pipeline
 from .data import Layout, subset_index
-from .systems import OPTIMISATION, SIZES, SYSTEMS, TEST_SETS, StudySystem
+from .systems import OPTIMISATION, SYSTEMS, TEST_SETS, StudySystem
 
 
 def log(msg: str) -> None:
@@ -192,7 +192,6 @@ def run_one(opts, lay: Layout, system: StudySystem, seed: int, core: Optional[in
         return pipeline.run(launcher + cmd, env=env, **kw)
 
     train_json = os.path.join(run_dir, "train.json")
-    averaged = os.path.join(run_dir, "averaged.pt")
     if not os.path.isfile(train_json):
         code = commit()  # before training: the checkout may move on while it runs
         t0 = time.time()
