@@ -371,9 +371,10 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
         f"batch. Training stops when the validation loss has not improved for {settings['patience']} validations "
         f"({settings['validate_every']} updates apart) or at "
         + (f"{settings['max_update']:,} updates" if settings["max_update"] else "no update cap")
-        + f"; the model decoded averages the best checkpoint and the {settings['average'] - 1} after it (GPA "
-        f"Section 5). Beam {settings['beam']}. {stopped_text(runs)} The papers train 30-300 times longer on 5-150 "
-        "times more data at D = 512-1024.",
+        + f"; the model decoded averages the best checkpoint and the {settings['average'] - 1} after it, or the "
+        f"last {settings['average']} when fewer follow the best (GPA Section 5). Beam {settings['beam']}. "
+        f"{stopped_text(runs, settings['average'])} The papers train 30-300 times longer on 5-150 times more data "
+        "at D = 512-1024.",
         "- **Seeds**: " + ", ".join(f"{label(k)} {n}" for k, n in sorted(seeds.items(), key=lambda x: -x[1])) + ". "
         "Scores are the mean ± sd over seeds.",
         f"- **Statistics**: BLEU is sacreBLEU's (13a). Δ = mean(system) − mean(baseline) over seeds, with its 95% "
@@ -414,12 +415,14 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
     return "\n".join(out) + "\n"
 
 
-def stopped_text(runs: List[Run]) -> str:
+def stopped_text(runs: List[Run], average: int) -> str:
     by_patience = sum(bool(r.result.get("stopped_by_patience")) for r in runs)
+    last = sum(f"the last {average}" in r.result.get("averaged", "") for r in runs)
+    averaged = f" {last} of the {len(runs)} runs averaged their last {average} checkpoints (the best was among them)."
     if by_patience == 0:
         return ("No run stopped by patience: every one stopped at the update cap with the validation loss still "
-                "falling, so these are models early in training, compared at equal updates.")
-    return f"{by_patience} of {len(runs)} runs stopped by patience; the others at the update cap."
+                "falling, so these are models early in training, compared at equal updates." + averaged)
+    return f"{by_patience} of {len(runs)} runs stopped by patience; the others at the update cap." + averaged
 
 
 def pending_text(rows: List[RowResult], evidence: Evidence) -> str:
