@@ -180,6 +180,7 @@ class RowResult:
     ours: str = "—"
     rule: str = "—"
     seeds: str = "—"
+    evidence_bleus: tuple = ((), ())  # the system's and the baseline's BLEU per seed on the row's set
 
 
 def evaluate(claims: List[Claim], evidence: Evidence, runs: List[Run]) -> List[RowResult]:
@@ -211,6 +212,7 @@ def evaluate(claims: List[Claim], evidence: Evidence, runs: List[Run]) -> List[R
         row.seeds = f"{cmp.seeds[0]} / {cmp.seeds[1]}"
         row.rule = rule_text(c, evidence)
         row.ours = ours_text(c, cmp, evidence, row.p_holm)
+        row.evidence_bleus = (evidence.bleus(c.system, c.test), evidence.bleus(c.baseline, c.test))
         if c.paper_relative_change is not None:  # a claim about size: the paper's change against ours
             ours = 100 * cmp.delta / stats_lib.mean(evidence.bleus(c.baseline, c.test))
             row.ours += f"; {ours:+.1f}% relative (the paper: {c.paper_relative_change:+.1f}%)"
@@ -395,6 +397,7 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
         + pending_text(rows, evidence),
         "",
     ]
+    out += headline_table(rows) + [""]
     by_paper: Dict[str, List[RowResult]] = {}
     for row in rows:
         by_paper.setdefault(row.claim.paper, []).append(row)
@@ -413,6 +416,39 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
     out += systems_table(evidence)
     out += runs_table(runs)
     return "\n".join(out) + "\n"
+
+
+#: the rows the README shows (its table is this one, checked by tests/test_claims.py)
+HEADLINE = ("gpa-1", "gpa-2", "gpa-3", "gpa-6", "hc-1", "hc-2", "pea-1", "pea-2", "pea-3", "pea-7", "recpe-1",
+            "posnet-2")
+
+
+def headline_table(rows: List[RowResult]) -> List[str]:
+    """The headline rows in short: the README's table."""
+    out = ["## Headline rows", "", "| row | claim (paper) | the paper | ours: mean ± sd over seeds, Δ [95% interval] | "
+           "seeds | verdict |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        c = row.claim
+        if c.key not in HEADLINE:
+            continue
+        if row.comparison is None:
+            ours = "not run yet"
+        else:
+            ours = (f"{mean_sd(row.evidence_bleus[0])} vs {mean_sd(row.evidence_bleus[1])} BLEU on `{c.test}`, "
+                    f"Δ {row.comparison.delta:+.2f} {fmt_interval(row.comparison.ci95)}")
+        out.append(f"| {c.key} | {c.text} ({c.paper}) | {first_clause(c.paper_figure)} | {ours} | {row.seeds} | "
+                   f"{row.verdict} |")
+    return out
+
+
+def first_clause(text: str) -> str:
+    """The text up to its first "; " outside parentheses."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and text.startswith("; ", i):
+            return text[:i]
+    return text
 
 
 def stopped_text(runs: List[Run], average: int) -> str:
