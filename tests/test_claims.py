@@ -270,3 +270,12 @@ def test_nothing_claims_a_convergence_that_was_not_reached():
         for line in text.splitlines():
             if pattern.search(line) and not any(a in line for a in allowed) and not stopped:
                 pytest.fail(f"{name}: {line.strip()[:160]}")
+
+
+def test_the_readmes_headline_table_is_the_pages():
+    """The README's rows of real-data verdicts are the page's headline rows, word for word."""
+    page = open(os.path.join(ROOT, "docs", "reproduction.md"), encoding="utf-8").read()
+    headline = page.split("## Headline rows")[1].split("\n## ")[0]
+    rows = [line for line in headline.splitlines() if re.match(r"\| [a-z]+-\d+ \|", line)]
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().splitlines()
+    assert rows and [line for line in readme if line in rows] == rows
