@@ -17,8 +17,8 @@ from test_evaluation_reproduce import _value_in
 from posmix_fairseq.harness import freeze
 from posmix_fairseq.harness.evaluation import attention, contrastive, forward_time, length_bins, ngram_orders, score
 from posmix_fairseq.harness.evaluation.attention import AttentionRecorder
-from posmix_fairseq.harness.evaluation.fairseq_loading import load_for_inference
-from posmix_fairseq.harness.evaluation.paper_tables import TABLES
+from posmix_fairseq.harness.fairseq_loading import load_for_inference
+from posmix_fairseq.harness.paper_tables import TABLES
 from posmix_fairseq.harness.figures import attention_maps, learned_positions, paper_numbers, plot, style
 from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask
 

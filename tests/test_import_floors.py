@@ -69,14 +69,14 @@ FLOORS = [
     ("posmix_fairseq.models",),
     ("posmix_fairseq",),
 ]
-#: the harness's floors, lowest first, above the library's: its plumbing (the modules beside the subpackages,
-#: with the papers' reported numbers and fairseq's loading for inference, which every command reads); the
-#: recipes; the figures (drawing, from files); the analyses (evaluation: commands that may draw a figure);
+#: the harness's floors, lowest first, above the library's: its plumbing (the modules beside the subpackages:
+#: among them the papers' reported numbers and fairseq's loading for inference, which every floor above reads);
+#: the recipes; the figures (drawing, from files); the analyses (evaluation: commands that may draw a figure);
 #: the benchmarks
 HARNESS_FLOORS = [
     tuple(f"{HARNESS}.{name}" for name in ("command", "pipeline", "raw_text", "checkpoint_files", "testing",
-                                           "environment", "toy_corpus", "options", "freeze",
-                                           "evaluation.paper_tables", "evaluation.fairseq_loading")),
+                                           "environment", "toy_corpus", "options", "freeze", "paper_tables",
+                                           "fairseq_loading")),
     (f"{HARNESS}.recipes",),
     (f"{HARNESS}.figures",),
     (f"{HARNESS}.evaluation",),
@@ -100,9 +100,16 @@ def floor_of(module: str, floors=None) -> int:
     return best
 
 
+def enclosing_packages(module: str):
+    """The packages Python runs before ``module`` (its parents, outermost first)."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
 def import_graph(paths):
-    """{module: modules of the package it imports (module level and inside functions)}; an import of a
-    package that encloses the importer is left out (Python has run it before the importer)."""
+    """{module: modules of the package it imports (module level and inside functions), with the packages that
+    enclose them (Python runs ``pkg/__init__.py`` before ``pkg.mod``)}; a package that encloses the importer is
+    left out (Python has run it before the importer)."""
     modules = {module_name(p): p for p in python_files()}
     graph = {}
     for path in paths:
@@ -110,8 +117,9 @@ def import_graph(paths):
         for _, target in imported_modules(path):
             while target and target not in modules:  # "from pkg.mod import function" imports pkg.mod
                 target = target.rpartition(".")[0]
-            if target and target != name and not name.startswith(target + "."):
-                edges.add(target)
+            for module in [*enclosing_packages(target), target] if target else []:
+                if module in modules and module != name and not name.startswith(module + "."):
+                    edges.add(module)
         graph[name] = edges
     return graph
 
@@ -177,7 +185,18 @@ def test_harness_imports_never_run_back_up_a_floor():
 def test_the_harness_floors_lie_above_the_librarys():
     assert floor_of(HARNESS + ".command") > floor_of("posmix_fairseq")
     assert floor_of(HARNESS + ".evaluation.score") > floor_of(HARNESS + ".figures.plot")
-    assert floor_of(HARNESS + ".evaluation.paper_tables") < floor_of(HARNESS + ".recipes.readme")
+    assert floor_of(HARNESS + ".paper_tables") < floor_of(HARNESS + ".recipes.readme")
+
+
+def test_importing_a_module_counts_the_packages_above_it():
+    """``from ..evaluation.paper_tables import X`` in a figure module runs evaluation/__init__.py, a floor above
+    the figures: the graph has that edge, so an import that reaches down through a higher package is found."""
+    assert enclosing_packages("posmix_fairseq.harness.evaluation.score") == [
+        "posmix_fairseq", "posmix_fairseq.harness", "posmix_fairseq.harness.evaluation"]
+    edges = import_graph([os.path.join(PACKAGE_DIR, "models", "plan.py")])["posmix_fairseq.models.plan"]
+    assert {"posmix_fairseq.mixers", "posmix_fairseq.mixers.engine", "posmix_fairseq.mixers.engine.frozen_energy"} \
+        <= edges  # from ..mixers.engine.frozen_energy import FROZEN_OPTION
+    assert "posmix_fairseq" not in edges and "posmix_fairseq.models" not in edges  # they enclose plan.py
 
 
 NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}

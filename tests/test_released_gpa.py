@@ -245,7 +245,7 @@ def test_released_rposnet_trains_decodes_and_scores_with_sources_starting_with_e
     assert sum(line.startswith("H-") for line in result.stdout.splitlines()) == 12, result.stderr[-2000:]
     assert "prepending src bos: 2" in result.stderr  # fairseq's own log line of prepend_bos_src
     # what fairseq-generate feeds the model: the same loading, in this process
-    from posmix_fairseq.harness.evaluation.fairseq_loading import load_for_inference
+    from posmix_fairseq.harness.fairseq_loading import load_for_inference
     _, task, _ = load_for_inference(toy_data, checkpoint, ["--task", "posmix_translation"])
     sources = [task.dataset("test")[i]["source"] for i in range(12)]
     eos = task.source_dictionary.eos()

@@ -30,7 +30,7 @@ import torch
 
 from ...core.placement import PLACEMENTS
 from ...models.layers import sublayers
-from .fairseq_loading import batches, first_sentences, load_for_inference
+from ..fairseq_loading import batches, first_sentences, load_for_inference
 from .sentence_attention import SentenceAttention
 from ..command import (NON_NEGATIVE_INT, NumberList, build_parser as command_parser, check_checkpoints, check_data_dir,
                         check_output_dir, console)
