@@ -83,8 +83,12 @@ HARNESS_FLOORS = [
     (f"{HARNESS}.benchmarks",),
     (HARNESS,),
 ]
-#: the library's budget in lines of code (``code_lines``: blank and comment-only lines are free)
-LIBRARY_LINES = 5100
+#: budgets in lines of code (``code_lines``: blank and comment-only lines are free). A variant (a mixer or a position
+#: encoding, ``mixers/<name>.py`` or ``position_encodings/<name>.py``) is one small module with a budget of its own,
+#: so a new one costs the shared budget nothing; the machinery (the rest of the library) has a total: it had 4,021
+#: lines when the total was set, which leaves declared headroom for its next features (docs/choices.md, "Line budgets")
+VARIANT_LINES = 200
+MACHINERY_LINES = 4700
 
 
 def floor_of(module: str, floors=None) -> int:
@@ -229,9 +233,26 @@ def test_code_lines_leave_out_comments_and_blank_lines():
     assert code_lines(source) == 6
 
 
-def test_the_library_is_at_most_5100_lines_of_code():
-    lines = sum(code_lines(open(p, encoding="utf-8").read()) for p in library_files())
-    assert lines <= LIBRARY_LINES, f"the library (every .py file outside harness/) has {lines} lines of code"
+def is_variant(module: str) -> bool:
+    """A module of one mixer or position encoding: beside the mixers' machinery (engine, paths) and the encodings'
+    registry (base)."""
+    parts = module.split(".")
+    return len(parts) == 3 and parts[1] in ("mixers", "position_encodings") and \
+        parts[2] not in ("engine", "paths", "base")
+
+
+def test_each_variant_module_is_small():
+    variants = {module_name(p): code_lines(open(p, encoding="utf-8").read()) for p in library_files()
+                if is_variant(module_name(p))}
+    assert "posmix_fairseq.mixers.shaw" in variants and "posmix_fairseq.position_encodings.lstm" in variants
+    large = {name: lines for name, lines in variants.items() if lines > VARIANT_LINES}
+    assert not large, f"variant modules over {VARIANT_LINES} lines of code (split off a part, <variant>_<part>.py): {large}"
+
+
+def test_the_machinery_stays_within_its_budget():
+    lines = sum(code_lines(open(p, encoding="utf-8").read()) for p in library_files() if not is_variant(module_name(p)))
+    assert lines <= MACHINERY_LINES, (f"the library's machinery (every .py file outside harness/ but the variant "
+                                      f"modules) has {lines} lines of code; its budget is {MACHINERY_LINES}")
 
 
 def test_library_modules_outside_the_mixers_import_no_variant():
