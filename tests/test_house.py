@@ -24,7 +24,7 @@ LEGACY = os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints")
 @pytest.mark.parametrize("name", ["rposnet_cross_sinusoidal", "hc_no_value_projection_shaw_sin_decoder", "posnet_attn"])
 def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name):
     """Made with --encoder-self-position-embedding / --encoder-self-value-projection (now
-    --S-position-table / --S-gaussian-value-projection) and the old parameter names (v_proj,
+    --<sublayer>-position-table / --<sublayer>-gaussian-value-projection) and the old parameter names (v_proj,
     gating.value_norm, energy.relative_values, kernels): the stored arguments and weights are
     upgraded on load, and the log-probs recorded then are reproduced."""
     expected = torch.load(os.path.join(LEGACY, "expected_log_probs.pt"), weights_only=False)[name]
@@ -65,7 +65,7 @@ def test_parameters_stored_in_fairseqs_layernorm_embedding_slot_load_into_positi
 ])
 def test_checkpoint_without_the_readings_marker_keeps_its_defaults_and_translates_as_it_did(name, pinned):
     """Made by the code that stored no defaults version (gLinearNet with P = 256 and no token positions, PosNet-Embed
-    with GeLU, the cumulative AT5 under --S-t5-adaptive on): stored without posmix_paper_readings,
+    with GeLU, the cumulative AT5 under --<sublayer>-t5-adaptive on): stored without posmix_paper_readings,
     its arguments get the defaults it was trained with, and the log-probs recorded then come back."""
     expected = torch.load(os.path.join(LEGACY, "expected_log_probs.pt"), weights_only=False)[name]
     overrides = {"data": LEGACY, "source_lang": "src", "target_lang": "tgt"}
@@ -216,6 +216,7 @@ def test_every_module_beside_the_machinery_is_a_variant_or_a_part_of_one():
 NEW_MIXER = '''"""``copy_previous``: every token mixes the value of the key just before it (a test mixer)."""
 import torch
 
+from ..core.placement import PLACEMENTS
 from .engine import DirectWeights, EnergyMixingAttention, register_mixer
 
 
@@ -224,7 +225,8 @@ class PreviousToken(DirectWeights):
         return (key_positions[:, None, None, :] == query_positions[:, None, :, None] - 1).to(query.dtype)
 
 
-@register_mixer("copy_previous", gated_by_default=False, uses_positions=True, description="a test mixer")
+@register_mixer("copy_previous", placements=PLACEMENTS, gated_by_default=False, uses_positions=True,
+                description="a test mixer")
 def build(spec, resources):
     return EnergyMixingAttention(spec, resources, PreviousToken())
 '''

@@ -430,7 +430,7 @@ ERRORS = [
     (["--arch", "rpehead_iwslt_de_en", "--encoder-rpe-heads", "4"], "--encoder-rpe-heads"),
     (["--arch", "mprhead_iwslt_de_en", "--encoder-embed-dim", "24", "--decoder-embed-dim", "24",
       "--encoder-rpe-heads", "1"], "--encoder-rpe-heads"),  # d_r = 6 cannot be split into 4 heads
-    (["--arch", "t5bias_iwslt_de_en", "--decoder-cross-mixer", "t5bias"], "self-attention only"),
+    (["--arch", "t5bias_iwslt_de_en", "--decoder-cross-mixer", "t5bias"], "--decoder-cross-mixer: invalid choice: 't5bias'"),
     (["--arch", "t5bias_iwslt_de_en", "--encoder-self-t5-buckets", "2"], "--encoder-self-t5-buckets"),
     (["--arch", "t5bias_iwslt_de_en", "--decoder-self-t5-max-distance", "8"], "--decoder-self-t5-max-distance"),
     (["--arch", "posnet_embed_iwslt_de_en", "--decoder-posnet-embed-dropout", "1.5"], "--decoder-posnet-embed-dropout"),

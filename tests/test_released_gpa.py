@@ -194,7 +194,7 @@ def test_table_dropout_drops_the_normalised_rows_in_training_only():
 
 @pytest.mark.parametrize("flags,message", [
     (["--arch", "rposnet_iwslt_de_en", "--encoder-self-position-table-dropout", "1.0"],
-     r"--encoder-self-position-table-dropout must be in \[0, 1\)"),
+     r"--encoder-self-position-table-dropout: 1.0 is out of range: must be a finite number from 0.0 to 1.0 \(exclusive\)"),
     (["--arch", "rposnet_iwslt_de_en", "--encoder-self-absolute-sinusoids", "interleaved"],
      r"--encoder-self-absolute-sinusoids interleaved applies to sinusoidal tables only"),
     (["--arch", "shaw_iwslt_de_en", "--encoder-self-position-table-layernorm", "on"],

@@ -43,8 +43,20 @@ def make_dictionary(n_words: int = 40) -> Dictionary:
     return d
 
 
+class ParseRefusal(ValueError):
+    """fairseq's parser refused the flags (on the command line: argparse's usage error, exit status 2)."""
+
+
+def _refuse(message):
+    raise ParseRefusal(message)
+
+
 def parse_model_args(flags, tiny=True):
+    """The arguments ``fairseq-train --arch ...`` parses from ``flags`` (with the tiny sizes unless ``tiny`` is
+    False); a flag the parser refuses (an unknown value, a number out of its range) is a :class:`ParseRefusal`
+    with argparse's message, where the command line would exit with status 2."""
     parser = options.get_training_parser()
+    parser.error = _refuse  # argparse's usage error, raised here instead of exiting the process
     argv = ["unused-data-dir", "--task", "posmix_translation", "--user-dir", USER_DIR]
     argv += (TINY if tiny else []) + list(flags)  # the test's own flags win over the tiny sizes
     args = options.parse_args_and_arch(parser, argv)
@@ -110,8 +122,9 @@ def mixer_spec(name, placement="encoder_self", gated=False, k=4, table="sinusoid
                **options):
     """A MixerSpec for a standalone mixer; ``options`` by their Python names (gaussian_sigma=...)."""
     values = {"max-relative-position": k, "position-table": table}
-    declared = MIXER_REGISTRY.get(name, "--mixer").options
-    opts = {o: options.get(o.replace("-", "_"), values.get(o, kw.get("default"))) for o, kw in declared.items()}
+    entry = MIXER_REGISTRY.get(name, "--mixer")
+    opts = {o: options.get(o.replace("-", "_"), values.get(o, kw.get("default"))) for o, kw in entry.options.items()}
+    entry.check_options(PLACEMENT_BY_NAME[placement], opts)  # as a model's options are checked when read
     return MixerSpec(name=name, placement=PLACEMENT_BY_NAME[placement], layer_idx=0, num_layers=1, options=opts,
                      embed_dim=d, num_heads=h, kdim=d, attention_dropout=0.0, gated=gated, length_ratio=gamma,
                      max_query_positions=64, max_key_positions=64)
