@@ -4,16 +4,22 @@ any arch built through fairseq's own argument parser (exactly as ``fairseq-train
 specs, standalone mixers and a call helper for them, and random batches. Needs fairseq."""
 
 
+import contextlib
+from typing import Optional
+
 import torch  # noqa: E402
-from fairseq import models, options  # noqa: E402
+from fairseq import checkpoint_utils, models, options  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
 from posmix_fairseq import USER_DIR, register  # noqa: E402
 from posmix_fairseq.core.placement import PLACEMENT_BY_NAME, SIDES  # noqa: E402
 from posmix_fairseq.core.position_tables import SharedPositionTables  # noqa: E402
 from posmix_fairseq.core.positions import PositionFrame, PositionRoute  # noqa: E402
+from posmix_fairseq.models import architectures  # noqa: E402
 from posmix_fairseq.models.architectures import ARCHITECTURES  # noqa: E402
-from posmix_fairseq.models.upgrades import DEFAULTS_VERSION_KEY  # noqa: E402
+from posmix_fairseq.models.upgrades import DEFAULTS_VERSION_KEY, EVERY_VALUE_STORED  # noqa: E402
 from posmix_fairseq.mixers import MIXER_REGISTRY, MixerSpec, SideResources, build_mixer  # noqa: E402
 from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask  # noqa: E402
 
@@ -279,11 +285,27 @@ STORED_CONFIGS = {
 }
 
 
+@contextlib.contextmanager
+def values_left_unset():
+    """Parsing as the code before :data:`~posmix_fairseq.models.upgrades.EVERY_VALUE_STORED` did: its arch function
+    left the options a command line did not give unset (to be read through the defaults when a model was built)."""
+    stores = architectures.store_option_values
+    architectures.store_option_values = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        architectures.store_option_values = stores
+
+
 def stored_arguments(flags, unset=(), defaults_version=None, tiny=True):
     """Model arguments as a checkpoint stored them: parsed from ``flags``, the attributes ``unset``
     left unset (None: options its code did not have), and ``defaults_version`` (None: absent, as in
-    checkpoints made before it)."""
-    args = parse_model_args(flags, tiny)
+    checkpoints made before it; below :data:`EVERY_VALUE_STORED`, the options the flags do not give are unset)."""
+    if defaults_version is None or defaults_version < EVERY_VALUE_STORED:
+        with values_left_unset():
+            args = parse_model_args(flags, tiny)
+    else:
+        args = parse_model_args(flags, tiny)
     for key in unset:
         setattr(args, key, None)
     if defaults_version is None:
@@ -301,6 +323,40 @@ def build_stored_model(args, dictionary=None, seed=0):
     task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, d)
     torch.manual_seed(seed)
     return models.build_model(args, task).eval(), d
+
+
+def checkpoint_config(args) -> dict:
+    """The configuration fairseq-train stores in a checkpoint for ``args`` (its groups as dicts, the model's
+    arguments as a namespace). Converting takes a third of a second (hydra): configurations that differ only
+    in the model reuse one, ``dict(cfg, model=other_args)``."""
+    return OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True)
+
+
+def save_checkpoint(model, args, path: str, cfg: Optional[dict] = None):
+    """``model`` (built from ``args``) saved as fairseq-train saves a checkpoint: its configuration (``cfg``'s
+    groups, default :func:`checkpoint_config`, with ``args`` as the model's), state dict and an optimizer history
+    of no update (``checkpoint_utils.load_model_ensemble_and_task`` reads it)."""
+    cfg = dict(cfg or checkpoint_config(args), model=args)
+    state = {"args": None, "cfg": cfg, "model": model.state_dict(), "criterion": {}, "task_state": {},
+             "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam",
+                                    "lr_scheduler_state": {"best": None}, "num_updates": 0}],
+             "extra_state": {}, "last_optimizer_state": None}
+    checkpoint_utils.torch_persistent_save(state, path)
+
+
+def write_dictionaries(data_dir: str, dictionary=None, source="src", target="tgt"):
+    """The dictionaries fairseq's translation task loads from ``data_dir`` (both sides: ``dictionary``)."""
+    d = dictionary or make_dictionary()
+    for lang in (source, target):
+        d.save(f"{data_dir}/dict.{lang}.txt")
+
+
+def load_checkpoint(path: str, data_dir: str, source="src", target="tgt"):
+    """(model in eval mode, its arguments) as fairseq-generate loads a checkpoint (the arch function and the
+    upgrades run on its stored arguments), with the dictionaries of ``data_dir``."""
+    models_, cfg, _ = checkpoint_utils.load_model_ensemble_and_task(
+        [path], arg_overrides={"data": data_dir, "source_lang": source, "target_lang": target})
+    return models_[0].eval(), cfg.model
 
 
 def build_config(name, seed=0):

@@ -9,7 +9,8 @@ from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
 from ..mixers import MIXER_REGISTRY
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .options import default_mixers, made_by_this_code, posmix_base_architecture
+from .options import (default_mixers, made_by_this_code, posmix_base_architecture, store_option_values,
+                      stored_defaults_version)
 from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers the model first)
 from . import upgrades
 
@@ -126,7 +127,7 @@ GPA_RELEASED = "Gated position-based attention, released code"
 
 
 def _dropout_where_read(option: str):
-    """``--S-<option>`` = --dropout for each self-attention sublayer whose mixer reads it."""
+    """``--<sublayer>-<option>`` = --dropout for each self-attention sublayer whose mixer reads it."""
     def per(placement):
         return lambda args: args.dropout if _reads(args, placement, option) else None
     return {SELF_ATTENTION[side].attr(option): per(SELF_ATTENTION[side]) for side in SIDES}
@@ -208,12 +209,16 @@ for _variant, (_paper, _what, _defaults) in VARIANTS.items():
 def upgrading_stored_arguments(architecture):
     """The registered arch function. fairseq runs it first on a loaded checkpoint's arguments, so those
     stored by older code (defaults version below the current version) are upgraded here, once, before any
-    default fills them; arguments of this code's command lines run no upgrade code."""
+    default fills them; arguments of this code's command lines run no upgrade code. Then every option the model
+    reads takes its value (unset ones: the defaults of the code the arguments come from), so the checkpoint
+    stores them all."""
     @functools.wraps(architecture)
     def registered(args):
+        version = stored_defaults_version(args)
         if not made_by_this_code(args):
             upgrades.upgrade_stored_args(args)
         architecture(args)
+        store_option_values(args, *upgrades.defaults_of_version(version))
     return registered
 
 

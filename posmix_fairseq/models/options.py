@@ -4,9 +4,10 @@ Per sublayer (``encoder-self``, ``decoder-self``, ``decoder-cross``): ``--<subla
 every option a registered mixer declares; per side: ``--<side>-position-encoding`` and every option a
 registered position encoding declares. An option given where nothing reads it is an error.
 The defaults version (a parser default, no flag) and the stored legacy readings: docs/choices.md, "Old
-checkpoints".
+checkpoints". Every option a built model reads is stored with its value (:func:`store_option_values`), so a
+default changed later never changes a trained model.
 """
-from typing import Dict
+from typing import Callable, Dict
 
 from fairseq.models.transformer.transformer_legacy import base_architecture
 
@@ -18,7 +19,7 @@ from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 
 DEFAULTS_VERSION_KEY = "posmix_paper_readings"  # the attribute checkpoints store the defaults version under
 #: the version of the defaults this code builds; upgrade steps with ``defaults_below`` <= it pin former ones
-DEFAULTS_VERSION = 13
+DEFAULTS_VERSION = 14
 LEGACY_READINGS = "posmix_legacy_readings"
 GATING_CHOICES = ("default", "on", "off")
 
@@ -106,6 +107,45 @@ def read_options(args, scope, entry) -> Dict:
 def default_mixers(args):
     for placement in PLACEMENTS:
         placement.write(args, "mixer", placement.read(args, "mixer", "mha"))
+
+
+#: (registry, entry name, option) -> the default an unset option takes; today's: the registry's
+Defaults = Callable[[object, str, str], object]
+
+
+def todays_default(registry, name: str, option: str):
+    return registry.get(name, option).options[option].get("default")
+
+
+def todays_gating(mixer: str) -> bool:
+    return MIXER_REGISTRY.get(mixer, "--mixer").gated_by_default
+
+
+def store_option_values(args, default: Defaults = todays_default, gated: Callable = todays_gating):
+    """Writes into ``args`` the value of every option the model reads and the arguments leave unset: each
+    sublayer's gating ("default": its mixer's, on or off) and the options its mixer reads, each side's
+    position encoding's options, by ``default(registry, name, option)`` (today's defaults, or those an older
+    checkpoint was trained with). Run last by every registered arch function, so the arguments a checkpoint
+    stores hold every value it was built with. Options whose default is a rule (None: e.g. "--dropout") stay
+    unset; an unknown mixer or encoding is left for the validation to name."""
+    for placement in PLACEMENTS:
+        name = placement.read(args, "mixer", "mha")
+        if name not in MIXER_REGISTRY or not MIXER_REGISTRY.get(name, placement.flag("mixer")).available_at(placement):
+            continue
+        entry = MIXER_REGISTRY.get(name, placement.flag("mixer"))
+        if placement.read(args, "gating", "default") == "default":
+            placement.write(args, "gating", "on" if gated(name) else "off")
+        for option in entry.options:
+            if placement.read(args, option) is None and \
+                    not entry.unread_condition(option, placement.read_declared(args, entry.options)):
+                placement.write(args, option, default(MIXER_REGISTRY, name, option))
+    for side in SIDES:
+        name = side.read(args, "position-encoding")
+        if name in POSITION_ENCODING_REGISTRY:
+            entry = POSITION_ENCODING_REGISTRY.get(name, side.flag("position-encoding"))
+            for option in entry.options:
+                if side.read(args, option) is None:
+                    side.write(args, option, default(POSITION_ENCODING_REGISTRY, name, option))
 
 
 def posmix_base_architecture(args):
