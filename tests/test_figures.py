@@ -402,7 +402,12 @@ def test_gaussian_pictures_from_a_trained_checkpoint(tiny_hc_sa, tmp_path):
             np.testing.assert_allclose(stored["gaussian"][kind]["layers"][layer]["weights"][head], expected, atol=1e-6)
 
 
-@pytest.mark.parametrize("arch", ["aposnet", "t5bias", "at5bias", "linearnet", "posnet_attn", "posnet_embed"])
+# arch -> the figure learned_positions draws of its position-only parts (one case per family of pictures)
+PICTURES = {"aposnet": "aposnet_energy.encoder_self", "t5bias": "t5_bias", "at5bias": "t5_bias",
+            "linearnet": "linear.encoder_self", "posnet_attn": "posnet_kernels", "posnet_embed": "posnet_kernels"}
+
+
+@pytest.mark.parametrize("arch", sorted(PICTURES))
 def test_other_position_pictures_equal_the_model(arch, tmp_path):
     flags = ["--arch", f"{arch}_iwslt_de_en"]
     if arch in ("t5bias", "at5bias"):
@@ -415,8 +420,7 @@ def test_other_position_pictures_equal_the_model(arch, tmp_path):
                 torch.nn.init.zeros_(proj.bias)
     data = learned_positions.extract(model, P)
     figs = learned_positions.draw(data, str(tmp_path))
-    name = {"aposnet": "aposnet_energy.encoder_self", "t5bias": "t5_bias", "at5bias": "t5_bias",
-            "linearnet": "linear.encoder_self", "posnet_attn": "posnet_kernels", "posnet_embed": "posnet_kernels"}[arch]
+    name = PICTURES[arch]
     assert_written(str(tmp_path), name)
     axes = panels(figs[name])
     seen = attention_of(model, P)

@@ -100,23 +100,25 @@ def test_shaw_value_term_equals_direct_sum():
 # K^ = 2K + 1. Rel. self-attention (Section 7.2, Table 6) is Shaw without W^K: K^D + 3D^2. The paper
 # counts weight matrices only; the layers also hold a bias per D x D map and, gated, Eq. 4's W^G and
 # LayerNorm (gate: D^2 + D + 2D). Shaw is read as the shaw_* archs build it (sliced, no a^V).
+TABLE8 = {  # mixer -> its training-time parameters per layer, GPA Table 8's form (d: D, k_hat: 2K + 1)
+    "mha": lambda d, k_hat: 4 * d * d + 4 * d,
+    "shaw": lambda d, k_hat: k_hat * d + 4 * d * d + 4 * d,
+    "relattn": lambda d, k_hat: k_hat * d + 3 * d * d + 3 * d,
+    "aposnet": lambda d, k_hat: 4 * (d * d + d),  # W^Q, W^K act on the shared position embeddings
+    "rposnet": lambda d, k_hat: k_hat * d + 3 * d * d + 3 * d,  # + gate: Table 8's K^D + 4D^2
+}
+
+
 def expected_params(name, gated, d, h, k):
-    k_hat = 2 * k + 1
     gate = d * d + d + 2 * d if gated else 0  # W^G and the value LayerNorm (Eq. 4)
-    return {
-        "mha": 4 * d * d + 4 * d,
-        "shaw": k_hat * d + 4 * d * d + 4 * d,
-        "relattn": k_hat * d + 3 * d * d + 3 * d,
-        "aposnet": 4 * (d * d + d),  # W^Q, W^K act on the shared position embeddings
-        "rposnet": k_hat * d + 3 * d * d + 3 * d,  # + gate: Table 8's K^D + 4D^2
-    }[name] + gate
+    return TABLE8[name](d, 2 * k + 1) + gate
 
 
 PAPER_READINGS = {"shaw": dict(relative_embedding_heads="sliced", shaw_value_term="off")}
 
 
 @pytest.mark.parametrize("gated", [False, True])
-@pytest.mark.parametrize("name", ["mha", "shaw", "relattn", "aposnet", "rposnet"])
+@pytest.mark.parametrize("name", sorted(TABLE8))
 def test_parameter_counts_match_table8_formulas(name, gated):
     for d, h, k in [(512, 8, 16), (1024, 16, 8)]:
         mixer = standalone_mixer(spec(name, gated=gated, k=k, table="learned" if name != "aposnet" else "sinusoidal",

@@ -174,7 +174,12 @@ EXTRA_CONFIGS = {
     "aposnet_learned": ["--arch", "aposnet_wmt_en_de", "--encoder-self-position-table", "learned",
                         "--decoder-self-position-table", "learned"],
 }
-ALL_CONFIGS = {name: ["--arch", name] for name in ["posmix_transformer", *ARCHITECTURES]}
+def registered_archs():
+    """Every arch this package registers with fairseq: the plain model's and the table's (models/architectures.py)."""
+    return ["posmix_transformer", *ARCHITECTURES]
+
+
+ALL_CONFIGS = {name: ["--arch", name] for name in registered_archs()}
 ALL_CONFIGS.update(EXTRA_CONFIGS)
 
 
