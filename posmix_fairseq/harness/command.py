@@ -125,6 +125,31 @@ def checked_text(check: Callable[[str], object]) -> Callable[[str], str]:
     return convert
 
 
+class ChoiceList:
+    """An argparse ``type``: a comma-separated, non-empty list of ``choices`` (each once); anything else is argparse's
+    usage error (exit status 2) naming the option and the valid values."""
+
+    def __init__(self, choices: Sequence[str]):
+        self.choices = tuple(choices)
+        self.__name__ = "list"
+
+    def __call__(self, text) -> List[str]:
+        items = [x.strip() for x in str(text).split(",") if x.strip()]
+        bad = [x for x in items if x not in self.choices]
+        if bad or not items or len(set(items)) != len(items):
+            what = f"{', '.join(bad)} not supported" if bad else "empty" if not items else "a value given twice"
+            raise argparse.ArgumentTypeError(f"{text!r}: {what}; give a comma-separated list of {', '.join(self.choices)}")
+        return items
+
+    def out_of_range(self) -> List[str]:
+        """Lists it refuses (an unknown item, none, an item twice): what a test feeds the option."""
+        return [f"{self.choices[0]},no-such-choice", "", f"{self.choices[0]},{self.choices[0]}"]
+
+
+#: the formats the figures are written in (posmix-plot, posmix-attention --heatmaps: --formats)
+FIGURE_FORMATS = ChoiceList(("png", "svg", "pdf"))
+
+
 class NumberList:
     """An argparse ``type``: a comma-separated list of numbers, each a :class:`Number` of ``item``, of
     ``length`` items if given, strictly increasing if ``increasing`` (an inverted range is refused); an
