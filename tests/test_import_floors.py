@@ -76,7 +76,7 @@ FLOORS = [
 HARNESS_FLOORS = [
     tuple(f"{HARNESS}.{name}" for name in ("command", "pipeline", "raw_text", "checkpoint_files", "testing",
                                            "environment", "toy_corpus", "options", "freeze", "paper_tables",
-                                           "fairseq_loading")),
+                                           "fairseq_loading", "docs")),
     (f"{HARNESS}.recipes",),
     (f"{HARNESS}.figures",),
     (f"{HARNESS}.evaluation",),
@@ -85,8 +85,8 @@ HARNESS_FLOORS = [
 ]
 #: budgets in lines of code (``code_lines``: blank and comment-only lines are free). A variant (a mixer or a position
 #: encoding, ``mixers/<name>.py`` or ``position_encodings/<name>.py``) is one small module with a budget of its own,
-#: so a new one costs the shared budget nothing; the machinery (the rest of the library) has a total: it had 4,021
-#: lines when the total was set, which leaves declared headroom for its next features (docs/choices.md, "Line budgets")
+#: so a new one costs the shared budget nothing; the machinery (the rest of the library) has a total with declared
+#: headroom for its next features: 4,253 lines used of 4,700 (docs/choices.md, "Line budgets")
 VARIANT_LINES = 200
 MACHINERY_LINES = 4700
 

@@ -70,7 +70,8 @@ VARIANTS = {
                 both_sides(self_mixer="rposnet", position_encoding="none", self_relative_embedding_heads="sliced")),
     "aposnet": (GPA, "aPosNet, Eq. 8, gated (Eq. 4); Tables 2-6",
                 both_sides(self_mixer="aposnet", position_encoding="none")),
-    "shaw": ("Shaw et al. 2018", "relative position representations (K and V terms); Table 6",
+    "shaw": ("Shaw et al. 2018", "GPA's Shaw baseline: relative keys, one (2K+1) x D table per layer sliced over the "
+                                 "heads, no a^V term; Tables 2, 3, 6",
              both_sides(self_mixer="shaw", position_encoding="none", self_relative_embedding_heads="sliced",
                         self_shaw_value_term="off")),
     "relattn": (GPA, "token-position relative attention, Section 7.2; Table 6",
