@@ -119,6 +119,13 @@ VARIANTS = {
     "at5bias": ("PosNet (baseline: Wu et al. 2021)",
                 "AT5: soft learnable buckets (1 - exp(-alpha d)) and a per-head MLP",
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
+    # Two position methods that length-generalisation studies compare against, beyond the five papers
+    "alibi": ("Press, Smith & Lewis, ICLR 2022 (arXiv:2108.12409)",
+              "ALiBi: per-head linear distance penalties, slopes 2^(-8h/H); no position embeddings",
+              both_sides(self_mixer="alibi", position_encoding="none")),
+    "rope": ("Su, Lu, Pan, Murtadha, Wen & Liu 2021 (arXiv:2104.09864)",
+             "RoPE (RoFormer): rotary query and key positions; no position embeddings",
+             both_sides(self_mixer="rope", position_encoding="none")),
 }
 
 # The released code of GPA (github.com/apptek/posnet-position_based_attention: models/posnet/models/posnet.py,
