@@ -237,11 +237,17 @@ from helpers import build_model, random_batch
 model, d = build_model(["--arch", "posmix_transformer", "--encoder-self-mixer", "copy_previous"])
 src, src_len = random_batch(d, [5, 3])
 print("OK", type(model.encoder.layers[0].self_attn.energy).__name__, model(src, src_len, src)[0].shape)
+from posmix_fairseq.core.placement import DECODER_CROSS
+from posmix_fairseq.harness import docs
+from posmix_fairseq.mixers import MIXER_REGISTRY
+print("offered", "copy_previous" in MIXER_REGISTRY.names_at(DECODER_CROSS),
+      "tabulated", "| `copy_previous` |" in docs.render_mixers())
 """
 
 
 def test_a_new_mixer_is_one_file(tmp_path):
-    """A copy of the package with one more file under mixers/ has the mixer (flag, build, forward)."""
+    """A copy of the package with one more file under mixers/ has the mixer (flag, build, forward), offered in
+    the sublayers its placements name and tabulated by the docs' generator."""
     import shutil
     import subprocess
     import sys
@@ -252,6 +258,7 @@ def test_a_new_mixer_is_one_file(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "OK PreviousToken torch.Size([2, 5, 44])" in result.stdout, result.stdout
+    assert "offered True tabulated True" in result.stdout, result.stdout  # its placements, the docs' table
 
 
 def test_package_and_scripts_do_not_reach_into_tests():
