@@ -5,6 +5,7 @@ specs, standalone mixers and a call helper for them, and random batches. Needs f
 
 
 import contextlib
+import functools
 from typing import Optional
 
 import torch  # noqa: E402
@@ -269,6 +270,22 @@ EXTRA_CONFIGS.update({
         "--decoder-cross-position-table", "sinusoidal", "--length-ratio", "1.2"],
 })
 ALL_CONFIGS.update(EXTRA_CONFIGS)
+
+@functools.lru_cache(maxsize=None)
+def distinct_configs():
+    """The names of ALL_CONFIGS (sorted) without those whose parsed arguments equal an earlier one's at the tiny
+    sizes (e.g. ``X_iwslt_de_en`` and ``X_wmt_en_de`` differ only in sizes the tiny flags override): the same model
+    need not be run twice. Every arch is still built through its own arch function and reloaded
+    (tests/test_checkpoint_reload.py)."""
+    seen, names = set(), []
+    for name in sorted(ALL_CONFIGS):
+        args = {k: v for k, v in vars(parse_model_args(ALL_CONFIGS[name])).items() if k not in ("arch", "_name")}
+        key = repr(sorted(args.items()))
+        if key not in seen:
+            seen.add(key)
+            names.append(name)
+    return tuple(names)
+
 
 # stored arguments of checkpoints made before the defaults version: (flags, attributes those checkpoints
 # lacked). Built through fairseq's load path (:func:`build_stored_model`), they are upgraded to the
