@@ -9,7 +9,7 @@ somewhere in the paper. Where the paper's wording is stronger or weaker than its
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from ..paper_tables import GPA, HC, PEA, POSNET, RECPE
+from ...paper_tables import GPA, HC, PEA, POSNET, RECPE
 
 #: what a claim expects of system against baseline (Δ = system - baseline)
 EXPECTATIONS = {
