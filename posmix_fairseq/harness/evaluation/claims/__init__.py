@@ -94,7 +94,7 @@ def plan(opts, lay: data.Layout, runs: List[tuple], todo: List[tuple]) -> str:
     lines = [f"# posmix-claims plan: {len(runs)} runs ({len(todo)} still to train), {opts.jobs} at a time "
              f"on the {device.upper()}, in {lay.out}",
              f"# 1. BPE, length cap and test sets (python): {opts.data_dir} -> {lay.bpe}, {lay.raw}"]
-    lines += ["# 2. " + shlex.join(cmd) for cmd in runner.preprocess_cmds(opts, lay)]
+    lines += ["# 2. " + shlex.join(cmd) for cmd in runner.preprocess_cmds(opts, lay, sorted({k for k, _ in runs}))]
     for key, seed in runs:
         s = SYSTEMS[key]
         averaged = os.path.join(lay.run_dir(key, seed), "averaged.pt")
@@ -209,7 +209,7 @@ def main(argv: Optional[List[str]] = None):
             os.path.join(runner.results_run_dir(opts.results, *r), "result.json")))]
         print(plan(opts, lay, runs, todo))
         return 0
-    prepare_study(opts, lay)
+    prepare_study(opts, lay, keys)
     todo = runner.pending(opts, lay, runs)
     runner.log(f"{len(runs)} runs, {len(todo)} to train or decode")
     runner.run_queue(opts, lay, todo)
@@ -218,14 +218,14 @@ def main(argv: Optional[List[str]] = None):
     return write_page(opts)
 
 
-def prepare_study(opts, lay: data.Layout) -> dict:
+def prepare_study(opts, lay: data.Layout, keys: List[str]) -> dict:
     """The data, both binarized splits, and (with --results) the references and the study's settings."""
     runner.log(f"prepare: {opts.data_dir} ({opts.src}->{opts.tgt})")
     info = data.prepare(opts, lay)
     runner.log(f"  length cap {info['max_train_len']} pieces: {info['train_pairs_kept']:,} of {info['train_pairs']:,} "
                f"training pairs; test sets {info['test_sizes']}")
     last_test = f"test{len(TEST_SETS) - 1}.{opts.src}-{opts.tgt}.{opts.src}.idx"
-    for cmd in runner.preprocess_cmds(opts, lay):
+    for cmd in runner.preprocess_cmds(opts, lay, keys):
         if not os.path.isfile(os.path.join(cmd[cmd.index("--destdir") + 1], last_test)):
             pipeline.run(cmd, log=os.path.join(lay.out, "preprocess.log"))
     if opts.results:

@@ -30,8 +30,9 @@ def log(msg: str) -> None:
 
 # ---- the commands -----------------------------------------------------------------------------------
 
-def preprocess_cmds(opts, lay: Layout) -> List[List[str]]:
-    """The capped split with its joined dictionary; the uncapped split with the same dictionary."""
+def preprocess_cmds(opts, lay: Layout, keys: List[str]) -> List[List[str]]:
+    """The capped split with its joined dictionary; the uncapped split with the same dictionary, when one of the
+    systems ``keys`` trains on it."""
     tests = ",".join(os.path.join(lay.bpe, t) for t in TEST_SETS)
     capped = pipeline.preprocess_command(opts.src, opts.tgt, lay.data_bin, os.path.join(lay.bpe, "train.capped"),
                                          os.path.join(lay.bpe, "valid"), None, workers=1) + ["--testpref", tests]
@@ -39,7 +40,7 @@ def preprocess_cmds(opts, lay: Layout) -> List[List[str]]:
     uncapped = pipeline.preprocess_command(opts.src, opts.tgt, lay.data_bin_uncapped, os.path.join(lay.bpe, "train"),
                                            os.path.join(lay.bpe, "valid"), None, srcdict=dictionary,
                                            tgtdict=dictionary, workers=1) + ["--testpref", tests]
-    return [capped, uncapped]
+    return [capped, uncapped] if any(SYSTEMS[k].uncapped for k in keys) else [capped]
 
 
 def data_bin(lay: Layout, system: StudySystem) -> str:
