@@ -61,4 +61,4 @@ if "$PY" -c "import setuptools" 2>/dev/null; then
 else
   pip install -e .
 fi
-envcheck --require torch,fairseq,sacrebleu,sentencepiece
+envcheck --require torch,fairseq,sacrebleu,sentencepiece,sacremoses

@@ -39,7 +39,7 @@ STRESS = {  # what each corpus stresses, printed above the table
            "generalisation, what relative position models are built for).",
     "real": "Corpus: real text; `long` is PEA's concatenated test set (consecutive test pairs joined, mostly longer "
             "than the training sentences). Small models and few updates: early training, not a ranking "
-            "(docs/reproduction.md has converged runs).",
+            "(docs/reproduction.md compares the papers' systems over several seeds).",
 }
 SYSTEMS = {  # label -> fairseq-train flags
     "Transformer": ["--arch", "posmix_transformer_iwslt_de_en"],
@@ -149,6 +149,8 @@ def main():
     p.add_argument("--vocab-size", type=POSITIVE_INT, default=8000, help="SentencePiece vocabulary (real data only)")
     p.add_argument("--max-train-sentences", type=NON_NEGATIVE_INT, default=0, help="use only the first N training pairs")
     p.add_argument("--beam", type=POSITIVE_INT, default=5)
+    p.add_argument("--seed", type=POSITIVE_INT, default=1,
+                   help="fairseq-train's --seed for every system (the README's spread is over seeds 1-3)")
     p.add_argument("--no-freeze", action="store_true",
                    help="skip posmix-freeze (by default every system with aPosNet/rPosNet energies is frozen and decoded)")
     p.add_argument("--systems", default=",".join(SYSTEMS),
@@ -224,7 +226,7 @@ def main():
             "--warmup-updates", "300", "--clip-norm", "1.0", "--criterion", "label_smoothed_cross_entropy",
             "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens), "--max-update", str(args.max_update),
             "--no-epoch-checkpoints", "--no-progress-bar", "--log-interval", "100",
-            "--seed", "1", "--num-workers", "0", "--cpu"], log=train_log, on_line=progress(args.max_update),
+            "--seed", str(args.seed), "--num-workers", "0", "--cpu"], log=train_log, on_line=progress(args.max_update),
             env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
         train_time = time.time() - t0
         checkpoint = os.path.join(save_dir, "checkpoint_last.pt")
@@ -258,7 +260,8 @@ def main():
     print(table)
     print(f"\nsacreBLEU on `test` ({len(references['test'])} sentences) and `long` ({len(references['long'])}); "
           f"decoding tokens/s as fairseq-generate reports it on `test` (beam {args.beam}, CPU); everything in {out}; "
-          f"total {time.time() - t_start:.0f} s. Real data, converged: docs/reproduction.md")
+          f"seed {args.seed}; total {time.time() - t_start:.0f} s. One seed is one draw: the README gives the spread "
+          f"over seeds. The papers' claims on real data, over several seeds: docs/reproduction.md")
 
 
 if __name__ == "__main__":

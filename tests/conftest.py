@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from helpers import TINY, build_model, make_dictionary, parse_model_args, random_batch  # noqa: F401  (re-exported)
-from posmix_fairseq.harness.testing import ALL_CONFIGS, EXTRA_CONFIGS  # noqa: F401  (the every-arch suite)
+from posmix_fairseq.harness.testing import ALL_CONFIGS, EXTRA_CONFIGS, distinct_configs  # noqa: F401  (the every-arch suite)
 
 if os.environ.get("POSMIX_TEST_DEVICE"):
     torch.set_default_device(os.environ["POSMIX_TEST_DEVICE"])
@@ -33,8 +33,9 @@ def tiny_learned_metrics(tmp_path_factory):
     return build_all(str(tmp_path_factory.mktemp("learned_metrics")))
 
 
-# defined last: the parameters are read when the decorator runs, so every update above counts
-@pytest.fixture(params=sorted(ALL_CONFIGS), ids=sorted(ALL_CONFIGS))
+# every distinct configuration of the suite: an arch whose parsed arguments equal another's (at the tiny sizes)
+# builds the same model, run once (harness/testing.py: distinct_configs)
+@pytest.fixture(params=list(distinct_configs()), ids=list(distinct_configs()))
 def any_config(request):
     return request.param, ALL_CONFIGS[request.param]
 

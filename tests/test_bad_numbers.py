@@ -103,12 +103,12 @@ def command_parsers():
 
 
 def numeric_options():
-    from posmix_fairseq.harness.command import Number, NumberList
+    from posmix_fairseq.harness.command import ChoiceList, Number, NumberList
 
     cases = []
     for name, prefix, parser in command_parsers():
         for action in parser._actions:
-            if isinstance(action.type, (Number, NumberList)):
+            if isinstance(action.type, (Number, NumberList, ChoiceList)):
                 flag = max(action.option_strings, key=len) if action.option_strings else None
                 for bad in action.type.out_of_range():
                     cases.append((name, prefix, flag, bad))
@@ -153,3 +153,17 @@ def test_a_numeric_option_out_of_range_is_a_usage_error_naming_it(name, prefix, 
     assert status == 2, (name, flag, bad, err)
     assert f"argument {flag}" in err or f"/{flag}:" in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("item", ["sublayer.dims=[0]", "train.updates=-1", "quality.hours=NaN", "quality.hours=Infinity",
+                                  "decode.beams=[]", "sublayer.k=2.5", "train.tiny=1", "train.nope=3", "kernels.x=1",
+                                  "quality.max_train=-1"])
+def test_gpu_bench_set_values_out_of_range_are_usage_errors(item, capsys):
+    """posmix-bench-gpu --set SECTION.KEY=JSON: a value of another kind than the setting's, or out of its range
+    (numbers finite and > 0, or >= 0 where 0 means none or all), or an unknown setting: exit status 2 naming it."""
+    from posmix_fairseq.harness.benchmarks import gpu
+    from posmix_fairseq.harness.command import run
+
+    status = run(gpu.main, "posmix-bench-gpu", ["--dry-run-cpu", "--set", item])  # refused before any section runs
+    err = capsys.readouterr().err
+    assert status == 2 and f"--set {item!r}" in err, (status, err)

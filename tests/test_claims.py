@@ -1,9 +1,12 @@
-"""posmix-claims: the catalogue of the papers' claims (each figure is in the paper's text), the verdict
-rule, option errors, the plan, and one tiny study end to end (two systems, a few updates, a toy corpus):
-the length-capped splits, the page, and a study continued from its results folder alone. Nothing here
+"""posmix-claims: the catalogue of the papers' claims (each quoted figure is on the paper's line for the system it
+is quoted for), option errors, the plan (the CPU grid, and the converged GPU grid as a dry run), the recipe's
+PLAN=1, the committed results folder against the page and docs, and one tiny study end to end (two systems,
+a few updates, a toy corpus): the length-capped splits, what a run records, and the page written again from
+the results folder alone. The statistics and the verdict rule: tests/test_claims_statistics.py. Nothing here
 trains to convergence."""
 import gzip
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,57 +16,64 @@ from helpers import paper_text
 
 from posmix_fairseq.harness.command import run
 from posmix_fairseq.harness.evaluation import claims
-from posmix_fairseq.harness.evaluation.claims import CLAIMS, SYSTEMS, Claim, verdict
-from posmix_fairseq.harness.evaluation.paper_tables import GPA, HC, PEA, POSNET, RECPE
+from posmix_fairseq.harness.evaluation.claims.catalogue import (CLAIMS, EXPECTATIONS, PAPER_CITATIONS, SCORING_SETS)
+from posmix_fairseq.harness.evaluation.claims.systems import SYSTEMS, TEST_SETS
 from posmix_fairseq.harness.toy_corpus import write_corpus
 
-CITATION = {"GPA": GPA, "HC": HC, "PEA": PEA, "RecPE": RECPE, "PosNet": POSNET}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "examples", "claims", "results")
+NUMBER = r"\d+\.\d+%?|\d+%"
 
 
-def test_every_paper_has_three_rows_and_ten_rows_compare_bleu_with_intervals():
+def test_the_catalogue_has_every_papers_rows():
     per_paper = {}
     for c in CLAIMS:
         per_paper.setdefault(c.paper, []).append(c)
-    assert set(per_paper) == {"GPA", "HC", "PEA", "RecPE", "PosNet"}
-    assert all(len(rows) >= 3 for rows in per_paper.values())
-    assert sum(c.kind == "bleu" for c in CLAIMS) >= 10
+    assert set(per_paper) == set(PAPER_CITATIONS) and all(len(rows) >= 3 for rows in per_paper.values())
+    assert len(CLAIMS) >= 27 and len({c.key for c in CLAIMS}) == len(CLAIMS)
     for c in CLAIMS:
-        if c.kind == "bleu":
-            assert c.system in SYSTEMS and c.baseline in SYSTEMS and c.test in claims.TEST_SETS
-            assert c.expect in claims.EXPECTATIONS
+        if c.kind in ("bleu", "gap"):
+            assert c.system in SYSTEMS and c.baseline in SYSTEMS and c.test in SCORING_SETS and c.expect in EXPECTATIONS
+            assert SCORING_SETS[c.test][0] in TEST_SETS
+        if c.kind == "gap":
+            assert c.test2 in SCORING_SETS
+        if c.expect in ("same", "no_worse") and c.kind == "bleu":
+            assert c.margin_source == "seed" or (c.margin and c.margin_source), c.key  # every margin says where from
         if c.kind == "not_measured":
             assert c.why_not and not c.systems()
-    assert len({c.key for c in CLAIMS}) == len(CLAIMS)
+
+
+def figures_of_line(line):
+    return re.findall(r"(?<![\d.])(\d+(?:\.\d+)?)", line)
 
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=[c.key for c in CLAIMS])
-def test_the_papers_figures_are_in_the_papers_text(claim):
-    text = paper_text(CITATION[claim.paper])
-    numbers = re.findall(r"\d+\.\d+", claim.paper_figure)
-    assert [n for n in numbers if n not in text] == []
+def test_each_quoted_figure_is_the_papers_figure_for_that_comparison(claim):
+    """Each (label, figures) of a row's source is one line of the paper: the line that names the system also
+    holds its figures. Every figure the row quotes is one of them, or their difference or relative change."""
+    lines = paper_text(PAPER_CITATIONS[claim.paper]).splitlines()
+    figures = []
+    for label, values in claim.source:
+        holding = [line for line in lines if label in line]
+        assert holding, f"{claim.key}: no line of the paper holds {label!r}"
+        assert any(all(v.rstrip("%") in figures_of_line(line) for v in values) for line in holding), \
+            f"{claim.key}: no line with {label!r} holds {values}"
+        figures += [float(v.rstrip("%")) for v in values]
+    for quoted in re.findall(NUMBER, claim.paper_figure):
+        value = float(quoted.rstrip("%"))
+        derived = {round(abs(a - b), 1) for a in figures for b in figures} | \
+                  {round(100 * abs(a - b) / b) for a in figures for b in figures if b}
+        assert value in figures or value in derived, f"{claim.key}: {quoted} is not the paper's figure for this row"
 
 
-@pytest.mark.parametrize("expect, margin, diff, p, expected", [
-    ("no_worse", 0.5, -0.4, 0.01, "holds"),                  # within the margin, even if significant
-    ("no_worse", 0.5, -1.2, 0.01, "does not hold at this scale"),
-    ("no_worse", 0.5, -1.2, 0.20, "inconclusive at this scale"),
-    ("same", 0.5, 1.5, 0.20, "holds"),                       # not significant
-    ("same", 0.5, 1.5, 0.01, "does not hold at this scale"),
-    ("better", 0, 1.0, 0.01, "holds"),
-    ("better", 0, 1.0, 0.30, "not confirmed at this scale (p >= 0.05)"),
-    ("better", 0, -1.0, 0.01, "does not hold at this scale"),
-    ("worse", 0, -3.0, 0.001, "holds"),
-    ("worse", 0, 3.0, 0.001, "does not hold at this scale"),
-])
-def test_verdict_rule(expect, margin, diff, p, expected):
-    claim = Claim("x", "GPA", "", "", "rposnet", "transformer", expect=expect, margin=margin)
-    assert verdict(claim, diff, p) == expected
-
-
-def cli(*argv, cwd=None):
-    """The installed command in a child process: its exit status and output as a user sees them."""
-    return subprocess.run([sys.executable, "-m", "posmix_fairseq.harness.evaluation.claims", *argv],
-                          capture_output=True, text=True, cwd=cwd, timeout=600)
+def test_the_papers_significance_is_quoted_where_they_tested():
+    """RecPE tests against the Transformer at p < 0.01; PosNet marks En-De PosNet-Embed not significant."""
+    by_key = {c.key: c for c in CLAIMS}
+    assert all("p < 0.01" in by_key[k].paper_figure for k in ("recpe-1", "recpe-2", "recpe-5"))
+    assert "not marked significant" in by_key["posnet-1"].paper_figure
+    assert "dev set" in by_key["hc-1"].paper_figure and "dev set" in by_key["hc-2"].paper_figure
+    assert "rPosNet against the Transformer" in by_key["gpa-4"].paper_figure
+    assert "K̂D + 4D²" in by_key["gpa-5"].text and "HK̂N + 3D²" in by_key["gpa-5"].text
 
 
 def in_process(capsys, *argv):
@@ -78,26 +88,60 @@ def in_process(capsys, *argv):
     (["--rows", "hc-4"], "--rows hc-4: a GPU is needed"),
     (["--systems", "bert"], "--systems: no system 'bert'"),
     (["--patience", "2", "--average", "4"], "--average must be in 1..--patience + 1 = 3"),
-    (["--max-update", "0"], "argument --max-update: 0 is out of range: must be an integer >= 1"),
+    (["--max-update", "-1"], "argument --max-update: -1 is out of range"),
     (["--validate-every", "500", "--max-update", "100"], "--validate-every 500 is more than --max-update 100"),
+    (["--render-only"], "--render-only writes the page from a results folder: give --results"),
 ])
 def test_bad_options_are_usage_errors(tmp_path, capsys, argv, message):
     status, _, err = in_process(capsys, "--data-dir", str(tmp_path), "--plan", *argv)
     assert status == 2 and message in err, err
 
 
-def test_plan_lists_every_command_and_rows_choose_their_systems(tmp_path, capsys):
-    status, out, err = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--out", str(tmp_path / "study"))
+def test_the_plan_lists_every_run_with_its_seed_and_its_time(tmp_path, capsys):
+    status, out, err = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--out", str(tmp_path / "study"),
+                                  "--device", "cpu")
     assert status == 0, err
     trains = [line for line in out.splitlines() if " -m fairseq_cli.train " in line]
-    assert len(trains) == len(SYSTEMS)
-    for key, line in zip(SYSTEMS, trains):
-        assert f"--arch {SYSTEMS[key].arch}" in line and "--patience 3" in line and "--cpu" in line
-    assert out.count("-m fairseq_cli.generate") == 4 * len(SYSTEMS) + 0
-    assert "posmix_fairseq.harness.freeze" in out
-    _, out, _ = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--rows", "gpa-2,pea-4")
-    systems = re.findall(r"^# system (\w+):", out, re.M)
-    assert systems == ["rposnet", "shaw", "rposnet_nogate", "shaw_konly"]
+    expected = [(k, s) for k in sorted(SYSTEMS, key=lambda k: (SYSTEMS[k].group, list(SYSTEMS).index(k)))
+                for s in range(1, SYSTEMS[k].seeds + 1)]
+    assert len(trains) == len(expected) == sum(s.seeds for s in SYSTEMS.values())
+    for (key, seed), line in zip(expected, trains):
+        assert f"--arch {SYSTEMS[key].arch}" in line and f"--seed {seed} " in line and "--cpu" in line
+        assert ("data-bin-uncapped" in line) == SYSTEMS[key].uncapped
+    assert sum(SYSTEMS[k].seeds for k in SYSTEMS if k == "transformer") == 5
+    assert out.count("-m fairseq_cli.generate") == len(TEST_SETS) * len(expected)
+    assert re.search(r"# time: \d+ runs x at most 2500 updates .* h of training", out)
+    _, out, _ = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--rows", "gpa-2,pea-4", "--device", "cpu")
+    assert re.findall(r"^# run (\w+) seed 1:", out, re.M) == ["rposnet", "shaw", "rposnet_nogate", "shaw_konly"]
+
+
+def test_the_converged_gpu_grid_plans_on_a_cpu(tmp_path, capsys):
+    """The GPU plan's dry run: no update cap (the patience rule alone stops each run), several runs on one GPU,
+    and a time estimate."""
+    status, out, err = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--device", "cuda", "--jobs", "4",
+                                  "--max-update", "0", "--out", str(tmp_path / "gpu"))
+    assert status == 0, err
+    trains = [line for line in out.splitlines() if " -m fairseq_cli.train " in line]
+    assert "4 at a time on the CUDA" in out and trains
+    assert not [line for line in trains if "--max-update" in line or "--cpu" in line]
+    assert re.search(r"# time: \d+ runs x about 8000 updates \(no cap: --expected-updates, the patience rule stops "
+                     r"each\) x 0.04 s per update .* / 4 at once = [\d.]+ h of training", out)
+
+
+def test_the_recipe_plans_and_every_example_script_parses(tmp_path):
+    for folder, _, files in os.walk(os.path.join(ROOT, "examples")):
+        for name in files:
+            if name.endswith(".sh"):
+                assert subprocess.run(["bash", "-n", os.path.join(folder, name)]).returncode == 0, name
+    env = dict(os.environ, PLAN="1", RAW=str(tmp_path), OUT=str(tmp_path / "claims"), PYTHON=sys.executable,
+               PYTHONPATH=ROOT)
+    proc = subprocess.run(["bash", os.path.join(ROOT, "examples", "claims", "run.sh"), "--device", "cpu"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "# posmix-claims plan:" in proc.stdout and "--seed 5" in proc.stdout
+    proc = subprocess.run(["bash", os.path.join(ROOT, "examples", "claims", "run.sh")], capture_output=True, text=True,
+                          env={k: v for k, v in env.items() if k != "RAW"})
+    assert proc.returncode != 0 and "set RAW to the folder of Multi30k raw text" in proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +149,11 @@ def tiny_study(tmp_path_factory):
     root = tmp_path_factory.mktemp("claims")
     write_corpus(str(root / "raw"), seed=3, sizes={"train": 400, "valid": 16, "test": 30}, src="src", tgt="tgt")
     argv = ["--data-dir", str(root / "raw"), "-s", "src", "-t", "tgt", "--systems", "transformer,rposnet",
-            "--vocab-size", "120", "--max-update", "4", "--validate-every", "2", "--patience", "1", "--average", "2",
-            "--beam", "1", "--max-len-b", "12", "--size", "tiny", "--max-tokens", "2000",
-            "--results", str(root / "results")]
-    r = cli(*argv, "--out", str(root / "study"), "--page", str(root / "page.md"))
+            "--seeds", "1", "--vocab-size", "120", "--max-update", "4", "--validate-every", "2", "--patience", "1",
+            "--average", "2", "--beam", "1", "--max-len-b", "12", "--size", "tiny", "--max-tokens", "2000",
+            "--bootstrap", "200", "--device", "cpu", "--results", str(root / "results")]
+    r = subprocess.run([sys.executable, "-m", "posmix_fairseq.harness.evaluation.claims", *argv, "--out",
+                        str(root / "study"), "--page", str(root / "page.md")], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return root, argv
 
@@ -125,41 +170,112 @@ def test_the_test_sets_split_at_the_training_length_cap(tiny_study):
     assert max(max(lengths("train.capped", "src")), max(lengths("train.capped", "tgt"))) <= cap
     assert info["train_pairs_kept"] < info["train_pairs"] == 400
     assert lengths("long", "src") and min(lengths("long", "src")) > cap >= max(lengths("seen", "src"))
-    assert len(lengths("seen", "src")) + len(lengths("long", "src")) == 30
-    assert len(lengths("concat", "src")) == 15
-    raw_test = open(root / "study" / "raw" / "test.src", encoding="utf-8").read().splitlines()
-    assert open(root / "study" / "raw" / "concat.src", encoding="utf-8").readline().rstrip("\n") == \
-        f"{raw_test[0]} {raw_test[1]}"
+    assert len(lengths("seen", "src")) + len(lengths("long", "src")) == 30 and len(lengths("concat", "src")) == 15
+    heldout = lengths("long_heldout", "src")
+    assert heldout and min(heldout) > cap and len(heldout) <= 400 - info["train_pairs_kept"]
+    train = set(open(bpe / "train.capped.src", encoding="utf-8"))
+    assert not train & set(open(bpe / "long_heldout.src", encoding="utf-8"))  # never trained on
+    assert info["source_lengths"]["long_heldout"] == heldout
 
 
-def test_the_page_has_every_row_and_the_frozen_model_translates_as_trained(tiny_study):
+def test_a_run_records_its_seed_commit_machine_load_and_scores(tiny_study):
+    root, _ = tiny_study
+    result = json.load(open(root / "results" / "rposnet" / "seed1" / "result.json"))
+    assert result["seed"] == 1 and "--seed 1 " in result["train_flags"]
+    assert re.fullmatch(r"[0-9a-f]{40}", result["commit"]) and isinstance(result["code_differs_from_commit"], bool)
+    assert "vCPUs" in result["machine"] and "torch" in result["machine"]
+    assert "load_1min_mean" in result and result["train_seconds"] > 0
+    assert result["frozen"]["same_translations"] == result["frozen"]["sentences"] == 30
+    assert result["parameters"]["position_modules"] > 0 and result["frozen"]["parameters"]["position_modules"] == 0
+    assert set(result["scores"]) >= {"test", "seen", "long", "concat", "long_heldout"}
+    test = result["scores"]["test"]
+    assert set(test) >= {"bleu", "bp", "ratio", "precisions", "bleu_equal_length", "chrf++"}
+    assert test["bleu"] == pytest.approx(test["bp"] * test["bleu_equal_length"], abs=1e-3)
+    hyps = gzip.open(root / "results" / "transformer" / "seed1" / "hyp.long_heldout.txt.gz", "rt").read().splitlines()
+    assert len(hyps) == json.load(open(root / "study" / "bpe" / "prepare.json"))["test_sizes"]["long_heldout"]
+
+
+def test_the_page_has_every_row_and_one_seed_is_never_a_verdict(tiny_study):
     root, _ = tiny_study
     page = (root / "page.md").read_text()
     for c in CLAIMS:
         assert f"| {c.key} |" in page
     gpa1 = next(line for line in page.splitlines() if line.startswith("| gpa-1 |"))
-    assert re.search(r"rPosNet [\d.]+ ± [\d.]+ vs Transformer .* BLEU on `test`: Δ = [-+][\d.]+, p = [\d.]+", gpa1)
-    assert "not run" in next(line for line in page.splitlines() if line.startswith("| hc-1 |"))
-    result = json.load(open(root / "results" / "rposnet" / "result.json"))
-    assert result["frozen"]["same_translations"] == result["frozen"]["sentences"] == 30
-    assert result["frozen"]["parameters"]["all"] < result["parameters"]["all"]
-    gpa5 = next(line for line in page.splitlines() if line.startswith("| gpa-5 |"))
-    assert "Base size, same count: 23.0% saved" in gpa5 and "D = 32:" in gpa5
+    assert re.search(r"rPosNet [\d.]+ \(1 seed\) vs Transformer .* BLEU on `test`: Δ = [-+][\d.]+ \[[-+][\d.]+, "
+                     r"[-+][\d.]+\]", gpa1)
+    assert "inconclusive at this scale: 1 seed (3 needed)" in gpa1
+    assert "not run yet" in next(line for line in page.splitlines() if line.startswith("| hc-1 |"))
+    assert "## Lengths, measured as PEA measured them" in page and "## Every run" in page
 
 
-def test_a_study_continues_from_its_results_folder_alone(tiny_study, capsys):
-    """A fresh study folder, the results folder of the first: nothing is trained again, the same spm.model
-    encodes, and the page's scores are the same."""
+def test_the_page_is_written_again_from_the_results_folder_alone(tiny_study, capsys):
+    """No data, no study folder: the results folder's hypotheses, references and settings give the same page."""
     root, argv = tiny_study
-    hyps = gzip.open(root / "results" / "transformer" / "hyp.test.txt.gz", "rt").read().splitlines()
-    assert len(hyps) == 30 and all(h.startswith("H-") for h in hyps)
-    status, _, err = in_process(capsys, *argv, "--render-only", "--out", str(root / "again"), "--page",
-                                str(root / "again.md"))
+    status, _, err = in_process(capsys, "--results", str(root / "results"), "--render-only", "--page",
+                                str(root / "again.md"), "--bootstrap", "200", "--out", str(root / "nowhere"))
     assert status == 0, err[-3000:]
-    assert not (root / "again" / "systems" / "transformer" / "train.log").exists()
-    first = [line for line in (root / "page.md").read_text().splitlines() if line.startswith("| gpa-1 |")]
-    again = [line for line in (root / "again.md").read_text().splitlines() if line.startswith("| gpa-1 |")]
-    assert first == again
-    status, _, err = in_process(capsys, *[a if a != "120" else "200" for a in argv], "--render-only", "--out",
-                                str(root / "other"))
+    assert not (root / "nowhere").exists()
+    first, again = (root / "page.md").read_text(), (root / "again.md").read_text()
+    assert [line for line in first.splitlines() if line.startswith("| ")] == \
+        [line for line in again.splitlines() if line.startswith("| ")]
+    status, _, err = in_process(capsys, *[a if a != "120" else "200" for a in argv], "--plan")
     assert status == 2 and "holds a study with other settings (vocab_size: 120 there, 200 here)" in err
+
+
+# ---- the committed study ----------------------------------------------------------------------------------
+
+def committed_runs():
+    return [json.load(open(os.path.join(RESULTS, key, seed, "result.json")))
+            for key in sorted(os.listdir(RESULTS)) if os.path.isdir(os.path.join(RESULTS, key)) and key in SYSTEMS
+            for seed in sorted(os.listdir(os.path.join(RESULTS, key)))]
+
+
+def test_the_committed_runs_record_what_a_reviewer_checks():
+    runs = committed_runs()
+    assert runs
+    for r in runs:
+        assert r["system"] in SYSTEMS and f"--seed {r['seed']} " in r["train_flags"]
+        assert "commit" in r and "machine" in r and "load_1min_mean" in r
+        assert "scores" in r and "test" in r["scores"], f"{r['system']} seed {r['seed']}: no scores (render the page)"
+
+
+def test_the_page_and_the_choices_state_what_the_study_holds():
+    """docs/reproduction.md is rendered from the committed results (its per-run BLEU equal result.json's scores);
+    docs/choices.md states the study's cap, the pairs left out and the long test sentences as study.json has them."""
+    study = json.load(open(os.path.join(RESULTS, "study.json")))["prepare"]
+    page = open(os.path.join(ROOT, "docs", "reproduction.md"), encoding="utf-8").read().split("## Every run")[1]
+    for r in committed_runs():
+        row = f"| {SYSTEMS[r['system']].label} | {r['seed']} |"
+        assert row in page and f"| {r['scores']['test']['bleu']:.2f} |" in page.split(row, 1)[1].splitlines()[0]
+    choices = open(os.path.join(ROOT, "docs", "choices.md"), encoding="utf-8").read()
+    left_out = 100 * (1 - study["train_pairs_kept"] / study["train_pairs"])
+    for text in (f"{study['max_train_len']} pieces", f"{left_out:.1f}%", f"{study['test_sizes']['long']} sources",
+                 f"{study['test_sizes']['long_heldout']:,}"):
+        assert text in choices, text
+
+
+def test_nothing_claims_a_convergence_that_was_not_reached():
+    """No run of the study stopped by patience, and the main job trains a fixed number of updates: no text may
+    say they converged or reached a plateau."""
+    stopped = any(r.get("stopped_by_patience") for r in committed_runs())
+    texts = {"README.md": open(os.path.join(ROOT, "README.md"), encoding="utf-8").read(),
+             "scripts/run_pipeline.py": open(os.path.join(ROOT, "scripts", "run_pipeline.py"), encoding="utf-8").read()}
+    for name in os.listdir(os.path.join(ROOT, "docs")):
+        if name.endswith(".md"):
+            texts["docs/" + name] = open(os.path.join(ROOT, "docs", name), encoding="utf-8").read()
+    pattern = re.compile(r"(?<!not )(?<!never )\b(converged|convergence reached|validation plateau|its plateau|"
+                         r"until validation stops improving)\b", re.I)
+    allowed = ("GPU",)  # the converged GPU grid: a plan, and a column for its results
+    for name, text in texts.items():
+        for line in text.splitlines():
+            if pattern.search(line) and not any(a in line for a in allowed) and not stopped:
+                pytest.fail(f"{name}: {line.strip()[:160]}")
+
+
+def test_the_readmes_headline_table_is_the_pages():
+    """The README's rows of real-data verdicts are the page's headline rows, word for word."""
+    page = open(os.path.join(ROOT, "docs", "reproduction.md"), encoding="utf-8").read()
+    headline = page.split("## Headline rows")[1].split("\n## ")[0]
+    rows = [line for line in headline.splitlines() if re.match(r"\| [a-z]+-\d+ \|", line)]
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().splitlines()
+    assert rows and [line for line in readme if line in rows] == rows

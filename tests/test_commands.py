@@ -308,7 +308,8 @@ def test_heatmaps_outside_the_analysed_sentences_are_refused_before_the_analysis
                                                                                   monkeypatch, capsys):
     """fairseq batches by length: with --max-sentences the analysed ids are not the first N ids. The
     check runs before any batch, and the model-loading log shows no Hydra or pin_memory notices."""
-    from posmix_fairseq.harness.evaluation import attention, fairseq_loading
+    from posmix_fairseq.harness import fairseq_loading
+    from posmix_fairseq.harness.evaluation import attention
 
     data, ckpt = tiny_checkpoint
     task_ids = {}

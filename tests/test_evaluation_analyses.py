@@ -11,7 +11,7 @@ import torch
 from test_cli_end_to_end import run_generate  # the shared CLI helper
 
 from posmix_fairseq.harness.evaluation import attention, average, concat_testset, contrastive, decode_speed, length_bins
-from posmix_fairseq.harness.evaluation.fairseq_loading import encode_lines, load_for_inference
+from posmix_fairseq.harness.fairseq_loading import encode_lines, load_for_inference
 
 #: a hand-written 4-reference, 5-variant example in lingeval97.json's format (tests/data/lingeval97_tiny.md)
 LINGEVAL97_EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "lingeval97_tiny.json")

@@ -14,7 +14,7 @@ from helpers import paper_text
 
 from posmix_fairseq.harness.command import UsageError
 from posmix_fairseq.harness.evaluation import reproduce
-from posmix_fairseq.harness.evaluation.paper_tables import PAPER_NUMBERS, TABLES, Table
+from posmix_fairseq.harness.paper_tables import PAPER_NUMBERS, TABLES, Table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI30K = os.environ.get("POSMIX_MULTI30K", os.path.join(ROOT, "..", "shared", "data", "multi30k"))

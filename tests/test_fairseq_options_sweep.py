@@ -9,15 +9,20 @@ trains a step (forward and backward) and decodes step by step, with a beam reord
 computes; or it is refused at build time by an error naming the options. What is refused and why: docs/choices.md,
 "fairseq's transformer options".
 """
+import argparse
+
 import pytest
 import torch
 import torch.nn.functional as F
 from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
 
-from helpers import binarized_toy_corpus, build_model, random_batch
+from helpers import binarized_toy_corpus, build_model, build_model_from_args, parse_model_args, random_batch
+from posmix_fairseq.core.placement import PLACEMENTS, SELF_ATTENTION
 from posmix_fairseq.harness import pipeline
-from posmix_fairseq.harness.testing import side_sizes
+from posmix_fairseq.harness.testing import ParseRefusal, side_sizes
 from posmix_fairseq.mixers import MIXER_REGISTRY
+from posmix_fairseq.mixers.engine import reads_absolute_table
+from posmix_fairseq.models.options import add_posmix_args
 from posmix_fairseq.position_encodings.base import POSITION_ENCODING_REGISTRY
 
 TOL = 1e-5
@@ -40,10 +45,14 @@ OPTION_SETS = {
     "no_cross_attention": ("wider_decoder", ["--no-cross-attention"]),
     "cross_self_attention": ("same", ["--cross-self-attention"]),
 }
-SELF_ONLY = {"none", "t5bias"}  # no target-source form (none: --decoder-cross-heads 0 removes cross-attention)
-ENCODER_SELF_ONLY = {"fourier"}  # the whole sentence at once: not causal, no target-source form
-POSITION_BLIND_MIXERS = {"mha", "none"}
-MIXER_TABLE_MIXERS = {"encoder_self": "aposnet", "decoder_self": "rposnet"}  # mixer-table adds their n~
+# the mixers whose absolute position table n~ --<side>-position-encoding mixer-table adds to the embeddings: the
+# first in the encoder, the last in the decoder
+TABLE_MIXERS = [name for name, entry in MIXER_REGISTRY.items() if reads_absolute_table(entry)]
+MIXER_TABLE_MIXERS = {"encoder_self": TABLE_MIXERS[0], "decoder_self": TABLE_MIXERS[-1]}
+
+
+def position_blind(mixer: str) -> bool:
+    return not MIXER_REGISTRY.get(mixer, "--mixer").uses_positions
 
 
 def side_sizes_of(option_set):
@@ -58,16 +67,12 @@ def side_sizes_of(option_set):
 
 
 def sublayer_mixers(kind, name):
-    """{placement: mixer} of one sweep entry (the other sublayers: mha)."""
-    mixers = {"encoder_self": "mha", "decoder_self": "mha", "decoder_cross": "mha"}
+    """{placement: mixer} of one sweep entry: a swept mixer in every sublayer it is defined for (the registry's
+    placements), mha in the others."""
+    mixers = {placement.name: "mha" for placement in PLACEMENTS}
     if kind == "encoding":
         return dict(mixers, **MIXER_TABLE_MIXERS) if name == "mixer-table" else mixers
-    mixers["encoder_self"] = name
-    if name not in ENCODER_SELF_ONLY:
-        mixers["decoder_self"] = name
-        if name not in SELF_ONLY:
-            mixers["decoder_cross"] = name
-    return mixers
+    return dict(mixers, **{placement.name: name for placement in MIXER_REGISTRY.get(name, "--mixer").placements})
 
 
 def entry_flags(option_set, kind, name):
@@ -96,7 +101,7 @@ def expected_refusal(option_set, kind, name):
     mixers, encodings = sublayer_mixers(kind, name), side_encodings(option_set, kind, name)
     for side in ("encoder", "decoder"):
         own = [mixer for placement, mixer in mixers.items() if placement.startswith(side)]
-        if encodings[side] == "none" and all(mixer in POSITION_BLIND_MIXERS for mixer in own):
+        if encodings[side] == "none" and all(position_blind(mixer) for mixer in own):
             return [f"--{side}-position-encoding"] + [f for f in flags if f == "--no-token-positional-embeddings"]
     if "--cross-self-attention" in flags and mixers["decoder_self"] != "mha":
         return ["--cross-self-attention", "--decoder-self-mixer"]
@@ -223,11 +228,37 @@ def test_combinations_fairseq_cannot_build_are_refused_naming_the_options(case):
     assert all(flag in str(error.value) for flag in named), (named, str(error.value))
 
 
-@pytest.mark.parametrize("placement,mixer", [("decoder-cross", "t5bias"), ("decoder-cross", "none"),
-                                             ("decoder-self", "fourier"), ("decoder-cross", "fourier")])
-def test_a_mixer_outside_its_sublayers_is_refused_naming_the_placement(placement, mixer):
-    with pytest.raises(ValueError, match=f"--{placement}-mixer"):
-        build_model(["--arch", "posmix_transformer", f"--{placement}-mixer", mixer])
+OUTSIDE = [(placement, name) for name, entry in MIXER_REGISTRY.items() for placement in PLACEMENTS
+           if not entry.available_at(placement)]
+
+
+@pytest.mark.parametrize("placement,mixer", OUTSIDE, ids=[f"{p.name}-{m}" for p, m in OUTSIDE])
+def test_a_mixer_outside_its_placements_is_refused_naming_the_sublayer(placement, mixer):
+    """The registry's placements decide: fairseq's parser offers the mixer only where it is defined (a usage error,
+    exit status 2 on the command line), and its options get no flag there; stored arguments that name it there
+    anyway are a build-time error naming the sublayer's flag and where the mixer is defined."""
+    assert mixer not in MIXER_REGISTRY.names_at(placement)
+    with pytest.raises(ParseRefusal, match=f"argument {placement.flag('mixer')}: invalid choice: '{mixer}'"):
+        build_model(["--arch", "posmix_transformer", placement.flag("mixer"), mixer])
+    stored = parse_model_args(["--arch", "posmix_transformer"])
+    placement.write(stored, "mixer", mixer)
+    allowed = ", ".join(p.flag("mixer") for p in MIXER_REGISTRY.get(mixer, "--mixer").placements)
+    with pytest.raises(ValueError, match=f"{placement.flag('mixer')} {mixer}: the {mixer} token mixer is defined "
+                                         f"for {allowed} only"):
+        build_model_from_args(stored)
+
+
+def test_a_mixer_that_self_attention_only_serves_gets_no_cross_attention_flags():
+    """An option only mixers outside cross-attention declare has no --decoder-cross- flag."""
+    parser = argparse.ArgumentParser()
+    add_posmix_args(parser)
+    parser_options = {action.dest for action in parser._actions}
+    cross = PLACEMENTS[-1]
+    for option in MIXER_REGISTRY.declared_options():
+        offered = bool(MIXER_REGISTRY.readers(option, cross))
+        assert (cross.attr(option) in parser_options) == offered, option
+        for side in SELF_ATTENTION.values():
+            assert side.attr(option) in parser_options, option
 
 
 def test_fairseq_train_exits_nonzero_naming_the_options(tmp_path):

@@ -64,7 +64,7 @@ def test_hc_fig2_has_a_legend_for_the_layer_colours(tmp_path):
 
 
 def test_a_partial_grid_is_said_on_the_figure(tmp_path):
-    from posmix_fairseq.harness.evaluation.paper_tables import TABLES
+    from posmix_fairseq.harness.paper_tables import TABLES
     from posmix_fairseq.harness.figures import gpa
 
     labels = [s.label for s in TABLES["gpa-6"].systems]

@@ -16,7 +16,7 @@ import test_decoding_exactness as exactness
 from helpers import (binarized_toy_corpus, build_model_from_args, meta_model, num_parameters, parse_model_args,
                      random_batch, run_generate, run_train)
 from posmix_fairseq.harness.freeze import choose_table_sizes, freeze_model, larger_model_warning
-from posmix_fairseq.mixers.engine import FrozenAbsoluteEnergy, FrozenRelativeEnergy
+from posmix_fairseq.mixers.engine import FrozenAbsoluteEnergy, FrozenRelativeEnergy, frozen_mixers
 
 TOL = 1e-5
 N = 64  # tiny models: --max-source/target-positions 64
@@ -127,7 +127,7 @@ def learned_tables(mixer):
 
 
 @pytest.mark.parametrize("source, target", [(20, 30), (30, 20)])
-@pytest.mark.parametrize("mixer", ["rposnet", "aposnet"])
+@pytest.mark.parametrize("mixer", frozen_mixers())
 def test_each_side_gets_a_table_within_its_own_limit(mixer, source, target):
     """Different source and target limits with learned position tables (rPosNet's default) in all
     three placements: the default sizes (no data at hand: 128, capped per side) stay within each
@@ -242,7 +242,7 @@ PAPER_PARAMS = [
 
 
 @pytest.mark.parametrize("table, size, transformer, rows, unit", PAPER_PARAMS, ids=[p[0] for p in PAPER_PARAMS])
-@pytest.mark.parametrize("mixer", ["rposnet", "aposnet"])
+@pytest.mark.parametrize("mixer", frozen_mixers())
 def test_frozen_totals_reproduce_the_params_columns_of_tables_2_and_3(table, size, transformer, rows, unit, mixer):
     """The vocabulary is not given exactly (Table 1: ~44k, ~10k), so we compare the difference to
     the Transformer row of the same table (the vocabulary cancels), with N = 128. The paper's

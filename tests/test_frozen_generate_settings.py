@@ -13,13 +13,13 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from helpers import build_model_from_args, parse_model_args, random_batch, run_generate
 from posmix_fairseq.harness.freeze import choose_table_sizes, freeze_model, round_up
+from posmix_fairseq.mixers import frozen_mixers
 from test_freeze import (assert_same_translations, freeze_cli, hypotheses, placement_flags, raw_longest,  # noqa: F401
                          trained_checkpoint)
 
 DEFAULTS = GenerationConfig()  # fairseq-generate's --max-len-a 0 --max-len-b 200
 LIMIT = 1024  # fairseq's default --max-source/target-positions
-MIXERS = {"rposnet": placement_flags("rposnet", True, True, True),
-          "aposnet": placement_flags("aposnet", True, True, True)}
+MIXERS = {mixer: placement_flags(mixer, True, True, True) for mixer in frozen_mixers()}
 
 
 def looping_model(mixer):

@@ -11,6 +11,7 @@ import torch
 
 from helpers import build_model, random_batch
 from posmix_fairseq import kernels
+from posmix_fairseq.harness.testing import ParseRefusal
 from posmix_fairseq.kernels import choice, common, dispatch
 from posmix_fairseq.kernels.choice import kernel_summary
 from posmix_fairseq.kernels.relative_mixing import relative_mixing_window
@@ -136,7 +137,7 @@ def test_a_triton_failure_is_a_clear_error_when_triton_was_forced(simulated_gpu,
 
 
 def test_rposnet_impl_names_its_valid_values():
-    with pytest.raises(SystemExit):
+    with pytest.raises(ParseRefusal, match="argument --encoder-self-rposnet-impl: invalid choice: 'cuda'"):
         build_model(RPOSNET + ["--encoder-self-rposnet-impl", "cuda"])
     with pytest.raises(ValueError, match=r"--decoder-self-rposnet-impl: 'cuda' is not one of its values; "
                                          r"valid values: auto, dense, window, triton"):

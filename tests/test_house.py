@@ -24,7 +24,7 @@ LEGACY = os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints")
 @pytest.mark.parametrize("name", ["rposnet_cross_sinusoidal", "hc_no_value_projection_shaw_sin_decoder", "posnet_attn"])
 def test_checkpoint_made_before_the_renames_loads_and_translates_as_it_did(name):
     """Made with --encoder-self-position-embedding / --encoder-self-value-projection (now
-    --S-position-table / --S-gaussian-value-projection) and the old parameter names (v_proj,
+    --<sublayer>-position-table / --<sublayer>-gaussian-value-projection) and the old parameter names (v_proj,
     gating.value_norm, energy.relative_values, kernels): the stored arguments and weights are
     upgraded on load, and the log-probs recorded then are reproduced."""
     expected = torch.load(os.path.join(LEGACY, "expected_log_probs.pt"), weights_only=False)[name]
@@ -65,7 +65,7 @@ def test_parameters_stored_in_fairseqs_layernorm_embedding_slot_load_into_positi
 ])
 def test_checkpoint_without_the_readings_marker_keeps_its_defaults_and_translates_as_it_did(name, pinned):
     """Made by the code that stored no defaults version (gLinearNet with P = 256 and no token positions, PosNet-Embed
-    with GeLU, the cumulative AT5 under --S-t5-adaptive on): stored without posmix_paper_readings,
+    with GeLU, the cumulative AT5 under --<sublayer>-t5-adaptive on): stored without posmix_paper_readings,
     its arguments get the defaults it was trained with, and the log-probs recorded then come back."""
     expected = torch.load(os.path.join(LEGACY, "expected_log_probs.pt"), weights_only=False)[name]
     overrides = {"data": LEGACY, "source_lang": "src", "target_lang": "tgt"}
@@ -98,7 +98,7 @@ def test_posnet_attn_activation_follows_the_stored_defaults_version(version, act
     for layer in (model.encoder.layers[0], model.decoder.layers[1]):
         act = layer.self_attn.values.activation_fn(torch.tensor([-1.0]))
         assert torch.allclose(act, F.gelu(torch.tensor([-1.0])) if activation == "gelu" else torch.zeros(1))
-    assert args.encoder_self_posnet_activation == (None if activation == "relu" else "gelu")
+    assert args.encoder_self_posnet_activation == activation  # stored with the value it was trained with
     assert args.posmix_paper_readings == DEFAULTS_VERSION
 
 
@@ -216,6 +216,7 @@ def test_every_module_beside_the_machinery_is_a_variant_or_a_part_of_one():
 NEW_MIXER = '''"""``copy_previous``: every token mixes the value of the key just before it (a test mixer)."""
 import torch
 
+from ..core.placement import PLACEMENTS
 from .engine import DirectWeights, EnergyMixingAttention, register_mixer
 
 
@@ -224,7 +225,8 @@ class PreviousToken(DirectWeights):
         return (key_positions[:, None, None, :] == query_positions[:, None, :, None] - 1).to(query.dtype)
 
 
-@register_mixer("copy_previous", gated_by_default=False, uses_positions=True, description="a test mixer")
+@register_mixer("copy_previous", placements=PLACEMENTS, gated_by_default=False, uses_positions=True,
+                description="a test mixer")
 def build(spec, resources):
     return EnergyMixingAttention(spec, resources, PreviousToken())
 '''
@@ -235,11 +237,17 @@ from helpers import build_model, random_batch
 model, d = build_model(["--arch", "posmix_transformer", "--encoder-self-mixer", "copy_previous"])
 src, src_len = random_batch(d, [5, 3])
 print("OK", type(model.encoder.layers[0].self_attn.energy).__name__, model(src, src_len, src)[0].shape)
+from posmix_fairseq.core.placement import DECODER_CROSS
+from posmix_fairseq.harness import docs
+from posmix_fairseq.mixers import MIXER_REGISTRY
+print("offered", "copy_previous" in MIXER_REGISTRY.names_at(DECODER_CROSS),
+      "tabulated", "| `copy_previous` |" in docs.render_mixers())
 """
 
 
 def test_a_new_mixer_is_one_file(tmp_path):
-    """A copy of the package with one more file under mixers/ has the mixer (flag, build, forward)."""
+    """A copy of the package with one more file under mixers/ has the mixer (flag, build, forward), offered in
+    the sublayers its placements name and tabulated by the docs' generator."""
     import shutil
     import subprocess
     import sys
@@ -250,6 +258,7 @@ def test_a_new_mixer_is_one_file(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "OK PreviousToken torch.Size([2, 5, 44])" in result.stdout, result.stdout
+    assert "offered True tabulated True" in result.stdout, result.stdout  # its placements, the docs' table
 
 
 def test_package_and_scripts_do_not_reach_into_tests():

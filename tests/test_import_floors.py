@@ -69,22 +69,26 @@ FLOORS = [
     ("posmix_fairseq.models",),
     ("posmix_fairseq",),
 ]
-#: the harness's floors, lowest first, above the library's: its plumbing (the modules beside the subpackages,
-#: with the papers' reported numbers and fairseq's loading for inference, which every command reads); the
-#: recipes; the figures (drawing, from files); the analyses (evaluation: commands that may draw a figure);
+#: the harness's floors, lowest first, above the library's: its plumbing (the modules beside the subpackages:
+#: among them the papers' reported numbers and fairseq's loading for inference, which every floor above reads);
+#: the recipes; the figures (drawing, from files); the analyses (evaluation: commands that may draw a figure);
 #: the benchmarks
 HARNESS_FLOORS = [
     tuple(f"{HARNESS}.{name}" for name in ("command", "pipeline", "raw_text", "checkpoint_files", "testing",
-                                           "environment", "toy_corpus", "options", "freeze",
-                                           "evaluation.paper_tables", "evaluation.fairseq_loading")),
+                                           "environment", "toy_corpus", "options", "freeze", "paper_tables",
+                                           "fairseq_loading", "docs")),
     (f"{HARNESS}.recipes",),
     (f"{HARNESS}.figures",),
     (f"{HARNESS}.evaluation",),
     (f"{HARNESS}.benchmarks",),
     (HARNESS,),
 ]
-#: the library's budget in lines of code (``code_lines``: blank and comment-only lines are free)
-LIBRARY_LINES = 5100
+#: budgets in lines of code (``code_lines``: blank and comment-only lines are free). A variant (a mixer or a position
+#: encoding, ``mixers/<name>.py`` or ``position_encodings/<name>.py``) is one small module with a budget of its own,
+#: so a new one costs the shared budget nothing; the machinery (the rest of the library) has a total with declared
+#: headroom for its next features: 4,253 lines used of 4,700 (docs/choices.md, "Line budgets")
+VARIANT_LINES = 200
+MACHINERY_LINES = 4700
 
 
 def floor_of(module: str, floors=None) -> int:
@@ -100,9 +104,16 @@ def floor_of(module: str, floors=None) -> int:
     return best
 
 
+def enclosing_packages(module: str):
+    """The packages Python runs before ``module`` (its parents, outermost first)."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
 def import_graph(paths):
-    """{module: modules of the package it imports (module level and inside functions)}; an import of a
-    package that encloses the importer is left out (Python has run it before the importer)."""
+    """{module: modules of the package it imports (module level and inside functions), with the packages that
+    enclose them (Python runs ``pkg/__init__.py`` before ``pkg.mod``)}; a package that encloses the importer is
+    left out (Python has run it before the importer)."""
     modules = {module_name(p): p for p in python_files()}
     graph = {}
     for path in paths:
@@ -110,8 +121,9 @@ def import_graph(paths):
         for _, target in imported_modules(path):
             while target and target not in modules:  # "from pkg.mod import function" imports pkg.mod
                 target = target.rpartition(".")[0]
-            if target and target != name and not name.startswith(target + "."):
-                edges.add(target)
+            for module in [*enclosing_packages(target), target] if target else []:
+                if module in modules and module != name and not name.startswith(module + "."):
+                    edges.add(module)
         graph[name] = edges
     return graph
 
@@ -177,7 +189,18 @@ def test_harness_imports_never_run_back_up_a_floor():
 def test_the_harness_floors_lie_above_the_librarys():
     assert floor_of(HARNESS + ".command") > floor_of("posmix_fairseq")
     assert floor_of(HARNESS + ".evaluation.score") > floor_of(HARNESS + ".figures.plot")
-    assert floor_of(HARNESS + ".evaluation.paper_tables") < floor_of(HARNESS + ".recipes.readme")
+    assert floor_of(HARNESS + ".paper_tables") < floor_of(HARNESS + ".recipes.readme")
+
+
+def test_importing_a_module_counts_the_packages_above_it():
+    """``from ..evaluation.paper_tables import X`` in a figure module runs evaluation/__init__.py, a floor above
+    the figures: the graph has that edge, so an import that reaches down through a higher package is found."""
+    assert enclosing_packages("posmix_fairseq.harness.evaluation.score") == [
+        "posmix_fairseq", "posmix_fairseq.harness", "posmix_fairseq.harness.evaluation"]
+    edges = import_graph([os.path.join(PACKAGE_DIR, "models", "plan.py")])["posmix_fairseq.models.plan"]
+    assert {"posmix_fairseq.mixers", "posmix_fairseq.mixers.engine", "posmix_fairseq.mixers.engine.frozen_energy"} \
+        <= edges  # from ..mixers.engine.frozen_energy import FROZEN_OPTION
+    assert "posmix_fairseq" not in edges and "posmix_fairseq.models" not in edges  # they enclose plan.py
 
 
 NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
@@ -210,9 +233,26 @@ def test_code_lines_leave_out_comments_and_blank_lines():
     assert code_lines(source) == 6
 
 
-def test_the_library_is_at_most_5100_lines_of_code():
-    lines = sum(code_lines(open(p, encoding="utf-8").read()) for p in library_files())
-    assert lines <= LIBRARY_LINES, f"the library (every .py file outside harness/) has {lines} lines of code"
+def is_variant(module: str) -> bool:
+    """A module of one mixer or position encoding: beside the mixers' machinery (engine, paths) and the encodings'
+    registry (base)."""
+    parts = module.split(".")
+    return len(parts) == 3 and parts[1] in ("mixers", "position_encodings") and \
+        parts[2] not in ("engine", "paths", "base")
+
+
+def test_each_variant_module_is_small():
+    variants = {module_name(p): code_lines(open(p, encoding="utf-8").read()) for p in library_files()
+                if is_variant(module_name(p))}
+    assert "posmix_fairseq.mixers.shaw" in variants and "posmix_fairseq.position_encodings.lstm" in variants
+    large = {name: lines for name, lines in variants.items() if lines > VARIANT_LINES}
+    assert not large, f"variant modules over {VARIANT_LINES} lines of code (split off a part, <variant>_<part>.py): {large}"
+
+
+def test_the_machinery_stays_within_its_budget():
+    lines = sum(code_lines(open(p, encoding="utf-8").read()) for p in library_files() if not is_variant(module_name(p)))
+    assert lines <= MACHINERY_LINES, (f"the library's machinery (every .py file outside harness/ but the variant "
+                                      f"modules) has {lines} lines of code; its budget is {MACHINERY_LINES}")
 
 
 def test_library_modules_outside_the_mixers_import_no_variant():

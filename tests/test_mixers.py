@@ -10,10 +10,12 @@ from fairseq.modules import MultiheadAttention
 
 from helpers import (build_model, mix, mixer_spec, parse_model_args, random_batch, standalone_mixer,
                      standalone_resources)
+from posmix_fairseq.harness.testing import ParseRefusal
 from posmix_fairseq.core.position_tables import sinusoidal_encoding
 from posmix_fairseq.core.positions import clipped_relative_index
 from posmix_fairseq.mixers import MIXER_REGISTRY, build_mixer
-from posmix_fairseq.mixers.engine import ContentEnergy
+from posmix_fairseq.mixers.alibi import alibi_slopes
+from posmix_fairseq.mixers.engine import ContentEnergy, split_heads
 from posmix_fairseq.mixers import EnergyMixingAttention
 
 
@@ -154,23 +156,25 @@ def test_shaw_value_term_equals_direct_sum():
 # K^ = 2K + 1. Rel. self-attention (Section 7.2, Table 6) is Shaw without W^K: K^D + 3D^2. The paper
 # counts weight matrices only; the layers also hold a bias per D x D map and, gated, Eq. 4's W^G and
 # LayerNorm (gate: D^2 + D + 2D). Shaw is read as the shaw_* archs build it (sliced, no a^V).
+TABLE8 = {  # mixer -> its training-time parameters per layer, GPA Table 8's form (d: D, k_hat: 2K + 1)
+    "mha": lambda d, k_hat: 4 * d * d + 4 * d,
+    "shaw": lambda d, k_hat: k_hat * d + 4 * d * d + 4 * d,
+    "relattn": lambda d, k_hat: k_hat * d + 3 * d * d + 3 * d,
+    "aposnet": lambda d, k_hat: 4 * (d * d + d),  # W^Q, W^K act on the shared position embeddings
+    "rposnet": lambda d, k_hat: k_hat * d + 3 * d * d + 3 * d,  # + gate: Table 8's K^D + 4D^2
+}
+
+
 def expected_params(name, gated, d, h, k):
-    k_hat = 2 * k + 1
     gate = d * d + d + 2 * d if gated else 0  # W^G and the value LayerNorm (Eq. 4)
-    return {
-        "mha": 4 * d * d + 4 * d,
-        "shaw": k_hat * d + 4 * d * d + 4 * d,
-        "relattn": k_hat * d + 3 * d * d + 3 * d,
-        "aposnet": 4 * (d * d + d),  # W^Q, W^K act on the shared position embeddings
-        "rposnet": k_hat * d + 3 * d * d + 3 * d,  # + gate: Table 8's K^D + 4D^2
-    }[name] + gate
+    return TABLE8[name](d, 2 * k + 1) + gate
 
 
 PAPER_READINGS = {"shaw": dict(relative_embedding_heads="sliced", shaw_value_term="off")}
 
 
 @pytest.mark.parametrize("gated", [False, True])
-@pytest.mark.parametrize("name", ["mha", "shaw", "relattn", "aposnet", "rposnet"])
+@pytest.mark.parametrize("name", sorted(TABLE8))
 def test_parameter_counts_match_table8_formulas(name, gated):
     for d, h, k in [(512, 8, 16), (1024, 16, 8)]:
         mixer = standalone_mixer(spec(name, gated=gated, k=k, table="learned" if name != "aposnet" else "sinusoidal",
@@ -234,25 +238,26 @@ def test_half_precision_forward_runs(arch, dtype):
 
 
 def test_unknown_mixer_is_a_clear_error():
-    with pytest.raises(SystemExit):  # argparse: "invalid choice: 'nope' (choose from ...)"
+    with pytest.raises(ParseRefusal, match=r"argument --encoder-self-mixer: invalid choice: 'nope' \(choose from"):
         parse_model_args(["--arch", "posmix_transformer", "--encoder-self-mixer", "nope"])
     valid = ", ".join(MIXER_REGISTRY.names())
-    assert valid.startswith("aposnet, ") and "rposnet" in valid
+    assert valid.split(", ") == sorted(MIXER_REGISTRY.names()) and "rposnet" in valid
     with pytest.raises(ValueError, match=re.escape(f"--encoder-self-mixer: unknown token mixer 'nope'; "
                                                    f"valid: {valid}")):
         MIXER_REGISTRY.get("nope", "--encoder-self-mixer")
 
 
-def test_unknown_mixer_message_lists_valid_names(capsys):
-    with pytest.raises(SystemExit):
+def test_unknown_mixer_message_lists_valid_names():
+    with pytest.raises(ParseRefusal) as refused:
         parse_model_args(["--arch", "posmix_transformer", "--decoder-cross-mixer", "nope"])
-    err = capsys.readouterr().err
+    err = str(refused.value)
     assert "--decoder-cross-mixer" in err and "invalid choice: 'nope'" in err and "rposnet" in err
 
 
 @pytest.mark.parametrize("k", ["0", "-2"])
 def test_relative_clip_below_one_is_a_clear_error(k):
-    with pytest.raises(ValueError, match=r"--decoder-self-max-relative-position must be an integer >= 1"):
+    with pytest.raises(ParseRefusal, match=r"--decoder-self-max-relative-position: -?\d is out of range: must be an "
+                                           r"integer >= 1"):
         build_model(["--arch", "rposnet_iwslt_de_en", "--decoder-self-max-relative-position", k])
 
 
@@ -294,3 +299,111 @@ def test_plugin_imports_twice_without_duplicate_registration(tmp_path):
     finally:
         for name in [n for n in sys.modules if n == "posmix_copy" or n.startswith("posmix_copy.")]:
             del sys.modules[name]
+
+
+# ---- ALiBi and RoPE against plain references ----------------------------------------------------------
+LEFT_PADDED = torch.tensor([[True, True, False, False, False, False], [False] * 6])  # row 0: 4 tokens
+
+
+def per_head(mixer, xs, proj):
+    """(H, L, D_h) of one sentence's projection ``proj`` (a torch.nn.Linear), in float64."""
+    return (xs @ proj.weight.double().t() + proj.bias.double()).view(xs.size(0), mixer.num_heads, -1).transpose(0, 1)
+
+
+def plain_attention(mixer, x, scores_of, causal):
+    """Each sentence of the left-padded batch x (T, B, D) alone: W^O [softmax(scores) v]_h, with
+    scores_of(q, k, positions) the (H, L, L) scores of its queries and keys at positions 0..L-1."""
+    out = {}
+    for b, offset in ((0, 2), (1, 0)):
+        xs, e = x[offset:, b].double(), mixer.energy
+        q = per_head(mixer, xs, e.q_proj) / math.sqrt(mixer.head_dim)
+        k, v = per_head(mixer, xs, e.k_proj), per_head(mixer, xs, mixer.values.projection)
+        n = torch.arange(xs.size(0))
+        scores = scores_of(q, k, n)
+        if causal:
+            scores = scores.masked_fill(n.view(-1, 1) < n.view(1, -1), float("-inf"))
+        c = (torch.softmax(scores, dim=-1) @ v).transpose(0, 1).reshape(xs.size(0), -1)
+        out[b] = c @ mixer.out_proj.weight.double().t() + mixer.out_proj.bias.double()
+    return out
+
+
+def run_on_left_padded_batch(mixer, causal):
+    x = torch.randn(6, 2, 16)
+    mask = torch.triu(torch.full((6, 6), float("-inf")), 1) if causal else None
+    out, _ = mix(mixer, x, key_padding_mask=LEFT_PADDED, attn_mask=mask)
+    return x, out
+
+
+def test_alibi_slopes_are_the_papers():
+    """Press et al. (2022), Section 3: "For models with 8 heads, the slopes that we used are the geometric sequence
+    1/2^1, 1/2^2, ..., 1/2^8. For models that require 16 heads ... 1/2^0.5, 1/2^1, 1/2^1.5, ..., 1/2^8"."""
+    torch.testing.assert_close(alibi_slopes(8, 8.0), torch.tensor([2.0 ** -i for i in range(1, 9)], dtype=torch.float64))
+    torch.testing.assert_close(alibi_slopes(16, 8.0), torch.tensor([2.0 ** (-i / 2) for i in range(1, 17)],
+                                                                   dtype=torch.float64))
+
+
+@pytest.mark.parametrize("placement", ["encoder_self", "decoder_self"])
+def test_alibi_equals_a_plain_implementation_of_press_et_al(placement):
+    """softmax_m(q_n k_m / sqrt(D_h) - s_h |n - m|) per head, on each sentence's true positions (left padding)."""
+    torch.manual_seed(0)
+    mixer = standalone_mixer(mixer_spec("alibi", placement=placement, d=16, h=4, alibi_max_bias=6.0))
+    causal = placement == "decoder_self"
+    x, out = run_on_left_padded_batch(mixer, causal)
+    slopes = torch.tensor([2.0 ** (-6.0 * h / 4) for h in range(1, 5)], dtype=torch.float64).view(4, 1, 1)
+    expected = plain_attention(mixer, x, lambda q, k, n: q @ k.transpose(1, 2) - slopes * (n.view(-1, 1) - n).abs(),
+                               causal)
+    for b, offset in ((0, 2), (1, 0)):
+        torch.testing.assert_close(out[offset:, b].double(), expected[b], atol=1e-5, rtol=1e-5)
+
+
+def rotation(p: int, head_dim: int, base: float) -> torch.Tensor:
+    """R_p of RoFormer Eq. 34: 2x2 blocks [[cos p θ_i, -sin p θ_i], [sin p θ_i, cos p θ_i]], θ_i = base^(-2i/D_h)."""
+    r = torch.zeros(head_dim, head_dim, dtype=torch.float64)
+    for i in range(head_dim // 2):
+        angle = torch.tensor(p * base ** (-2 * i / head_dim), dtype=torch.float64)
+        r[2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.stack([torch.stack([angle.cos(), -angle.sin()]),
+                                                             torch.stack([angle.sin(), angle.cos()])])
+    return r
+
+
+@pytest.mark.parametrize("placement", ["encoder_self", "decoder_self"])
+def test_rope_equals_a_plain_implementation_of_roformer(placement):
+    """softmax_m((R_n q_n)(R_m k_m)^T / sqrt(D_h)) per head, R_p the block rotation matrix of Eq. 34 at each
+    sentence's true positions (left padding)."""
+    torch.manual_seed(0)
+    mixer = standalone_mixer(mixer_spec("rope", placement=placement, d=16, h=4, rope_base=100.0))
+    causal = placement == "decoder_self"
+    x, out = run_on_left_padded_batch(mixer, causal)
+
+    def scores(q, k, n):
+        rotations = torch.stack([rotation(int(p), 4, 100.0) for p in n])  # (L, D_h, D_h)
+        rotated_q = torch.einsum("lij,hlj->hli", rotations, q)
+        rotated_k = torch.einsum("lij,hlj->hli", rotations, k)
+        return rotated_q @ rotated_k.transpose(1, 2)
+    expected = plain_attention(mixer, x, scores, causal)
+    for b, offset in ((0, 2), (1, 0)):
+        torch.testing.assert_close(out[offset:, b].double(), expected[b], atol=1e-5, rtol=1e-5)
+
+
+def test_rope_energies_depend_on_the_distance_only_and_its_cache_holds_rotated_keys():
+    """RoFormer Eq. 16: q_n^T R_(m-n) k_m: shifting every position leaves the energies unchanged; the keys the
+    incremental cache keeps are W^K x rotated by their own positions."""
+    torch.manual_seed(0)
+    energy = standalone_mixer(mixer_spec("rope", d=16, h=4)).energy
+    x, positions = torch.randn(5, 1, 16), torch.arange(5).unsqueeze(0)
+    for shift in (0, 7, 300):
+        keys = energy.key_features(x, positions + shift)
+        logits = energy.logits(x, positions + shift, keys, positions + shift)
+        if shift == 0:
+            reference = logits
+            plain = split_heads(energy.k_proj(x), 4)[0].double()  # (H, L, D_h)
+            rotated = torch.stack([torch.einsum("ij,hj->hi", rotation(p, 4, 10000.0), plain[:, p]) for p in range(5)], 1)
+            torch.testing.assert_close(keys[0].double(), rotated, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(logits, reference, atol=1e-5, rtol=1e-5)
+
+
+def test_rope_needs_an_even_head_dimension():
+    with pytest.raises(ValueError, match=r"--encoder-self-mixer rope rotates pairs of dimensions: the head dimension "
+                                         r"12/4 = 3 must be even \(choose --encoder-embed-dim and "
+                                         r"--encoder-attention-heads"):
+        standalone_mixer(mixer_spec("rope", d=12, h=4))

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
+from posmix_fairseq.core.placement import ENCODER_SELF
 from posmix_fairseq.harness import options
+from posmix_fairseq.mixers import MIXER_REGISTRY
 from posmix_fairseq.harness.testing import parse_model_args
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +32,8 @@ def test_a_fresh_process_lists_an_archs_options_with_the_values_fairseq_train_us
     assert option_value(text, "--decoder-self-max-relative-position") == str(
         args.decoder_self_max_relative_position) == "8"  # K = 8 in the Big config (GPA)
     assert option_value(text, "--decoder-cross-mixer") == "mha"
-    assert "valid: aposnet, fourier, gaussian," in text and "valid: sinusoidal, learned." in text
+    first = ", ".join(MIXER_REGISTRY.names_at(ENCODER_SELF)[:3])  # the valid mixers of the sublayer, in order
+    assert f"valid: {first}," in text and "valid: sinusoidal, learned." in text
     assert option_value(text, "--encoder-self-gaussian-impl") is None  # a Gaussian-head option rPosNet never reads
     assert option_value(text, "--encoder-embed-dim") is None  # fairseq's own: with --all
     assert "INFO" not in proc.stderr

@@ -205,14 +205,16 @@ def test_arguments_stored_without_the_readings_marker_rebuild_their_shapes():
     assert not any(".encoding.proj." in n for n in lstm)
 
 
-@pytest.mark.parametrize("name", ["shaw", "shaw_sin", "relattn", "rposnet", "rpehead", "mprhead", "lstmpe"])
+WITHOUT_MARKER = os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints", "archs_without_readings_marker.pt")
+
+
+@pytest.mark.parametrize("name", sorted(torch.load(WITHOUT_MARKER, weights_only=False)))  # the archs the file holds
 def test_models_stored_without_the_readings_marker_rebuild_and_give_the_same_log_probs(name):
     """tests/data/legacy_checkpoints/archs_without_readings_marker.pt was written by the code that
     stored no defaults version (make_archs_without_readings_marker.py): its stored arguments, run through
     the arch function as fairseq's
     loading does, rebuild a model that takes the old weights (strict) and gives the same log-probs."""
-    record = torch.load(os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints",
-                                     "archs_without_readings_marker.pt"), weights_only=False)[name]
+    record = torch.load(WITHOUT_MARKER, weights_only=False)[name]
     args = argparse.Namespace(**record["args"])
     ARCH_CONFIG_REGISTRY[args.arch](args)
     model, _ = build_model_from_args(args)

@@ -46,6 +46,7 @@ def test_the_recipe_runs_the_python_on_path_not_a_checkout_venv(tmp_path):
     assert proc.stdout.strip() == "stages ran"
     calls = log.read_text().splitlines()
     assert calls[0].startswith("-m posmix_fairseq.harness.environment --require torch,fairseq")
+    assert "sacremoses" in calls[0].split("--require ")[1].split()[0].split(",")  # the prepare stage's Moses step
     assert calls[-1] == "-m posmix_fairseq.harness.recipes.stages"
 
 

@@ -240,3 +240,23 @@ def test_the_settings_table_names_the_subword_deviation(capsys):
            in capsys.readouterr().out
     settings.main(["--task", "iwslt17_en_ja"])  # HC's En-Ja is SentencePiece in the paper too
     assert "deviation" not in capsys.readouterr().out
+
+
+def test_a_bare_pea_run_trains_the_shaw_layout_pea_uses(tmp_path):
+    """PAPER=pea without VARIANT trains Shaw et al.'s own layout (a^K and a^V shared by the heads, PEA Section 3.2),
+    not GPA's (the shaw archs); an explicit VARIANT, ARCH or TRAIN_FLAGS is taken as given."""
+    recipe, _, text = plan("wmt19_de_en", tmp_path, PAPER="pea", STAGES="train")
+    train = command(text, "fairseq_cli.train")
+    assert value_after(train, "--arch") == "shaw_wmt_en_de"
+    for flag, value in (("--encoder-self-shaw-value-term", "on"), ("--decoder-self-relative-embedding-heads", "shared")):
+        assert value_after(train, flag) == value
+    assert "PEA Section 3.2" in recipe.values["TRAIN_FLAGS"].source
+    assert not resolve("wmt19_de_en", {"PAPER": "pea", "VARIANT": "shaw"}).get("TRAIN_FLAGS")
+    assert not resolve("wmt19_de_en", {"ARCH": "posmix_transformer_wmt_en_de"}).get("TRAIN_FLAGS")
+
+
+@pytest.mark.parametrize("mtdata", ["1", "0"])
+def test_mtdata_is_turned_on_from_the_recipe(mtdata, tmp_path):
+    _, _, text = plan("wmt14_en_de", tmp_path, RAW=str(tmp_path / "raw"), STAGES="download", MTDATA=mtdata)
+    download = command(text, "posmix_fairseq.harness.recipes.download")
+    assert ("--mtdata" in download) == (mtdata == "1")

@@ -16,23 +16,9 @@ import pytest
 import torch
 
 from conftest import ALL_CONFIGS, build_model, parse_model_args, random_batch
+from posmix_fairseq.harness.testing import distinct_configs
 
-
-def distinct_configs():
-    """ALL_CONFIGS without the configs whose parsed arguments equal an earlier one's at the
-    tiny sizes (e.g. ``X_iwslt_de_en`` and ``X_wmt_en_de`` differ only in sizes the tiny flags
-    override): the same model need not be run twice."""
-    seen, names = set(), []
-    for name in sorted(ALL_CONFIGS):
-        args = {k: v for k, v in vars(parse_model_args(ALL_CONFIGS[name])).items() if k not in ("arch", "_name")}
-        key = repr(sorted(args.items()))
-        if key not in seen:
-            seen.add(key)
-            names.append(name)
-    return names
-
-
-CONFIGS = distinct_configs()
+CONFIGS = list(distinct_configs())
 DEVICES = [("cpu", torch.bfloat16)]
 if torch.cuda.is_available():
     DEVICES += [("cuda", torch.float16), ("cuda", torch.bfloat16)]

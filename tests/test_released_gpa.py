@@ -22,9 +22,10 @@ import torch
 import torch.nn.functional as F
 
 from helpers import build_model, make_dictionary, parse_model_args, random_batch, run_generate, run_train
+from posmix_fairseq.models.architectures import VARIANTS
 from posmix_fairseq.models.posmix_transformer import PosMixTransformerModel
 
-RELEASED = ("rposnet_released", "aposnet_released")
+RELEASED = tuple(variant for variant in VARIANTS if variant.endswith("_released"))  # the arch table's released rows
 K = 2  # small enough that the test sentences reach the clipped distances
 
 
@@ -194,7 +195,7 @@ def test_table_dropout_drops_the_normalised_rows_in_training_only():
 
 @pytest.mark.parametrize("flags,message", [
     (["--arch", "rposnet_iwslt_de_en", "--encoder-self-position-table-dropout", "1.0"],
-     r"--encoder-self-position-table-dropout must be in \[0, 1\)"),
+     r"--encoder-self-position-table-dropout: 1.0 is out of range: must be a finite number from 0.0 to 1.0 \(exclusive\)"),
     (["--arch", "rposnet_iwslt_de_en", "--encoder-self-absolute-sinusoids", "interleaved"],
      r"--encoder-self-absolute-sinusoids interleaved applies to sinusoidal tables only"),
     (["--arch", "shaw_iwslt_de_en", "--encoder-self-position-table-layernorm", "on"],
@@ -245,7 +246,7 @@ def test_released_rposnet_trains_decodes_and_scores_with_sources_starting_with_e
     assert sum(line.startswith("H-") for line in result.stdout.splitlines()) == 12, result.stderr[-2000:]
     assert "prepending src bos: 2" in result.stderr  # fairseq's own log line of prepend_bos_src
     # what fairseq-generate feeds the model: the same loading, in this process
-    from posmix_fairseq.harness.evaluation.fairseq_loading import load_for_inference
+    from posmix_fairseq.harness.fairseq_loading import load_for_inference
     _, task, _ = load_for_inference(toy_data, checkpoint, ["--task", "posmix_translation"])
     sources = [task.dataset("test")[i]["source"] for i in range(12)]
     eos = task.source_dictionary.eos()

@@ -1,4 +1,4 @@
-"""Search-time rPosNet: the window form (``--S-rposnet-impl window``) against the dense
+"""Search-time rPosNet: the window form (``--<sublayer>-rposnet-impl window``) against the dense
 softmax, constant-state decoding (a state whose size does not grow with t), and a whole model with
 the Triton kernels forced on (interpreter, child process) against the PyTorch reference.
 
@@ -134,7 +134,7 @@ def test_window_has_no_dropout_and_no_weights():
 
 
 def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch):
-    """``--S-rposnet-impl auto`` (the default) takes the GPU defaults for CUDA tensors only, read once when
+    """``--<sublayer>-rposnet-impl auto`` (the default) takes the GPU defaults for CUDA tensors only, read once when
     the sublayer is built (its paths too: no window path where no device runs the window form); CUDA is
     simulated by the one device predicate."""
     from posmix_fairseq.kernels import choice
@@ -361,7 +361,7 @@ def run_child(**env):
 
 def test_whole_model_with_triton_kernels_forced_equals_torch_reference():
     """The window mixing (encoder, decoder causal, cross with gamma), the decoding step and the gating
-    run as Triton kernels (interpreter, forced by ``--S-rposnet-impl triton``) and as PyTorch (``window``)."""
+    run as Triton kernels (interpreter, forced by ``--<sublayer>-rposnet-impl triton``) and as PyTorch (``window``)."""
     pytest.importorskip("triton")
     reference = run_child(POSMIX_TEST_RPOSNET_IMPL="window")
     triton = run_child(POSMIX_TEST_RPOSNET_IMPL="triton", TRITON_INTERPRET="1")

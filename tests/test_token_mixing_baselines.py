@@ -21,11 +21,6 @@ def test_fourier_equals_real_part_of_fft_over_the_true_length():
         torch.testing.assert_close(out[start:, b], expected, atol=1e-4, rtol=1e-4)
 
 
-def test_fourier_outside_encoder_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"--decoder-self-mixer fourier: .*use it as --encoder-self-mixer only"):
-        build_model(["--arch", "fouriernet_iwslt_de_en", "--decoder-self-mixer", "fourier"])
-
-
 def test_linearnet_uses_its_matrix_by_true_position_and_names_its_limit():
     # the model's limits may not exceed P
     linear = replace(spec("linear", linear_max_positions=8), max_query_positions=8, max_key_positions=8)

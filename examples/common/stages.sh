@@ -7,7 +7,8 @@
 # CPU tests) and where it comes from is in posmix_fairseq/harness/recipes/settings.py; each can be overridden
 # from the environment under its name (PAPER, SIZE, VARIANT or ARCH, NAME, RAW, OUT, STAGES, MAX_UPDATE,
 # MAX_TOKENS, GPUS, UPDATE_FREQ, LR, WARMUP, BEAM, LENPEN, AVG, SAVE_INTERVAL_UPDATES, VOCAB, TOKENIZE,
-# TEST_SET, MAX_TRAIN, MAX_EVAL, TRAIN_FLAGS, DEVICE_FLAGS, GEN_FLAGS, COMET_MODEL, BLEURT_CHECKPOINT, ...).
+# TEST_SET, MAX_TRAIN, MAX_EVAL, TRAIN_FLAGS, DEVICE_FLAGS, GEN_FLAGS, COMET_MODEL, BLEURT_CHECKPOINT, MTDATA,
+# ...).
 # The sizes small, base and big train on GPUs: where torch sees none, the recipe stops unless
 # DEVICE_FLAGS=--cpu asks for the CPU.
 #
@@ -27,7 +28,7 @@ run_recipe() {
     exit 2
   fi
   export TASK PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
-  if ! report=$("$py" -m posmix_fairseq.harness.environment --require torch,fairseq,sacrebleu,sentencepiece 2>&1); then
+  if ! report=$("$py" -m posmix_fairseq.harness.environment --require torch,fairseq,sacrebleu,sentencepiece,sacremoses 2>&1); then
     printf '%s\n' "$report" >&2
     echo "recipe: $(command -v "$py") cannot run the recipes (above: what is missing or broken, and the command for" \
          "each). Activate the environment that has torch and fairseq (the one whose fairseq-train you use), or set" \

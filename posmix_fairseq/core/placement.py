@@ -91,3 +91,4 @@ DECODER_CROSS = Placement("decoder_cross", DECODER, DECODER, ENCODER, causal=Fal
 PLACEMENTS = (ENCODER_SELF, DECODER_SELF, DECODER_CROSS)
 PLACEMENT_BY_NAME = {p.name: p for p in PLACEMENTS}
 SELF_ATTENTION = {ENCODER: ENCODER_SELF, DECODER: DECODER_SELF}  # side -> its self-attention placement
+SELF_ATTENTION_PLACEMENTS = (ENCODER_SELF, DECODER_SELF)  # the placements of a mixer defined for self-attention only

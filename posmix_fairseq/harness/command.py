@@ -24,7 +24,6 @@ import gzip
 import io
 import json
 import logging
-import math
 import os
 import re
 import sys
@@ -34,6 +33,7 @@ import warnings
 from typing import Callable, Iterator, List, Optional, Sequence
 
 from .. import __version__
+from ..core.number_ranges import NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT, Number  # noqa: F401  (the commands' types)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -110,60 +110,6 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 # -- numbers -------------------------------------------------------------------------------------------
 
-class Number:
-    """An argparse ``type``: a number of ``kind`` (int or float) within its valid range, checked while the
-    options are parsed, before any work. A value that is not a number, not finite, or out of range is
-    argparse's usage error (exit status 2) naming the option and the range:
-    ``argument --runs: 0 is out of range: must be an integer >= 1``."""
-
-    def __init__(self, kind=int, low=None, high=None, low_open: bool = False, high_open: bool = False):
-        self.kind, self.low, self.high, self.low_open, self.high_open = kind, low, high, low_open, high_open
-        self.__name__ = "integer" if kind is int else "number"
-
-    def describe(self) -> str:
-        what = "an integer" if self.kind is int else "a finite number"
-        if self.low is not None and self.high is not None:
-            lo, hi = ("above " if self.low_open else "from "), (" (exclusive)" if self.high_open else "")
-            return f"must be {what} {lo}{self.low} to {self.high}{hi}"
-        if self.low is not None:
-            return f"must be {what} {'>' if self.low_open else '>='} {self.low}"
-        if self.high is not None:
-            return f"must be {what} {'<' if self.high_open else '<='} {self.high}"
-        return f"must be {what}"
-
-    def __call__(self, text) -> object:
-        try:
-            value = self.kind(text)
-        except (TypeError, ValueError):
-            what = "an integer" if self.kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}: {self.describe()}") from None
-        if self.kind is float and not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text} is not finite: {self.describe()}")
-        low_bad = self.low is not None and (value < self.low or (self.low_open and value == self.low))
-        high_bad = self.high is not None and (value > self.high or (self.high_open and value == self.high))
-        if low_bad or high_bad:
-            raise argparse.ArgumentTypeError(f"{text} is out of range: {self.describe()}")
-        return value
-
-    def out_of_range(self) -> List[str]:
-        """Values just outside the range (and "nan" for a float): what a test feeds the option."""
-        step = 1 if self.kind is int else 0.5
-        bad = []
-        if self.low is not None:
-            bad.append(str(self.low if self.low_open else self.low - step))
-        if self.high is not None:
-            bad.append(str(self.high if self.high_open else self.high + step))
-        return bad + (["nan"] if self.kind is float else ["x"])
-
-    def __repr__(self):
-        return f"Number({self.describe()})"
-
-
-POSITIVE_INT = Number(int, 1)
-NON_NEGATIVE_INT = Number(int, 0)
-POSITIVE_FLOAT = Number(float, 0, low_open=True)
-
-
 def checked_text(check: Callable[[str], object]) -> Callable[[str], str]:
     """An argparse ``type`` from a function that raises ValueError for a malformed value: the text itself,
     once ``check`` accepts it; its message becomes argparse's usage error (exit status 2) naming the option."""
@@ -177,6 +123,31 @@ def checked_text(check: Callable[[str], object]) -> Callable[[str], str]:
 
     convert.__name__ = getattr(check, "__name__", "value")
     return convert
+
+
+class ChoiceList:
+    """An argparse ``type``: a comma-separated, non-empty list of ``choices`` (each once); anything else is argparse's
+    usage error (exit status 2) naming the option and the valid values."""
+
+    def __init__(self, choices: Sequence[str]):
+        self.choices = tuple(choices)
+        self.__name__ = "list"
+
+    def __call__(self, text) -> List[str]:
+        items = [x.strip() for x in str(text).split(",") if x.strip()]
+        bad = [x for x in items if x not in self.choices]
+        if bad or not items or len(set(items)) != len(items):
+            what = f"{', '.join(bad)} not supported" if bad else "empty" if not items else "a value given twice"
+            raise argparse.ArgumentTypeError(f"{text!r}: {what}; give a comma-separated list of {', '.join(self.choices)}")
+        return items
+
+    def out_of_range(self) -> List[str]:
+        """Lists it refuses (an unknown item, none, an item twice): what a test feeds the option."""
+        return [f"{self.choices[0]},no-such-choice", "", f"{self.choices[0]},{self.choices[0]}"]
+
+
+#: the formats the figures are written in (posmix-plot, posmix-attention --heatmaps: --formats)
+FIGURE_FORMATS = ChoiceList(("png", "svg", "pdf"))
 
 
 class NumberList:

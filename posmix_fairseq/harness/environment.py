@@ -40,6 +40,8 @@ def requirements() -> List[Requirement]:
         Requirement("fairseq", ("fairseq-fixed", "fairseq"), fairseq_steps),
         Requirement("sacrebleu", ("sacrebleu",), 'pip install "sacrebleu>=2"'),
         Requirement("sentencepiece", ("sentencepiece",), "pip install sentencepiece"),
+        Requirement("sacremoses", ("sacremoses",), "pip install sacremoses", required=False,
+                    feature="Moses tokenisation: the recipes' prepare stage (MOSES=1), posmix-score --moses-detok"),
         Requirement("triton", ("triton",), "pip install triton   (the version your torch build requires)",
                     required=False, feature="the Triton GPU kernels (the PyTorch path runs without it)"),
         Requirement("comet", ("unbabel-comet",), "pip install unbabel-comet==2.2.7", required=False,

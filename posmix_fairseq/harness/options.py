@@ -86,6 +86,8 @@ def valid_values(action: argparse.Action) -> str:
         return "a switch (on when given)"
     if action.choices:
         return ", ".join(str(c) for c in action.choices)
+    if hasattr(action.type, "describe"):  # a number of a declared range (core/number_ranges.py)
+        return action.type.describe().replace("must be ", "", 1)
     kind = getattr(action.type, "__name__", None) if action.type else "str"
     return {"int": "an integer", "float": "a number", "str": "text"}.get(kind, kind or "text")
 

@@ -4,16 +4,23 @@ any arch built through fairseq's own argument parser (exactly as ``fairseq-train
 specs, standalone mixers and a call helper for them, and random batches. Needs fairseq."""
 
 
+import contextlib
+import functools
+from typing import Optional
+
 import torch  # noqa: E402
-from fairseq import models, options  # noqa: E402
+from fairseq import checkpoint_utils, models, options  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
 from posmix_fairseq import USER_DIR, register  # noqa: E402
 from posmix_fairseq.core.placement import PLACEMENT_BY_NAME, SIDES  # noqa: E402
 from posmix_fairseq.core.position_tables import SharedPositionTables  # noqa: E402
 from posmix_fairseq.core.positions import PositionFrame, PositionRoute  # noqa: E402
+from posmix_fairseq.models import architectures  # noqa: E402
 from posmix_fairseq.models.architectures import ARCHITECTURES  # noqa: E402
-from posmix_fairseq.models.upgrades import DEFAULTS_VERSION_KEY  # noqa: E402
+from posmix_fairseq.models.upgrades import DEFAULTS_VERSION_KEY, EVERY_VALUE_STORED  # noqa: E402
 from posmix_fairseq.mixers import MIXER_REGISTRY, MixerSpec, SideResources, build_mixer  # noqa: E402
 from posmix_fairseq.tasks.translation import PosMixTranslationConfig, PosMixTranslationTask  # noqa: E402
 
@@ -43,8 +50,20 @@ def make_dictionary(n_words: int = 40) -> Dictionary:
     return d
 
 
+class ParseRefusal(ValueError):
+    """fairseq's parser refused the flags (on the command line: argparse's usage error, exit status 2)."""
+
+
+def _refuse(message):
+    raise ParseRefusal(message)
+
+
 def parse_model_args(flags, tiny=True):
+    """The arguments ``fairseq-train --arch ...`` parses from ``flags`` (with the tiny sizes unless ``tiny`` is
+    False); a flag the parser refuses (an unknown value, a number out of its range) is a :class:`ParseRefusal`
+    with argparse's message, where the command line would exit with status 2."""
     parser = options.get_training_parser()
+    parser.error = _refuse  # argparse's usage error, raised here instead of exiting the process
     argv = ["unused-data-dir", "--task", "posmix_translation", "--user-dir", USER_DIR]
     argv += (TINY if tiny else []) + list(flags)  # the test's own flags win over the tiny sizes
     args = options.parse_args_and_arch(parser, argv)
@@ -110,8 +129,9 @@ def mixer_spec(name, placement="encoder_self", gated=False, k=4, table="sinusoid
                **options):
     """A MixerSpec for a standalone mixer; ``options`` by their Python names (gaussian_sigma=...)."""
     values = {"max-relative-position": k, "position-table": table}
-    declared = MIXER_REGISTRY.get(name, "--mixer").options
-    opts = {o: options.get(o.replace("-", "_"), values.get(o, kw.get("default"))) for o, kw in declared.items()}
+    entry = MIXER_REGISTRY.get(name, "--mixer")
+    opts = {o: options.get(o.replace("-", "_"), values.get(o, kw.get("default"))) for o, kw in entry.options.items()}
+    entry.check_options(PLACEMENT_BY_NAME[placement], opts)  # as a model's options are checked when read
     return MixerSpec(name=name, placement=PLACEMENT_BY_NAME[placement], layer_idx=0, num_layers=1, options=opts,
                      embed_dim=d, num_heads=h, kdim=d, attention_dropout=0.0, gated=gated, length_ratio=gamma,
                      max_query_positions=64, max_key_positions=64)
@@ -155,7 +175,12 @@ EXTRA_CONFIGS = {
     "aposnet_learned": ["--arch", "aposnet_wmt_en_de", "--encoder-self-position-table", "learned",
                         "--decoder-self-position-table", "learned"],
 }
-ALL_CONFIGS = {name: ["--arch", name] for name in ["posmix_transformer", *ARCHITECTURES]}
+def registered_archs():
+    """Every arch this package registers with fairseq: the plain model's and the table's (models/architectures.py)."""
+    return ["posmix_transformer", *ARCHITECTURES]
+
+
+ALL_CONFIGS = {name: ["--arch", name] for name in registered_archs()}
 ALL_CONFIGS.update(EXTRA_CONFIGS)
 
 
@@ -246,6 +271,22 @@ EXTRA_CONFIGS.update({
 })
 ALL_CONFIGS.update(EXTRA_CONFIGS)
 
+@functools.lru_cache(maxsize=None)
+def distinct_configs():
+    """The names of ALL_CONFIGS (sorted) without those whose parsed arguments equal an earlier one's at the tiny
+    sizes (e.g. ``X_iwslt_de_en`` and ``X_wmt_en_de`` differ only in sizes the tiny flags override): the same model
+    need not be run twice. Every arch is still built through its own arch function and reloaded
+    (tests/test_checkpoint_reload.py)."""
+    seen, names = set(), []
+    for name in sorted(ALL_CONFIGS):
+        args = {k: v for k, v in vars(parse_model_args(ALL_CONFIGS[name])).items() if k not in ("arch", "_name")}
+        key = repr(sorted(args.items()))
+        if key not in seen:
+            seen.add(key)
+            names.append(name)
+    return tuple(names)
+
+
 # stored arguments of checkpoints made before the defaults version: (flags, attributes those checkpoints
 # lacked). Built through fairseq's load path (:func:`build_stored_model`), they are upgraded to the
 # readings of their time: RecPE's head-sliced first layer, per-head PosNet-Attn kernels, the cumulative T5
@@ -266,11 +307,27 @@ STORED_CONFIGS = {
 }
 
 
+@contextlib.contextmanager
+def values_left_unset():
+    """Parsing as the code before :data:`~posmix_fairseq.models.upgrades.EVERY_VALUE_STORED` did: its arch function
+    left the options a command line did not give unset (to be read through the defaults when a model was built)."""
+    stores = architectures.store_option_values
+    architectures.store_option_values = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        architectures.store_option_values = stores
+
+
 def stored_arguments(flags, unset=(), defaults_version=None, tiny=True):
     """Model arguments as a checkpoint stored them: parsed from ``flags``, the attributes ``unset``
     left unset (None: options its code did not have), and ``defaults_version`` (None: absent, as in
-    checkpoints made before it)."""
-    args = parse_model_args(flags, tiny)
+    checkpoints made before it; below :data:`EVERY_VALUE_STORED`, the options the flags do not give are unset)."""
+    if defaults_version is None or defaults_version < EVERY_VALUE_STORED:
+        with values_left_unset():
+            args = parse_model_args(flags, tiny)
+    else:
+        args = parse_model_args(flags, tiny)
     for key in unset:
         setattr(args, key, None)
     if defaults_version is None:
@@ -288,6 +345,40 @@ def build_stored_model(args, dictionary=None, seed=0):
     task = PosMixTranslationTask(PosMixTranslationConfig(data="unused-data-dir"), d, d)
     torch.manual_seed(seed)
     return models.build_model(args, task).eval(), d
+
+
+def checkpoint_config(args) -> dict:
+    """The configuration fairseq-train stores in a checkpoint for ``args`` (its groups as dicts, the model's
+    arguments as a namespace). Converting takes a third of a second (hydra): configurations that differ only
+    in the model reuse one, ``dict(cfg, model=other_args)``."""
+    return OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True)
+
+
+def save_checkpoint(model, args, path: str, cfg: Optional[dict] = None):
+    """``model`` (built from ``args``) saved as fairseq-train saves a checkpoint: its configuration (``cfg``'s
+    groups, default :func:`checkpoint_config`, with ``args`` as the model's), state dict and an optimizer history
+    of no update (``checkpoint_utils.load_model_ensemble_and_task`` reads it)."""
+    cfg = dict(cfg or checkpoint_config(args), model=args)
+    state = {"args": None, "cfg": cfg, "model": model.state_dict(), "criterion": {}, "task_state": {},
+             "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam",
+                                    "lr_scheduler_state": {"best": None}, "num_updates": 0}],
+             "extra_state": {}, "last_optimizer_state": None}
+    checkpoint_utils.torch_persistent_save(state, path)
+
+
+def write_dictionaries(data_dir: str, dictionary=None, source="src", target="tgt"):
+    """The dictionaries fairseq's translation task loads from ``data_dir`` (both sides: ``dictionary``)."""
+    d = dictionary or make_dictionary()
+    for lang in (source, target):
+        d.save(f"{data_dir}/dict.{lang}.txt")
+
+
+def load_checkpoint(path: str, data_dir: str, source="src", target="tgt"):
+    """(model in eval mode, its arguments) as fairseq-generate loads a checkpoint (the arch function and the
+    upgrades run on its stored arguments), with the dictionaries of ``data_dir``."""
+    models_, cfg, _ = checkpoint_utils.load_model_ensemble_and_task(
+        [path], arg_overrides={"data": data_dir, "source_lang": source, "target_lang": target})
+    return models_[0].eval(), cfg.model
 
 
 def build_config(name, seed=0):

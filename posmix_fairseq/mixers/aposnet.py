@@ -9,6 +9,7 @@ Training-time parameters per layer (gated): 5(D^2 + D) + 2D.
 import torch
 from torch import Tensor
 
+from ..core.placement import PLACEMENTS
 from ..core.position_tables import refer_to_shared
 from .engine import (AbsoluteTableEnergy, EnergyMixingAttention, FrozenAbsoluteEnergy, MixerSpec, PositionQueries,
                      SideResources, absolute_table_options, register_mixer, shared_table, split_heads, table_norm,
@@ -46,8 +47,9 @@ class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
         return q.contiguous() @ keys[:, key_positions].permute(1, 0, 3, 2).contiguous()
 
 
-@register_mixer("aposnet", gated_by_default=True, uses_positions=True, frozen_energy=FrozenAbsoluteEnergy,
-                description="aPosNet: energies from absolute position embeddings only (Eq. 8)",
+@register_mixer("aposnet", placements=PLACEMENTS, gated_by_default=True, uses_positions=True, frozen_energy=FrozenAbsoluteEnergy,
+                description="aPosNet (GPA Eq. 8): energies from absolute position embeddings only",
+                equation="(W^Q n~)(W^K m~)^T (GPA Eq. 8)", parameters="4(D²+D)",
                 options=absolute_table_options("sinusoidal"))
 def build_aposnet(spec: MixerSpec, resources: SideResources):
     return EnergyMixingAttention(spec, resources, spec.energy(AbsolutePositionEnergy, resources),

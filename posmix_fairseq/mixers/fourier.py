@@ -11,7 +11,7 @@ import math
 import torch
 
 from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
-from ..core.placement import ENCODER_SELF
+from ..core.placement import ENCODER_SELF  # the one sublayer FourierNet is defined for
 
 
 class FourierWeights(DirectWeights):
@@ -22,10 +22,9 @@ class FourierWeights(DirectWeights):
         return weights.unsqueeze(1).to(query.dtype)
 
 
-@register_mixer("fourier", gated_by_default=False, uses_positions=True,
-                description="FourierNet (Eq. 11): real part of the DFT along each sentence (encoder only)")
+@register_mixer("fourier", placements=(ENCODER_SELF,), gated_by_default=False, uses_positions=True,
+                description="FourierNet (GPA Eq. 11): real part of the DFT along each sentence (encoder only)",
+                equation="fixed a(n,m) = cos(2πnm/L), L the sentence's true length (GPA Eq. 11)",
+                parameters="2(D²+D)")
 def build_fourier(spec: MixerSpec, resources: SideResources):
-    if spec.placement != ENCODER_SELF:
-        raise ValueError(f"{spec.flag('mixer')} fourier: FourierNet transforms the whole sentence, so it is "
-                         "not causal and has no target-source form; use it as --encoder-self-mixer only")
     return EnergyMixingAttention(spec, resources, FourierWeights())

@@ -4,12 +4,12 @@ positions, centred at an offset from the query:
     a_h(i, j) = N(j; f_h(i), sigma^2) = exp(-(j - f_h(i))^2 / (2 sigma^2)) / (sigma sqrt(2 pi))
     f_h(i)    = floor(gamma * i + o_h)      (gamma = 1 in self-attention: f_h(i) = i + o_h)
 
-No query/key projections; W^V is kept (``--S-gaussian-value-projection off`` drops it, HC footnote 6)
+No query/key projections; W^V is kept (``--<sublayer>-gaussian-value-projection off`` drops it, HC footnote 6)
 and W^O mixes the heads. The weights are cut at the sentence borders (and, in the decoder, at the
 current position) and NOT renormalised (HC footnote 5): the head centred on its query gives
 [0.054, 0.24, 0.40, 0.24, 0.054] on its 5-token neighbourhood (HC footnote 1). The default offsets
 are HC's best HC-SA (Appendix Table 6) and HC-ALL's cross heads; head h takes offsets[h % len].
-``--S-gaussian-impl``: ``full`` (the reference), ``window`` (GPA Table 8's K_hat N D: the 2K + 1 keys
+``--<sublayer>-gaussian-impl``: ``full`` (the reference), ``window`` (GPA Table 8's K_hat N D: the 2K + 1 keys
 around each centre, docs/choices.md), ``conv`` (HC Section 6.3: window 3), ``index`` (copy the centre
 value); all from the true positions and the per-call gamma, with no weight cache.
 """
@@ -19,6 +19,8 @@ from typing import List
 import torch
 from torch import Tensor, nn
 
+from ..core.number_ranges import POSITIVE_FLOAT
+from ..core.placement import PLACEMENTS
 from ..core.position_tables import PositionFigure
 from .engine import (CentredEnergy, DirectWeights, EnergyMixingAttention, MixerSpec, SideResources, Values,
                      max_relative_position, max_relative_position_option, register_mixer)
@@ -40,6 +42,8 @@ def parse_offsets(text: str, num_layers: int, num_heads: int, option: str) -> Li
             values = [float(v) for v in group.split(",") if v.strip() != ""]
         except ValueError:
             raise ValueError(f"{option}: {group!r} is not a comma list of numbers") from None
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError(f"{option}: {group!r}: the offsets must be finite numbers")
         if not values or len(values) > num_heads:
             raise ValueError(f"{option}: each layer needs 1 to {num_heads} (the number of heads) offsets; "
                              f"got {group!r}")
@@ -56,12 +60,7 @@ class GaussianWeights(DirectWeights, CentredEnergy):
         offsets = parse_offsets(opts["gaussian-offsets"] or DEFAULT_OFFSETS[spec.placement.name],
                                 spec.num_layers, spec.num_heads, spec.flag("gaussian-offsets"))[spec.layer_idx]
         self.register_buffer("offsets", torch.tensor(offsets, dtype=torch.float64), persistent=False)
-        self.sigma = float(opts["gaussian-sigma"])
-        if not self.sigma > 0:
-            raise ValueError(f"{spec.flag('gaussian-sigma')} must be > 0 (got {self.sigma})")
-        self.impl = opts["gaussian-impl"]
-        if self.impl not in IMPLEMENTATIONS:
-            raise ValueError(f"{spec.flag('gaussian-impl')}: {self.impl!r} is not one of {', '.join(IMPLEMENTATIONS)}")
+        self.sigma, self.impl = float(opts["gaussian-sigma"]), opts["gaussian-impl"]  # checked by their declarations
         self.length_ratio = spec.length_ratio
         # K: the half-width of the window form, which mixes the 2K + 1 keys around each centre
         self.half_width = max_relative_position(spec) if self.impl == "window" else None
@@ -87,17 +86,19 @@ class GaussianWeights(DirectWeights, CentredEnergy):
 
 
 @register_mixer(
-    "gaussian", gated_by_default=False, uses_positions=True,
+    "gaussian", placements=PLACEMENTS, gated_by_default=False, uses_positions=True,
     description="hard-coded Gaussian heads (You et al. 2020): fixed N(floor(gamma i + o_h), sigma^2) weights",
+    equation="fixed a_h(i,j) = N(j; floor(γi + o_h), σ²), cut at the borders, not renormalised (no softmax)",
+    parameters="2(D²+D); D²+D without W^V",
     read_when={"max-relative-position": ("gaussian-impl", "window")},  # K cuts the window form only
     options={
         "gaussian-offsets": dict(type=str, default=None, metavar="OFFSETS",
                                  help="per-head centre offsets: '-1,1' for all layers or '-1,1;0,1;...' per layer "
                                       "(default: encoder -1,1; decoder -1,0; cross -1,0,1)"),
-        "gaussian-sigma": dict(type=float, default=1.0, help="standard deviation of the hard-coded heads (default 1)"),
+        "gaussian-sigma": dict(type=POSITIVE_FLOAT, default=1.0, help="standard deviation of the hard-coded heads (default 1)"),
         "gaussian-impl": dict(choices=IMPLEMENTATIONS, default="full",
                               help="full: whole sentence (default); window: the 2K+1 keys around each centre (K = "
-                                   "--S-max-relative-position; GPA Table 8); conv: window 3; index: the centre value"),
+                                   "--<sublayer>-max-relative-position; GPA Table 8); conv: window 3; index: the centre value"),
         **max_relative_position_option(),
         "gaussian-value-projection": dict(choices=("on", "off"), default="on",
                                  help="keep W^V (on) or use the inputs as values (off, footnote 6)"),

@@ -15,6 +15,7 @@ from torch import nn
 
 from .engine import (DirectWeights, EnergyMixingAttention, MixerSpec, SideResources, Values, max_relative_position,
                      max_relative_position_option, register_mixer, xavier_linear)
+from ..core.placement import PLACEMENTS
 from ..core.positions import relative_distance
 
 
@@ -48,8 +49,11 @@ class LightConvWeights(DirectWeights):
 
 
 @register_mixer(
-    "lightconv", gated_by_default=False, uses_positions=True,
-    description="light convolution (Eq. 14): softmax kernel of 2K+1 taps per head; GLU / gating / global context",
+    "lightconv", placements=PLACEMENTS, gated_by_default=False, uses_positions=True,
+    description="light convolution (Wu et al. 2019; GPA Eq. 14): softmax kernel of 2K+1 taps per head; GLU / gating / "
+                "global context",
+    equation="a_h(n,m) = softmax(w^h)[n−m] for |n−m| ≤ K (GPA Eq. 14); values GLU(W^{2D} x)",
+    parameters="3(D²+D) + H(2K+1); 2(D²+D) + H(2K+1) without GLU; H(K+1) taps in the causal decoder",
     options={
         **max_relative_position_option(),
         "lightconv-glu": dict(choices=("on", "off"), default="on", help="GLU on the inputs (default on)"),

@@ -4,12 +4,14 @@
 
 a learnable matrix per head over true (query, key) positions, used as is (no softmax; the future
 mask makes it causal in decoder self-attention). It covers positions below
-``--S-linear-max-positions`` P, 128 by default: GPA Table 2's totals imply H N^2 with N = 128
+``--<sublayer>-linear-max-positions`` P, 128 by default: GPA Table 2's totals imply H N^2 with N = 128
 (docs/choices.md). The model's max positions may not exceed P. Parameters: 2(D^2 + D) + H P^2.
 """
 import torch
 from torch import nn
 
+from ..core.number_ranges import POSITIVE_INT
+from ..core.placement import PLACEMENTS
 from ..core.position_tables import PositionFigure
 from .engine import DirectWeights, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
 
@@ -42,9 +44,10 @@ class LinearSpatialWeights(DirectWeights):
         return weights.transpose(0, 1).to(query.dtype)
 
 
-@register_mixer("linear", gated_by_default=False, uses_positions=True,
-                description="LinearNet (Eq. 13): a learned spatial mixing matrix per head (gLinearNet: + gating)",
-                options={"linear-max-positions": dict(type=int, default=DEFAULT_MAX_POSITIONS, metavar="P",
+@register_mixer("linear", placements=PLACEMENTS, gated_by_default=False, uses_positions=True,
+                description="LinearNet (GPA Eq. 13): a learned spatial mixing matrix per head (gLinearNet: + gating)",
+                equation="learned a_h(n,m) = W^h[n,m], no softmax (GPA Eq. 13)", parameters="2(D²+D) + H·P²",
+                options={"linear-max-positions": dict(type=POSITIVE_INT, default=DEFAULT_MAX_POSITIONS, metavar="P",
                                                       help="positions covered by the LinearNet matrix (default "
                                                            f"{DEFAULT_MAX_POSITIONS}, GPA Table 2's N); the "
                                                            "model's max source/target positions may not exceed it")})

@@ -6,11 +6,13 @@ e_nm = (W^Q y_n)(W^K x_m)^T / sqrt(D_h) inside :class:`EnergyMixingAttention` wi
 """
 from fairseq.modules import MultiheadAttention
 
+from ..core.placement import PLACEMENTS
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
 
 
-@register_mixer("mha", gated_by_default=False, uses_positions=False,
-                description="multi-head attention (Vaswani et al. 2017); fairseq's module when ungated")
+@register_mixer("mha", placements=PLACEMENTS, gated_by_default=False, uses_positions=False,
+                description="multi-head attention (Vaswani et al. 2017); fairseq's module when ungated",
+                equation="(W^Q y_n)(W^K x_m)^T", parameters="4(D²+D)")
 def build_mha(spec: MixerSpec, resources: SideResources):
     if spec.gated:
         return EnergyMixingAttention(spec, resources, ContentEnergy(spec))

@@ -5,6 +5,7 @@ identity, so ``x + 0`` passes through unchanged: exactly a layer without the sub
 """
 import torch
 
+from ..core.placement import SELF_ATTENTION_PLACEMENTS
 from .engine import MixerSpec, SideResources, TokenMixer, register_mixer
 
 
@@ -16,12 +17,11 @@ class NoMixing(TokenMixer):
         return torch.zeros_like(query), None
 
 
-@register_mixer("none", gated_by_default=False, uses_positions=False,
-                description="no self-attention sublayer (the -SA ablations)")
+@register_mixer("none", placements=SELF_ATTENTION_PLACEMENTS, gated_by_default=False, uses_positions=False,
+                description="no self-attention sublayer (the -SA ablations of HC Section 5; cross-attention is removed "
+                            "with --decoder-cross-heads 0)",
+                equation="the sublayer removed", parameters="0")
 def build_none(spec: MixerSpec, resources: SideResources):
-    if spec.placement.cross:
-        raise ValueError("--decoder-cross-mixer none: remove cross-attention with --decoder-cross-heads "
-                         "(0 for each layer without it) instead")
     if spec.gated:
         raise ValueError(f"{spec.flag('gating')} on has no effect with {spec.flag('mixer')} none")
     return NoMixing(spec.embed_dim, spec.num_heads)

@@ -16,6 +16,8 @@ import torch
 from fairseq import utils
 from torch import nn
 
+from ..core.number_ranges import DROPOUT, POSITIVE_INT
+from ..core.placement import PLACEMENTS
 from ..core.position_tables import PositionFigure, apply_position_kernels, position_kernels, refer_to_shared
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, Values, register_mixer
 
@@ -68,13 +70,15 @@ class PositionKernelValues(Values):
 
 
 @register_mixer(
-    "posnet", gated_by_default=False, uses_positions=True,
+    "posnet", placements=PLACEMENTS, gated_by_default=False, uses_positions=True,
     description="PosNet-Attn (PosNet Eqs. 20, 23): content attention over values with per-position kernels",
+    equation="(W^Q y_n)(W^K x_m)^T; values PosNet(v_m) = Dropout(act(v^h_m Φ[p_m])) + v^h_m (PosNet Eqs. 20, 23)",
+    parameters="4(D²+D), + P·d_k² per kernel tensor (P·H·D_h² with the per-head kernels of old checkpoints)",
     options={
-        "posnet-max-positions": dict(type=int, default=DEFAULT_MAX_POSITIONS, metavar="P",
+        "posnet-max-positions": dict(type=POSITIVE_INT, default=DEFAULT_MAX_POSITIONS, metavar="P",
                                      help=f"positions covered by the PosNet kernel table (default "
                                           f"{DEFAULT_MAX_POSITIONS}); the model's max positions may not exceed it"),
-        "posnet-dropout": dict(type=float, default=None, metavar="P",
+        "posnet-dropout": dict(type=DROPOUT, default=None, metavar="P",
                                help="dropout on the PosNet output before its residual (default --dropout)"),
         "posnet-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
                                   help="act of PosNet-Attn (Eq. 23; default relu, as PosNet-Embed's)"),
@@ -88,8 +92,6 @@ def build_posnet(spec: MixerSpec, resources: SideResources):
     shared = opts["posnet-share-kernels"] == "on"
     groups = spec.num_heads if opts.get("posnet-kernel") == PER_HEAD_KERNELS else 1
     dropout = spec.dropout if opts["posnet-dropout"] is None else float(opts["posnet-dropout"])
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"{spec.flag('posnet-dropout')} must be in [0, 1) (got {dropout})")
     make = lambda: PositionKernels(max_positions, groups, spec.embed_dim // spec.num_heads)  # noqa: E731
     kernels = resources.shared_tables.shared(f"posnet_{spec.placement.name}", make) if shared else make()
     if kernels.weight.shape[1:3] != (groups, spec.embed_dim // spec.num_heads):  # a layer of other heads

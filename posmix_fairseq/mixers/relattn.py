@@ -4,8 +4,9 @@
 
 Parameters: 3(D^2 + D) + (2K + 1) D with the relative keys sliced over the heads (one D-vector per
 distance; the default, GPA Table 6 "Rel. Self-Attention" 63.6M needs it), 3(D^2 + D) + (2K + 1) D_h
-with ``--S-relative-embedding-heads shared`` (no W^K).
+with ``--<sublayer>-relative-embedding-heads shared`` (no W^K).
 """
+from ..core.placement import PLACEMENTS
 from ..core.positions import clipped_relative_index
 from .engine import (EnergyMixingAttention, MixerSpec, SideResources, SoftmaxEnergy, gather_relative, head_scaling,
                      max_relative_position, max_relative_position_option, position_table_option, register_mixer,
@@ -30,8 +31,11 @@ class RelativeKeyEnergy(SoftmaxEnergy):
         return gather_relative(relative_scores(q, self.relative_keys()), index)
 
 
-@register_mixer("relattn", gated_by_default=False, uses_positions=True,
-                description="token-position relative attention (content queries, relative-position keys)",
+@register_mixer("relattn", placements=PLACEMENTS, gated_by_default=False, uses_positions=True,
+                description="token-position relative attention (GPA Section 7.2): content queries, relative-position "
+                            "keys",
+                equation="(W^Q y_n)(a^K_nm)^T",
+                parameters="3(D²+D) + (2K+1)D sliced; 3(D²+D) + (2K+1)D_h shared",
                 options={**max_relative_position_option(), **position_table_option("learned"),
                          **relative_embeddings_options("sliced")})
 def build_relattn(spec: MixerSpec, resources: SideResources):

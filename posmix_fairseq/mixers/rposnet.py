@@ -6,11 +6,12 @@ n~ is the absolute query-position table shared by the layers of a side (learned 
 Section 5.2); W^Q and Emb_rel ((2K+1) x D, head h uses slice h: GPA Table 8) are per layer; gamma is
 the training-set length ratio in cross-attention (GPA Section 4.2). Gating (Eq. 4) is on by default.
 How its sublayers can run is declared here (MIXING, DECODE; kernels/choice.py decides, with
-``--S-rposnet-impl`` first: docs/gpu.md, "What runs on a GPU"); decoder self-attention always decodes with
+``--<sublayer>-rposnet-impl`` first: docs/gpu.md, "What runs on a GPU"); decoder self-attention always decodes with
 the constant state (the K most recent values and the sum of the older ones).
 """
 from torch import Tensor
 
+from ..core.placement import PLACEMENTS
 from ..kernels.choice import SublayerKernels, choose, declare
 from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, PositionQueries, RelativeTableEnergy,
                      SideResources, absolute_table_options, max_relative_position, max_relative_position_option,
@@ -54,8 +55,10 @@ class RelativePositionEnergy(PositionQueries, RelativeTableEnergy):
         return getattr(self.query_table, "max_positions", None)  # a learned n~ table's size; sinusoids: any
 
 
-@register_mixer("rposnet", gated_by_default=True, uses_positions=True, frozen_energy=FrozenRelativeEnergy,
-                description="rPosNet: energies from query positions and clipped relative distances (Eqs. 9-10)",
+@register_mixer("rposnet", placements=PLACEMENTS, gated_by_default=True, uses_positions=True, frozen_energy=FrozenRelativeEnergy,
+                description="rPosNet (GPA Eqs. 9-10): energies from query positions and clipped relative distances",
+                equation="(W^Q n~)(d~_nm)^T, d~_nm = Emb_rel(clip(floor(γn) − m, K)) (GPA Eqs. 9-10)",
+                parameters="3(D²+D) + (2K+1)D sliced (GPA Table 8 with the gate); + (2K+1)D_h shared",
                 options={**max_relative_position_option(), **absolute_table_options("learned"),
                          **relative_embeddings_options("sliced"),
                          "rposnet-impl": dict(choices=RPOSNET_IMPL_CHOICES, default=DEFAULT_IMPL,
@@ -73,7 +76,7 @@ def build_rposnet(spec: MixerSpec, resources: SideResources):
 
 
 def rposnet_kernels(placement, impl: str, gated: bool = False) -> SublayerKernels:
-    """The kernels of a sublayer at ``placement`` whose ``--S-rposnet-impl`` is ``impl`` (checked); decoder
+    """The kernels of a sublayer at ``placement`` whose ``--<sublayer>-rposnet-impl`` is ``impl`` (checked); decoder
     self-attention has the decoding step too."""
     decodes = placement.causal and not placement.cross
     return choose((MIXING, DECODE) if decodes else (MIXING,), impl, placement.flag("rposnet-impl"), gated)
@@ -81,8 +84,8 @@ def rposnet_kernels(placement, impl: str, gated: bool = False) -> SublayerKernel
 
 def rposnet_paths(placement, kernels):
     """Constant-state decoding where the sublayer has a decoding step, then the window form where ``kernels``
-    (a :class:`SublayerKernels`, or an ``--S-rposnet-impl`` value to choose one) runs it on some device, then
-    the dense weights from the energy table (a full forward); dense mixing closes every list."""
+    (a :class:`SublayerKernels`, or an ``--<sublayer>-rposnet-impl`` value to choose one) runs it on some device,
+    then the dense weights from the energy table (a full forward); dense mixing closes every list."""
     kernels = rposnet_kernels(placement, kernels) if isinstance(kernels, str) else kernels
     paths = [ConstantStateDecoding(DECODE)] if kernels.cpu.of(DECODE) else []
     return paths + ([RPosNetBandMixing(MIXING)] if kernels.may_run(MIXING, "window") else []) + [PositionTableMixing()]

@@ -4,13 +4,14 @@
     c_n  = sum_m a_nm (W^V x_m + a^V_nm)
 
 with a^K, a^V learned embeddings of the clipped distance clip(floor(gamma n) - m, K), one table pair
-per layer, shared across heads (Shaw et al.) or sliced (``--S-relative-embedding-heads``). Variants:
-K-only (``--S-shaw-value-term off``: GPA Table 8's "(2K+1) D + 4D^2", the ``shaw_<size>`` archs) and
-relative sinusoidal (``--S-position-table sinusoidal``, PEA Eqs. 8-9; no parameters). Parameters of
+per layer, shared across heads (Shaw et al.) or sliced (``--<sublayer>-relative-embedding-heads``). Variants:
+K-only (``--<sublayer>-shaw-value-term off``: GPA Table 8's "(2K+1) D + 4D^2", the ``shaw_<size>`` archs) and
+relative sinusoidal (``--<sublayer>-position-table sinusoidal``, PEA Eqs. 8-9; no parameters). Parameters of
 each layout: docs/architectures.md; why GPA's Shaw has no a^V: docs/choices.md.
 """
 from torch import nn
 
+from ..core.placement import PLACEMENTS
 from ..core.positions import clipped_relative_index
 from .engine import (ContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, Values, bucket_probabilities,
                      gather_relative, max_relative_position, max_relative_position_option, position_table_option,
@@ -46,8 +47,10 @@ class ShawValues(Values):
         return buckets @ self.relative_values().to(weights.dtype)
 
 
-@register_mixer("shaw", gated_by_default=False, uses_positions=True,
+@register_mixer("shaw", placements=PLACEMENTS, gated_by_default=False, uses_positions=True,
                 description="Shaw et al. (2018) relative position representations (K and V terms)",
+                equation="(W^Q y_n)(W^K x_m + a^K_nm)^T, context + Σ_m a_nm a^V_nm (Shaw et al. Eqs. 3-4)",
+                parameters="4(D²+D) + 2(2K+1)D_h shared; 4(D²+D) + (2K+1)D sliced without a^V (GPA Table 8)",
                 options={**max_relative_position_option(), **position_table_option("learned"),
                          **relative_embeddings_options("shared"),
                          "shaw-value-term": dict(choices=("on", "off"), default="on",

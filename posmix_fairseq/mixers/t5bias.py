@@ -7,7 +7,7 @@ models"); the baselines of PosNet Table 1:
 
 T5 buckets d = n - m (``t5_bucket``) up to ``max_distance``, beyond which the bucket is constant, so
 distances are clipped there exactly (any length extrapolates). Unlike T5 (which folds 1/sqrt(D_h)
-into its initialisation) the content term keeps fairseq's scaling. AT5 (``--S-t5-adaptive on``)
+into its initialisation) the content term keeps fairseq's scaling. AT5 (``--<sublayer>-t5-adaptive on``)
 learns per head and direction the slope of a soft bucket that saturates at 1 (far distances share a
 value, as T5's last bucket), with the constants of the authors' TensorFlow code
 (BDBC-KG-NLP/AAAI2021-Scalar-Embedding-of-Relative-Positions, thumt/layers/soft_t5_attention.py);
@@ -22,7 +22,8 @@ from typing import Protocol, Tuple
 import torch
 from torch import Tensor, nn
 
-from ..core.placement import ENCODER_SELF
+from ..core.number_ranges import Number
+from ..core.placement import ENCODER_SELF, SELF_ATTENTION_PLACEMENTS
 from ..core.position_tables import PositionFigure, refer_to_shared
 from ..core.positions import relative_distance
 from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
@@ -161,9 +162,6 @@ class SoftBucketBias(nn.Module):
 class T5BiasEnergy(ContentEnergy):
     def __init__(self, spec: MixerSpec, resources: SideResources):
         super().__init__(spec)
-        if spec.placement.cross:
-            raise ValueError("--decoder-cross-mixer t5bias: T5's scalar relative bias is defined for "
-                             "self-attention only; use it for --encoder-self-mixer/--decoder-self-mixer")
         prefix, opts = spec.placement.flag_prefix, spec.options
         num_buckets, max_distance = int(opts["t5-buckets"]), int(opts["t5-max-distance"])
         bidirectional = spec.placement == ENCODER_SELF
@@ -173,9 +171,7 @@ class T5BiasEnergy(ContentEnergy):
         if max_distance <= direction_buckets // 2:
             raise ValueError(f"{prefix}-t5-max-distance must be > {direction_buckets // 2} (half the buckets of "
                              f"a direction; got {max_distance})")
-        adaptive = opts["t5-adaptive"]
-        if adaptive not in ADAPTIVE + (CUMULATIVE,):
-            raise ValueError(f"{prefix}-t5-adaptive: {adaptive!r} is not one of {', '.join(ADAPTIVE)}")
+        adaptive = opts["t5-adaptive"]  # on, off (its choices) or the legacy reading cumulative
         if adaptive == "on":  # Wu et al. (2021): soft buckets and a per-head MLP
             try:
                 widths = [int(v) for v in str(opts["at5-hidden"]).split(",")]
@@ -209,17 +205,20 @@ class T5BiasEnergy(ContentEnergy):
         return content + self.relative_bias(query_positions, key_positions).to(content.dtype)
 
 
-@register_mixer("t5bias", gated_by_default=False, uses_positions=True,
+@register_mixer("t5bias", placements=SELF_ATTENTION_PLACEMENTS, gated_by_default=False, uses_positions=True,
                 description="T5 scalar relative position bias (Raffel et al. 2020); AT5 (Wu et al. 2021) with "
-                            "--S-t5-adaptive on",
+                            "--<sublayer>-t5-adaptive on",
+                equation="(W^Q y_n)(W^K x_m)^T + b_h[bucket(n − m)]; AT5: + MLP_h(1 − exp(−α_h |n − m|))",
+                parameters="4(D²+D), + B·H per encoder/decoder (T5); AT5: directions·H·(2l₁ + l₁l₂ + 2l₂ + 2) per "
+                           "encoder/decoder",
                 options={
-                    "t5-buckets": dict(type=int, default=32, metavar="B", help="T5 relative buckets (default 32)"),
-                    "t5-max-distance": dict(type=int, default=128, metavar="M",
+                    "t5-buckets": dict(type=Number(int, 2), default=32, metavar="B", help="T5 relative buckets (default 32)"),
+                    "t5-max-distance": dict(type=Number(int, 2), default=128, metavar="M",
                                             help="distance from which all share the last bucket (default 128)"),
                     "t5-adaptive": dict(choices=ADAPTIVE, default="off",
                                         help="on: AT5, Wu et al. (2021)'s soft buckets and MLP; off: T5 (default)"),
                     "at5-hidden": dict(type=str, default="32,4", metavar="L1,L2",
-                                       help="AT5 (--S-t5-adaptive on): hidden widths of the MLP (default 32,4)"),
+                                       help="AT5 (--<sublayer>-t5-adaptive on): hidden widths of the MLP (default 32,4)"),
                 })
 def build_t5bias(spec: MixerSpec, resources: SideResources):
     return EnergyMixingAttention(spec, resources, T5BiasEnergy(spec, resources))

@@ -9,7 +9,8 @@ from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
 from ..mixers import MIXER_REGISTRY
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .options import default_mixers, made_by_this_code, posmix_base_architecture
+from .options import (default_mixers, made_by_this_code, posmix_base_architecture, store_option_values,
+                      stored_defaults_version)
 from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers the model first)
 from . import upgrades
 
@@ -69,7 +70,8 @@ VARIANTS = {
                 both_sides(self_mixer="rposnet", position_encoding="none", self_relative_embedding_heads="sliced")),
     "aposnet": (GPA, "aPosNet, Eq. 8, gated (Eq. 4); Tables 2-6",
                 both_sides(self_mixer="aposnet", position_encoding="none")),
-    "shaw": ("Shaw et al. 2018", "relative position representations (K and V terms); Table 6",
+    "shaw": ("Shaw et al. 2018", "GPA's Shaw baseline: relative keys, one (2K+1) x D table per layer sliced over the "
+                                 "heads, no a^V term; Tables 2, 3, 6",
              both_sides(self_mixer="shaw", position_encoding="none", self_relative_embedding_heads="sliced",
                         self_shaw_value_term="off")),
     "relattn": (GPA, "token-position relative attention, Section 7.2; Table 6",
@@ -117,6 +119,13 @@ VARIANTS = {
     "at5bias": ("PosNet (baseline: Wu et al. 2021)",
                 "AT5: soft learnable buckets (1 - exp(-alpha d)) and a per-head MLP",
                 both_sides(self_mixer="t5bias", self_t5_adaptive="on", position_encoding="none")),
+    # Two position methods that length-generalisation studies compare against, beyond the five papers
+    "alibi": ("Press, Smith & Lewis, ICLR 2022 (arXiv:2108.12409)",
+              "ALiBi: per-head linear distance penalties, slopes 2^(-8h/H); no position embeddings",
+              both_sides(self_mixer="alibi", position_encoding="none")),
+    "rope": ("Su, Lu, Pan, Murtadha, Wen & Liu 2021 (arXiv:2104.09864)",
+             "RoPE (RoFormer): rotary query and key positions; no position embeddings",
+             both_sides(self_mixer="rope", position_encoding="none")),
 }
 
 # The released code of GPA (github.com/apptek/posnet-position_based_attention: models/posnet/models/posnet.py,
@@ -126,7 +135,7 @@ GPA_RELEASED = "Gated position-based attention, released code"
 
 
 def _dropout_where_read(option: str):
-    """``--S-<option>`` = --dropout for each self-attention sublayer whose mixer reads it."""
+    """``--<sublayer>-<option>`` = --dropout for each self-attention sublayer whose mixer reads it."""
     def per(placement):
         return lambda args: args.dropout if _reads(args, placement, option) else None
     return {SELF_ATTENTION[side].attr(option): per(SELF_ATTENTION[side]) for side in SIDES}
@@ -208,12 +217,16 @@ for _variant, (_paper, _what, _defaults) in VARIANTS.items():
 def upgrading_stored_arguments(architecture):
     """The registered arch function. fairseq runs it first on a loaded checkpoint's arguments, so those
     stored by older code (defaults version below the current version) are upgraded here, once, before any
-    default fills them; arguments of this code's command lines run no upgrade code."""
+    default fills them; arguments of this code's command lines run no upgrade code. Then every option the model
+    reads takes its value (unset ones: the defaults of the code the arguments come from), so the checkpoint
+    stores them all."""
     @functools.wraps(architecture)
     def registered(args):
+        version = stored_defaults_version(args)
         if not made_by_this_code(args):
             upgrades.upgrade_stored_args(args)
         architecture(args)
+        store_option_values(args, *upgrades.defaults_of_version(version))
     return registered
 
 

@@ -1,12 +1,13 @@
 """The command-line schema of ``posmix_transformer``: flags, defaults and validation.
 
-Per sublayer S (``encoder-self``, ``decoder-self``, ``decoder-cross``): ``--S-mixer``, ``--S-gating`` and
+Per sublayer (``encoder-self``, ``decoder-self``, ``decoder-cross``): ``--<sublayer>-mixer``, ``--<sublayer>-gating`` and
 every option a registered mixer declares; per side: ``--<side>-position-encoding`` and every option a
 registered position encoding declares. An option given where nothing reads it is an error.
 The defaults version (a parser default, no flag) and the stored legacy readings: docs/choices.md, "Old
-checkpoints".
+checkpoints". Every option a built model reads is stored with its value (:func:`store_option_values`), so a
+default changed later never changes a trained model.
 """
-from typing import Dict
+from typing import Callable, Dict
 
 from fairseq.models.transformer.transformer_legacy import base_architecture
 
@@ -18,20 +19,20 @@ from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 
 DEFAULTS_VERSION_KEY = "posmix_paper_readings"  # the attribute checkpoints store the defaults version under
 #: the version of the defaults this code builds; upgrade steps with ``defaults_below`` <= it pin former ones
-DEFAULTS_VERSION = 13
+DEFAULTS_VERSION = 14
 LEGACY_READINGS = "posmix_legacy_readings"
 GATING_CHOICES = ("default", "on", "off")
 
 
 def add_posmix_args(group):
     """The model's flags on ``group`` (fairseq hands ``add_args`` an argument group)."""
-    mixers = MIXER_REGISTRY.names()
+    gated = ", ".join(name for name, entry in MIXER_REGISTRY.items() if entry.gated_by_default)
     for placement in PLACEMENTS:
-        where = placement.name.replace("_", " ")
+        where, mixers = placement.name.replace("_", " "), MIXER_REGISTRY.names_at(placement)
         group.add_argument(placement.flag("mixer"), choices=mixers, metavar="MIXER",
                            help=f"token mixer of the {where}-attention sublayer: {', '.join(mixers)} (default: mha)")
         group.add_argument(placement.flag("gating"), choices=GATING_CHOICES,
-                           help="Eq. 4 GeLU gating: on, off, or the mixer's default (on for aposnet/rposnet)")
+                           help=f"Eq. 4 GeLU gating: on, off, or the mixer's default (on for {gated})")
     add_declared_options(group, MIXER_REGISTRY, PLACEMENTS)
     encodings = POSITION_ENCODING_REGISTRY.names()
     for side in SIDES:
@@ -68,11 +69,11 @@ def add_posmix_args(group):
 
 
 def add_declared_options(group, registry, scopes):
-    """``--<scope>-<option>`` for every option an entry of ``registry`` declares, in every scope."""
-    for option, kwargs in registry.declared_options().items():
-        kwargs = dict(kwargs, help=f"{kwargs.get('help', '')} [read by: {', '.join(registry.readers(option))}]")
-        for scope in scopes:
-            group.add_argument(scope.flag(option), **kwargs)
+    """``--<scope>-<option>`` for every option declared by an entry of ``registry`` that may fill the scope."""
+    for scope in scopes:
+        for option, kwargs in registry.declared_options(scope).items():
+            readers = ", ".join(registry.readers(option, scope))
+            group.add_argument(scope.flag(option), **dict(kwargs, help=f"{kwargs.get('help', '')} [read by: {readers}]"))
 
 
 def stored_defaults_version(args) -> int:
@@ -95,14 +96,56 @@ def write_legacy_reading(args, scope, option: str, value):
     setattr(args, LEGACY_READINGS, readings)
 
 
-def read_options(args, scope, declared: Dict[str, Dict]) -> Dict:
-    """The options ``declared`` by a registry entry for ``scope``, with its stored legacy readings."""
-    return {**scope.read_declared(args, declared), **legacy_readings(args, scope)}
+def read_options(args, scope, entry) -> Dict:
+    """The options a registry ``entry`` declares for ``scope`` (each checked against its declaration: a clear
+    error naming its flag), with the scope's stored legacy readings."""
+    declared = scope.read_declared(args, entry.options)
+    entry.check_options(scope, declared)
+    return {**declared, **legacy_readings(args, scope)}
 
 
 def default_mixers(args):
     for placement in PLACEMENTS:
         placement.write(args, "mixer", placement.read(args, "mixer", "mha"))
+
+
+#: (registry, entry name, option) -> the default an unset option takes; today's: the registry's
+Defaults = Callable[[object, str, str], object]
+
+
+def todays_default(registry, name: str, option: str):
+    return registry.get(name, option).options[option].get("default")
+
+
+def todays_gating(mixer: str) -> bool:
+    return MIXER_REGISTRY.get(mixer, "--mixer").gated_by_default
+
+
+def store_option_values(args, default: Defaults = todays_default, gated: Callable = todays_gating):
+    """Writes into ``args`` the value of every option the model reads and the arguments leave unset: each
+    sublayer's gating ("default": its mixer's, on or off) and the options its mixer reads, each side's
+    position encoding's options, by ``default(registry, name, option)`` (today's defaults, or those an older
+    checkpoint was trained with). Run last by every registered arch function, so the arguments a checkpoint
+    stores hold every value it was built with. Options whose default is a rule (None: e.g. "--dropout") stay
+    unset; an unknown mixer or encoding is left for the validation to name."""
+    for placement in PLACEMENTS:
+        name = placement.read(args, "mixer", "mha")
+        if name not in MIXER_REGISTRY or not MIXER_REGISTRY.get(name, placement.flag("mixer")).available_at(placement):
+            continue
+        entry = MIXER_REGISTRY.get(name, placement.flag("mixer"))
+        if placement.read(args, "gating", "default") == "default":
+            placement.write(args, "gating", "on" if gated(name) else "off")
+        for option in entry.options:
+            if placement.read(args, option) is None and \
+                    not entry.unread_condition(option, placement.read_declared(args, entry.options)):
+                placement.write(args, option, default(MIXER_REGISTRY, name, option))
+    for side in SIDES:
+        name = side.read(args, "position-encoding")
+        if name in POSITION_ENCODING_REGISTRY:
+            entry = POSITION_ENCODING_REGISTRY.get(name, side.flag("position-encoding"))
+            for option in entry.options:
+                if side.read(args, option) is None:
+                    side.write(args, option, default(POSITION_ENCODING_REGISTRY, name, option))
 
 
 def posmix_base_architecture(args):
@@ -135,8 +178,9 @@ def side_has_position_signal(args, side) -> bool:
 
 
 def check_declared_options(args, scope, registry, kind: str, entry_name: str, what: str):
-    """A clear error for an option of ``registry`` given where the scope's entry does not read it."""
-    entry = registry.get(entry_name, scope.flag(kind))
+    """A clear error for an option of ``registry`` given where the scope's entry does not read it (and for an
+    entry that may not fill the scope)."""
+    entry = registry.get_at(entry_name, scope, kind)
     for option in registry.declared_options():
         if option not in entry.options and scope.read(args, option) is not None:
             raise ValueError(f"{scope.flag(option)} is read only by the {what}(s) "

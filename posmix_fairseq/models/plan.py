@@ -73,7 +73,7 @@ class MixerPlan:
     def spec(self, placement, layer_idx: int) -> MixerSpec:
         cfg = self.cfg
         name = placement.read(cfg, "mixer", "mha")
-        entry = MIXER_REGISTRY.get(name, placement.flag("mixer"))
+        entry = MIXER_REGISTRY.get_at(name, placement, "mixer")
         gating = placement.read(cfg, "gating", "default")
         side_cfg = cfg.encoder if placement == ENCODER_SELF else cfg.decoder
         num_heads = cross_heads(cfg)[layer_idx] if placement == DECODER_CROSS else side_cfg.attention_heads
@@ -95,7 +95,7 @@ class MixerPlan:
             max_query_positions=getattr(cfg, placement.query_side.max_positions_attr),
             max_key_positions=getattr(cfg, placement.key_side.max_positions_attr), frozen_positions=frozen,
             # options a checkpoint made before an option existed lacks take its default
-            options=read_options(cfg, placement, entry.options))
+            options=read_options(cfg, placement, entry))
 
     def build(self, placement, layer_idx: int):
         spec = self.spec(placement, layer_idx)
@@ -124,7 +124,7 @@ class MixerPlan:
         side_cfg = getattr(cfg, side.name)
         spec = PositionEncodingSpec(
             name=name, side=side, embed_dim=side_cfg.embed_dim, num_heads=side_cfg.attention_heads,
-            dropout=cfg.dropout, options=read_options(cfg, side, entry.options),
+            dropout=cfg.dropout, options=read_options(cfg, side, entry),
             embed_scale=1.0 if cfg.no_scale_embedding else math.sqrt(side_cfg.embed_dim),
             mixer_table=self.self_mixer_table)
         return EmbeddingStage(entry.builder(spec), self.resources.route, layer_norm_embedding)

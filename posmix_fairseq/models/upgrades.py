@@ -11,7 +11,7 @@ from ..mixers.engine import MIXER_REGISTRY, EnergyMixingAttention
 from ..mixers.engine.frozen_energy import FROZEN_OPTION
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .options import (DEFAULTS_VERSION_KEY, DEFAULTS_VERSION, side_has_position_signal, stored_defaults_version,
-                      write_legacy_reading)
+                      todays_default, todays_gating, write_legacy_reading)
 from .layers import sublayers
 
 logger = logging.getLogger(__name__)
@@ -184,8 +184,8 @@ class ArgsUpgrade:
 
 ARGS_UPGRADES: List[ArgsUpgrade] = [
     # renames first: every later step reads today's names
-    ArgsUpgrade("--S-position-embedding renamed --S-position-table, --S-value-projection renamed "
-                "--S-gaussian-value-projection",
+    ArgsUpgrade("--<sublayer>-position-embedding renamed --<sublayer>-position-table, --<sublayer>-value-projection renamed "
+                "--<sublayer>-gaussian-value-projection",
                 rename(PLACEMENTS, {"position-embedding": "position-table",
                                     "value-projection": "gaussian-value-projection"}, then=_drop_unread_mixer_options)),
     ArgsUpgrade("PosNet-Embed's --<side>-posnet-* options renamed --<side>-posnet-embed-*",
@@ -218,21 +218,72 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
                        pin("posnet-max-positions", lambda args, p: 256),
                        pin("posnet-dropout", lambda args, p: 0.0),
                        keep_positions_within("posnet-max-positions", "posnet")), defaults_below=11),
-    ArgsUpgrade("--S-t5-adaptive on is Wu et al.'s soft buckets (were T5's table with cumulative bucket increments)",
+    ArgsUpgrade("--<sublayer>-t5-adaptive on is Wu et al.'s soft buckets (were T5's table with cumulative bucket increments)",
                 _t5_adaptive_cumulative, defaults_below=11),
     ArgsUpgrade("PosNet-Embed's activation is ReLU (was GeLU)",
                 pin("posnet-embed-activation", lambda args, side: "gelu", ENCODINGS), defaults_below=11),
     ArgsUpgrade("PosNet-Attn's activation is ReLU, as PosNet-Embed's (was GeLU)",
                 pin("posnet-activation", lambda args, p: "gelu"), defaults_below=12),
-    ArgsUpgrade("K (--S-max-relative-position) of hard-coded Gaussian heads is stored only with --S-gaussian-impl "
+    ArgsUpgrade("K (--<sublayer>-max-relative-position) of hard-coded Gaussian heads is stored only with --<sublayer>-gaussian-impl "
                 "window, the one implementation that reads it (was stored for every implementation)",
                 _drop_unread_conditional_options, defaults_below=13),
     # last: the values only older checkpoints use leave the command line for stored legacy readings
-    ArgsUpgrade("--S-relative-sinusoids, --S-posnet-kernel, --<side>-rpe-reading and --S-t5-adaptive cumulative "
+    ArgsUpgrade("--<sublayer>-relative-sinusoids, --<sublayer>-posnet-kernel, --<side>-rpe-reading and --<sublayer>-t5-adaptive cumulative "
                 "are stored legacy readings (no command line asks for per-head sinusoids or kernels, RecPE's "
                 "head-sliced first layer or cumulative T5 buckets)",
                 _legacy_values_leave_the_command_line, defaults_below=13),
 ]
+
+
+# ---- the defaults of arguments stored before every value was ----------------------------------------
+#: the version from which a checkpoint stores the value of every option its model reads
+EVERY_VALUE_STORED = 14
+#: the defaults of version 13, the last whose checkpoints leave unset options to the code's defaults: mixer ->
+#: (gated by default, {option: default}), position encoding -> {option: default}; frozen here, so a default
+#: changed later does not change those checkpoints (options with a rule for a default, None, are not listed)
+VERSION_13_MIXERS = {
+    "aposnet": (True, {"position-table": "sinusoidal", "position-table-layernorm": "off", "position-table-dropout": 0.0}),
+    "fourier": (False, {}),
+    "gaussian": (False, {"gaussian-sigma": 1.0, "gaussian-impl": "full", "max-relative-position": 16,
+                         "gaussian-value-projection": "on"}),
+    "lightconv": (False, {"max-relative-position": 16, "lightconv-glu": "on", "lightconv-global-context": "off"}),
+    "linear": (False, {"linear-max-positions": 128}),
+    "mha": (False, {}),
+    "none": (False, {}),
+    "posnet": (False, {"posnet-max-positions": 128, "posnet-activation": "relu", "posnet-share-kernels": "on"}),
+    "relattn": (False, {"max-relative-position": 16, "position-table": "learned", "relative-embedding-heads": "sliced"}),
+    "rposnet": (True, {"max-relative-position": 16, "position-table": "learned", "position-table-layernorm": "off",
+                       "position-table-dropout": 0.0, "relative-embedding-heads": "sliced", "rposnet-impl": "auto"}),
+    "shaw": (False, {"max-relative-position": 16, "position-table": "learned", "relative-embedding-heads": "shared",
+                     "shaw-value-term": "on"}),
+    "t5bias": (False, {"t5-buckets": 32, "t5-max-distance": 128, "t5-adaptive": "off", "at5-hidden": "32,4"}),
+}
+VERSION_13_ENCODINGS = {
+    "lstm": {"position-lstm-layers": 1},
+    "posnet": {"posnet-embed-max-positions": 256, "posnet-embed-activation": "relu"},
+    **{name: {"rpe-heads": 1, "rpe-cell": "gru", "rpe-direction": "forward", "rpe-sinusoids": "on"}
+       for name in ("rpehead", "mprhead")},
+}
+
+
+def version_13_default(registry, name: str, option: str):
+    """The default of version 13 (today's for an option or entry that did not exist then)."""
+    frozen = VERSION_13_MIXERS.get(name, (None, {}))[1] if registry is MIXER_REGISTRY else \
+        VERSION_13_ENCODINGS.get(name, {})
+    return frozen[option] if option in frozen else todays_default(registry, name, option)
+
+
+def version_13_gating(mixer: str) -> bool:
+    return VERSION_13_MIXERS[mixer][0] if mixer in VERSION_13_MIXERS else todays_gating(mixer)
+
+
+def defaults_of_version(version: int):
+    """(default(registry, name, option), gated(mixer)): what the unset options of arguments stored with defaults version
+    ``version`` read (:func:`~.options.store_option_values`). From :data:`EVERY_VALUE_STORED` on, a checkpoint
+    stores every value, so only options added since it was made read today's defaults."""
+    if version >= EVERY_VALUE_STORED:
+        return todays_default, todays_gating
+    return version_13_default, version_13_gating
 
 
 def upgrade_stored_args(args) -> List[str]:

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ..core.number_ranges import POSITIVE_INT
 from ..core.incremental import BatchFirstIncrementalState
 from ..core.positions import gather_rows, left_aligned
 from .base import PositionEncodingSpec, register_position_encoding
@@ -19,22 +20,18 @@ from .base import PositionEncodingSpec, register_position_encoding
 
 @register_position_encoding(
     "lstm", description="LSTM positional encoding: biLSTM (encoder) / LSTM (decoder) after the embeddings",
-    options={"position-lstm-layers": dict(type=int, default=1, metavar="N",
+    options={"position-lstm-layers": dict(type=POSITIVE_INT, default=1, metavar="N",
                                           help="layers of the positional LSTM (default 1)"),
-             "position-lstm-units": dict(type=int, default=None, metavar="U",
+             "position-lstm-units": dict(type=POSITIVE_INT, default=None, metavar="U",
                                          help="units of the positional LSTM per direction, projected to the model "
                                               "dim when wider (default 2 x model dim, the paper's +20%% parameters)")})
 class LstmPositionEncoding(BatchFirstIncrementalState):
     def __init__(self, spec: PositionEncodingSpec):
         super().__init__()
         layers = int(spec.options["position-lstm-layers"])
-        if layers < 1:
-            raise ValueError(f"{spec.side.flag_prefix}-position-lstm-layers must be >= 1 (got {layers})")
         self.bidirectional = not spec.side.causal
         hidden = spec.options["position-lstm-units"]
         hidden = 2 * spec.embed_dim if hidden is None else int(hidden)
-        if hidden < 1:
-            raise ValueError(f"{spec.side.flag_prefix}-position-lstm-units must be >= 1 (got {hidden})")
         self.lstm = nn.LSTM(spec.embed_dim, hidden, num_layers=layers, batch_first=True,
                             bidirectional=self.bidirectional, dropout=spec.dropout if layers > 1 else 0.0)
         width = hidden * (2 if self.bidirectional else 1)

@@ -13,6 +13,7 @@ import torch
 from fairseq import utils
 from torch import nn
 
+from ..core.number_ranges import DROPOUT, POSITIVE_INT
 from ..core.position_tables import PositionFigure, apply_position_kernels, position_kernels
 from .base import PositionEncodingSpec, register_position_encoding
 
@@ -20,11 +21,11 @@ from .base import PositionEncodingSpec, register_position_encoding
 @register_position_encoding(
     "posnet", description="PosNet-Embed (PosNet Eq. 24): per-position kernels at the embeddings",
     options={
-        "posnet-embed-dim": dict(type=int, default=None, metavar="D_P",
+        "posnet-embed-dim": dict(type=POSITIVE_INT, default=None, metavar="D_P",
                                  help="d_p of PosNet-Embed (default 128; 256 when the embedding dim >= 1024)"),
-        "posnet-embed-max-positions": dict(type=int, default=256, metavar="P",
+        "posnet-embed-max-positions": dict(type=POSITIVE_INT, default=256, metavar="P",
                                            help="positions covered by the PosNet-Embed kernel table (default 256)"),
-        "posnet-embed-dropout": dict(type=float, default=None, metavar="P",
+        "posnet-embed-dropout": dict(type=DROPOUT, default=None, metavar="P",
                                      help="dropout of PosNet-Embed before its residual (default: --dropout)"),
         "posnet-embed-activation": dict(choices=utils.get_available_activation_fns(), default="relu",
                                         help="act of PosNet-Embed (default relu, the paper's released code)"),
@@ -37,14 +38,8 @@ class PosNetEmbedding(nn.Module):
         d_p = int(d_p) if d_p is not None else (256 if spec.embed_dim >= 1024 else 128)
         max_positions = int(opts["posnet-embed-max-positions"])
         self.max_positions_option, self.role = side.flag("posnet-embed-max-positions"), side.role
-        if d_p < 1:
-            raise ValueError(f"{side.flag('posnet-embed-dim')} must be >= 1 (got {d_p})")
-        if max_positions < 1:
-            raise ValueError(f"{self.max_positions_option} must be >= 1 (got {max_positions})")
         dropout = opts["posnet-embed-dropout"]
         dropout = spec.dropout if dropout is None else float(dropout)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"{side.flag('posnet-embed-dropout')} must be in [0, 1) (got {dropout})")
         self.w1 = nn.Linear(spec.embed_dim, d_p, bias=False)
         self.w2 = nn.Linear(d_p, spec.embed_dim, bias=False)
         nn.init.xavier_uniform_(self.w1.weight)

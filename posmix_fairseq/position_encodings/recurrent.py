@@ -17,6 +17,7 @@ checkpoints' ``sliced-legacy`` reading (the stored legacy reading ``rpe-reading`
 import torch
 from torch import Tensor, nn
 
+from ..core.number_ranges import POSITIVE_INT
 from ..core.incremental import BatchFirstIncrementalState
 from ..core.position_tables import interleaved_sinusoids, sinusoidal_encoding
 from ..core.positions import gather_rows, left_aligned, reversed_within_length
@@ -69,14 +70,10 @@ class RecurrentPositionalEmbedding(BatchFirstIncrementalState):
             raise ValueError(f"{prefix}-position-encoding mprhead splits P ({self.d_p}) and R ({self.d_r}) into "
                              f"{h} heads: choose {prefix}-rpe-heads and {prefix}-embed-dim so both divide")
         self.direction = opts["rpe-direction"]
-        if self.direction not in DIRECTIONS:
-            raise ValueError(f"{prefix}-rpe-direction: {self.direction!r} is not one of {', '.join(DIRECTIONS)}")
         if spec.side.causal and self.direction != "forward":
             raise ValueError(f"{prefix}-rpe-direction must be forward in the decoder (left to right, for "
                              f"incremental decoding; got {self.direction})")
         cell = opts["rpe-cell"]
-        if cell not in CELLS:
-            raise ValueError(f"{prefix}-rpe-cell: {cell!r} is not one of {', '.join(CELLS)}")
         if self.direction == "bidirectional":
             if self.d_r % 2:
                 raise ValueError(f"{prefix}-rpe-direction bidirectional needs an even d_r (got {self.d_r})")
@@ -131,7 +128,7 @@ class RecurrentPositionalEmbedding(BatchFirstIncrementalState):
 
 
 RPE_OPTIONS = {
-    "rpe-heads": dict(type=int, default=1, metavar="T",
+    "rpe-heads": dict(type=POSITIVE_INT, default=1, metavar="T",
                       help="t: heads fed by the recurrent part, d_r = t * D / H (default 1)"),
     "rpe-cell": dict(choices=tuple(CELLS), default="gru", help="f_RNN of Eq. 1 (default gru)"),
     "rpe-direction": dict(choices=DIRECTIONS, default="forward",

@@ -30,10 +30,10 @@ import torch
 
 from ...core.placement import PLACEMENTS
 from ...models.layers import sublayers
-from .fairseq_loading import batches, first_sentences, load_for_inference
+from ..fairseq_loading import batches, first_sentences, load_for_inference
 from .sentence_attention import SentenceAttention
-from ..command import (NON_NEGATIVE_INT, NumberList, build_parser as command_parser, check_checkpoints, check_data_dir,
-                        check_output_dir, console)
+from ..command import (FIGURE_FORMATS, NON_NEGATIVE_INT, NumberList, build_parser as command_parser, check_checkpoints,
+                        check_data_dir, check_output_dir, console)
 
 KINDS = tuple(placement.name for placement in PLACEMENTS)
 
@@ -176,7 +176,8 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--heatmaps", default="", type=NumberList(NON_NEGATIVE_INT, allow_empty=True),
                    help="comma-separated sentence ids to draw")
     p.add_argument("--single-heads", action="store_true", help="--heatmaps: also one figure per layer and head")
-    p.add_argument("--formats", default="png,svg", help="--heatmaps: figure formats (default png,svg)")
+    p.add_argument("--formats", type=FIGURE_FORMATS, default="png,svg",
+                   help="--heatmaps: figure formats, comma-separated: png, svg, pdf (default png,svg)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     a = p.parse_args(argv)
     ids = a.heatmaps
@@ -208,7 +209,7 @@ def main(argv: Optional[List[str]] = None):
         from ..figures.attention_maps import draw_sentence_files  # matplotlib loads in a second: only with --ids
 
         try:
-            written = draw_sentence_files(a.out, ids, a.out, single_heads=a.single_heads, formats=a.formats.split(","))
+            written = draw_sentence_files(a.out, ids, a.out, single_heads=a.single_heads, formats=list(a.formats))
         except ValueError as e:
             raise SystemExit(f"posmix-attention: {e}")
         print(f"attention maps: {len(written)} files in {os.path.join(a.out, 'attention_maps')}")

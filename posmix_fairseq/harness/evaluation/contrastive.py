@@ -32,7 +32,7 @@ import sentencepiece as spm
 import torch
 
 from ..recipes.prepare_data import Normaliser
-from .fairseq_loading import encode_lines, load_for_inference
+from ..fairseq_loading import encode_lines, load_for_inference
 from ..command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_input_file,
                         check_output_file, console, open_output, read_json, write_json)
 

@@ -28,7 +28,7 @@ from typing import List, Optional, Sequence
 
 import torch
 
-from .fairseq_loading import batches, load_for_inference
+from ..fairseq_loading import batches, load_for_inference
 from ..command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_output_file,
                         console, write_json)
 from ..command import NON_NEGATIVE_INT, POSITIVE_INT

@@ -28,7 +28,7 @@ import posmix_fairseq
 
 from ..checkpoint_files import load_fairseq, write_text_atomic
 from ..command import build_parser as command_parser, console
-from .paper_tables import TABLES
+from ..paper_tables import TABLES
 from ..command import POSITIVE_INT
 
 SIZE_SUFFIX = {"small": "iwslt_de_en", "base": "wmt_en_de", "big": "wmt_en_de_big"}

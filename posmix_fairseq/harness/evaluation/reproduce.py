@@ -36,7 +36,7 @@ from ..pipeline import PACKAGE_ROOT
 from ..recipes.grid_plan import grid_summary
 from ..recipes.settings import resolve
 from ..recipes.stages import Runner, Stages, run_recipe
-from .paper_tables import PAPER_NUMBERS, TABLE_ALIASES, TABLES, System, Table, paper_short_name, slug
+from ..paper_tables import PAPER_NUMBERS, TABLE_ALIASES, TABLES, System, Table, paper_short_name, slug
 from ..command import UsageError, add_language_options, build_parser as command_parser, console
 from ..command import POSITIVE_FLOAT, POSITIVE_INT
 

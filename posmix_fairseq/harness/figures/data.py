@@ -15,7 +15,7 @@ import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import command
-from ..evaluation.paper_tables import TABLES, slug
+from ..paper_tables import TABLES, slug
 
 
 class FigureInputError(ValueError):

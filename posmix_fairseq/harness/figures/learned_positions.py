@@ -26,7 +26,7 @@ import torch
 
 from ...core.protocols import PositionFigures
 from ..checkpoint_files import load_fairseq
-from ..evaluation.fairseq_loading import load_for_inference
+from ..fairseq_loading import load_for_inference
 from . import style
 from .data import FigureInputError
 

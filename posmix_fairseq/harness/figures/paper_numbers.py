@@ -3,7 +3,7 @@ where it is written. A figure whose numbers the text does not state is drawn wit
 says so (:data:`NOT_IN_TEXT`). ``tests/test_figures.py`` checks that every number here occurs in
 its paper's text.
 """
-from ..evaluation.paper_tables import GPA, HC, POSNET, TABLES
+from ..paper_tables import GPA, HC, POSNET, TABLES
 
 #: HC Fig. 3 caption: "with a four layer encoder and decoder, the BLEU gap between BASE-FF and BASE
 #: is 1.8, while the gap between HC-SA and HC-SA-FF is 3.2" (WMT16 En-Ro)

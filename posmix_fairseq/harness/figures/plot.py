@@ -29,11 +29,12 @@ from ..command import (HelpFormatter, build_parser as command_parser, check_chec
                         console)
 from .data import (FigureInputError, argmax_rows, contrastive_by_distance, length_bins, metric_of, parse_pairs,
                    pick_system, read_json, system_scores, table_scores)
-from ..command import NON_NEGATIVE_INT, POSITIVE_INT, NumberList
+from ..command import FIGURE_FORMATS, NON_NEGATIVE_INT, POSITIVE_INT, NumberList
 
 
-def _formats(text: str):
-    return [f.strip() for f in text.split(",") if f.strip()]
+def _formats(formats):
+    """--formats as parsed (a list; the default's text split)."""
+    return formats.split(",") if isinstance(formats, str) else formats
 
 
 def cmd_attention(a):
@@ -144,7 +145,8 @@ def build_parser():
         s = sub.add_parser(name, help=help_, description=help_, formatter_class=HelpFormatter)
         s.add_argument("--out", required=True, metavar="DIR",
                        help="output directory (files are named after the figure)")
-        s.add_argument("--formats", default="png,svg", help="comma-separated: png, svg, pdf (default png,svg)")
+        s.add_argument("--formats", type=FIGURE_FORMATS, default="png,svg",
+                       help="comma-separated: png, svg, pdf (default png,svg)")
         s.add_argument("--dpi", type=POSITIVE_INT, default=style.DPI,
                        help=f"PNG resolution, {style.DPI_RANGE[0]}..{style.DPI_RANGE[1]} dots per inch (default "
                             f"{style.DPI}; fonts and lines scale with it)")

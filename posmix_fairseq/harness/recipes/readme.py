@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from .. import pipeline
-from ..evaluation.paper_tables import PAPER_NUMBERS, TABLES, paper_short_name
+from ..paper_tables import PAPER_NUMBERS, TABLES, paper_short_name
 from .plan import build_model, dictionary_sizes
 from .settings import PAPER_NAMES, TASKS, resolve, subword_deviation
 from .stages import run_recipe

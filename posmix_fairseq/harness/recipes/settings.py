@@ -14,6 +14,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ..paper_tables import SHAW_OWN
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -444,7 +446,7 @@ ENV_KEYS = ("SRC", "TGT", "PAPER", "SIZE", "VARIANT", "ARCH", "NAME", "RAW", "OU
             "TEST_SET", "TRAIN_FLAGS", "DEVICE_FLAGS", "GEN_FLAGS", "GEN_MAX_TOKENS", "COMET_MODEL", "BLEURT_CHECKPOINT",
             "LOG_INTERVAL", "SEED", "LENGTH_BINS", "LENGTH_BY", "CONCAT_BINS", "LINGEVAL97", "LINGEVAL97_URL",
             "UPDATE_FREQ", "MOSES", "LOWERCASE", "VOCAB", "VOCAB_TGT", "SPM_TYPE", "SEPARATE", "TOKENIZE", "ROMANIAN",
-            "SIZE_FLAGS", "SPEED_SETTING", "SPEED_FLAGS", "SCORE_FLAGS", "GPUS", "PLAN_TEST_DATA") + TRAIN_KEYS
+            "SIZE_FLAGS", "SPEED_SETTING", "SPEED_FLAGS", "SCORE_FLAGS", "GPUS", "PLAN_TEST_DATA", "MTDATA") + TRAIN_KEYS
 
 
 def resolve(task_name: str, environ: Optional[Dict[str, str]] = None, root: str = "") -> Recipe:
@@ -485,10 +487,15 @@ def resolve(task_name: str, environ: Optional[Dict[str, str]] = None, root: str 
     variant = given.get("VARIANT", spec.variant if paper_name == spec.paper else PAPER_VARIANTS.get(paper_name, "rposnet"))
     values["VARIANT"] = ours(variant, "default")
     values["ARCH"] = ours(f"{variant}_{values['ARCH_SUFFIX'].value}", "VARIANT_<size suffix>")
+    if paper_name == PEA and variant == "shaw" and not {"VARIANT", "ARCH", "TRAIN_FLAGS"} & set(given):
+        values["TRAIN_FLAGS"] = paper(SHAW_OWN, "PEA Section 3.2: Shaw et al.'s relative positions as they define them "
+                                                "(a^K and a^V, shared by the heads); the shaw archs are GPA's layout")
     root = os.path.abspath(root or os.getcwd())  # the caller's directory: a recipe writes nothing into the checkout
     values["RAW"] = ours(os.path.join(root, "data", task_name, "raw"), "default")
     values["OUT"] = ours(os.path.join(root, "runs", task_name), "default")
     values["STAGES"] = ours("download prepare preprocess train average generate score", "default")
+    values["MTDATA"] = ours("0", "the download stage fetches every corpus itself; MTDATA=1 fetches the corpora mtdata "
+                                 "indexes through it (download.py --mtdata; pip install mtdata)")
     for key, value in given.items():  # the environment wins
         values[key] = Setting(value, "environment", False)
     if alias:

@@ -149,7 +149,7 @@ class Stages:
         if not self.run.plan:
             os.makedirs(self.raw, exist_ok=True)
         self.run.run(py("posmix_fairseq.harness.recipes.download", self.r["TASK"], self.raw, "-s", self.src, "-t",
-                        self.tgt, "--paper", self.r.paper))
+                        self.tgt, "--paper", self.r.paper, *(["--mtdata"] if self.r.flag("MTDATA") else [])))
 
     def prepare(self):
         r = self.r

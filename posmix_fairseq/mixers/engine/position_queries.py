@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ...core.number_ranges import DROPOUT
 from ...core.position_tables import ABSOLUTE_SINUSOIDS, SharedPositionTables, refer_to_shared
 from .energy import SoftmaxEnergy, head_scaling, split_heads, xavier_linear
 from .registry import MixerSpec, SideResources, position_table_option
@@ -28,14 +29,15 @@ def absolute_table_options(default_kind: str):
         "position-table-layernorm": dict(choices=SWITCH, default="off",
                                          help="LayerNorm on the n~, m~ rows before W^Q, W^K read them, one per table "
                                               "(off: the paper; on: the released GPA code's learned table)"),
-        "position-table-dropout": dict(type=float, default=0.0, metavar="P",
+        "position-table-dropout": dict(type=DROPOUT, default=0.0, metavar="P",
                                        help="dropout on the n~, m~ rows before W^Q, W^K read them (default 0; the "
                                             "released GPA code uses --dropout)"),
     }
 
 
-def reads_absolute_table(spec: MixerSpec) -> bool:
-    """Whether ``spec``'s mixer has an absolute table n~ (it declares the table's options)."""
+def reads_absolute_table(spec) -> bool:
+    """Whether the mixer of ``spec`` (a :class:`MixerSpec`, or a registry entry) has an absolute table n~: it
+    declares the table's options."""
     return "absolute-sinusoids" in spec.options
 
 
@@ -51,11 +53,8 @@ def shared_table(spec: MixerSpec, resources: SideResources, side):
 
 
 def table_norm(spec: MixerSpec, resources: SideResources, side):
-    """The LayerNorm of ``side``'s table (``--S-position-table-layernorm on``), or None."""
-    value = spec.options.get("position-table-layernorm", "off")
-    if value not in SWITCH:
-        raise ValueError(f"{spec.flag('position-table-layernorm')}: {value!r} is not one of {', '.join(SWITCH)}")
-    if value == "off":
+    """The LayerNorm of ``side``'s table (``--<sublayer>-position-table-layernorm on``), or None."""
+    if spec.options.get("position-table-layernorm", "off") == "off":
         return None
     key = SharedPositionTables.key(side.role, spec.options["position-table"], spec.embed_dim,
                                    spec.options.get("absolute-sinusoids") or "concatenated")
@@ -67,10 +66,7 @@ class PositionQueries(SoftmaxEnergy):
         super().__init__()
         self.num_heads = spec.num_heads
         self.scaling = head_scaling(spec.embed_dim // spec.num_heads)
-        p = spec.options.get("position-table-dropout", 0.0)
-        if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-            raise ValueError(f"{spec.flag('position-table-dropout')} must be in [0, 1) (got {p!r})")
-        self.table_dropout = float(p)
+        self.table_dropout = float(spec.options.get("position-table-dropout", 0.0))  # in [0, 1): its declaration
         # Only the query side's table is built here: rPosNet never reads the key side's (a cross-attention
         # rPosNet would otherwise build an unused source table in the decoder).
         refer_to_shared(self, "query_table", shared_table(spec, resources, spec.placement.query_side))
@@ -79,7 +75,7 @@ class PositionQueries(SoftmaxEnergy):
 
     def table_rows(self, table, norm, positions: Tensor, dtype) -> Tensor:
         """The rows of ``table`` at ``positions`` as W^Q / W^K read them: normalised by ``norm`` (if
-        any), then dropped out (``--S-position-table-dropout``, training only)."""
+        any), then dropped out (``--<sublayer>-position-table-dropout``, training only)."""
         rows = table(positions).to(dtype)
         if norm is not None:
             rows = norm(rows)

@@ -5,6 +5,7 @@ from typing import Callable, Dict, Optional, Tuple
 
 from torch import nn
 
+from ...core.number_ranges import DROPOUT, POSITIVE_INT  # noqa: F401  (the ranges mixers declare most)
 from ...core.placement import Placement
 from ...core.position_tables import RELATIVE_EMBEDDING_HEADS, RelativePositionTable, SharedPositionTables
 from ...core.positions import PositionRoute
@@ -40,9 +41,7 @@ class MixerSpec:
         """(P, its flag): the positions (own option ``option``) of the mixer's position-indexed ``table``. The model's
         max positions may not exceed P (checked here, at build time), so fairseq's size filter handles
         longer sentences."""
-        size, flag = int(self.options[option]), self.flag(option)
-        if size < 1:
-            raise ValueError(f"{flag} must be >= 1 (got {size})")
+        size, flag = int(self.options[option]), self.flag(option)  # >= 1: its declared range
         for side, limit in ((self.placement.query_side, self.max_query_positions),
                             (self.placement.key_side, self.max_key_positions)):
             if limit is not None and limit > size:
@@ -72,8 +71,11 @@ class SideResources:
 
 @dataclass
 class MixerEntry(Entry):
+    placements: Tuple[Placement, ...] = ()  # the sublayers the mixer is defined for
     gated_by_default: bool = False
     uses_positions: bool = False  # the mixer gives its sublayer a position signal
+    equation: str = ""  # its energy e_nm or weights a_nm, one line (the docs' mixer table)
+    parameters: str = ""  # its parameters per layer at training time (the docs' mixer table)
     # frozen_energy(spec): the search-time table of a position-only energy (GPA Sections 4.1-4.2)
     frozen_energy: Optional[Callable] = None
     # option -> (other option, value): an own option read only when the other one has that value
@@ -87,27 +89,40 @@ class MixerEntry(Entry):
             return None
         return condition
 
+    def available_at(self, scope) -> bool:
+        return scope in self.placements
+
+    def where(self, option: str) -> str:
+        return ", ".join(placement.flag(option) for placement in self.placements)
+
 
 MIXER_REGISTRY: Registry[MixerEntry] = Registry("token mixer")
 
 
-def register_mixer(name: str, *, gated_by_default: bool, uses_positions: bool, description: str,
-                   options: Optional[Dict] = None, frozen_energy: Optional[Callable] = None,
-                   read_when: Optional[Dict[str, Tuple[str, str]]] = None):
+def register_mixer(name: str, *, placements: Tuple[Placement, ...], gated_by_default: bool, uses_positions: bool,
+                   description: str, equation: str = "", parameters: str = "", options: Optional[Dict] = None,
+                   frozen_energy: Optional[Callable] = None, read_when: Optional[Dict[str, Tuple[str, str]]] = None):
     """Decorator registering ``builder(spec, resources) -> module`` (a :class:`MixerSpec`, the owning
     side's :class:`SideResources`) under ``name``.
 
-    ``options`` declares the mixer's own options (``{"gaussian-sigma": dict(type=float, ...)}`` becomes
-    ``--encoder-self-gaussian-sigma`` etc., read as ``spec.options["gaussian-sigma"]``); a flag given for a
-    sublayer whose mixer does not declare it is an error, and so is one that ``read_when`` says is unread
-    (``{"max-relative-position": ("gaussian-impl", "window")}``). ``frozen_energy`` (a class taking the spec,
-    with ``table_sides(placement)`` and ``table_from(trained_energy)``) makes the mixer freezable by
-    ``posmix-freeze``; its builder then gets its energy from :meth:`MixerSpec.energy`.
+    ``placements`` are the sublayers the mixer is defined for (``PLACEMENTS``, ``SELF_ATTENTION_PLACEMENTS``,
+    ``(ENCODER_SELF,)``): ``--<sublayer>-mixer`` offers it there only, and its options get flags only there.
+    ``description`` (with its paper), ``equation`` and ``parameters`` are what the docs' tables show.
+    ``options`` declares the mixer's own options (``{"gaussian-sigma": dict(type=POSITIVE_FLOAT, ...)}``
+    becomes ``--encoder-self-gaussian-sigma`` etc., read as ``spec.options["gaussian-sigma"]``; a number
+    declares its range, core/number_ranges.py); a flag given for a sublayer whose mixer does not declare it is
+    an error, and so is one that ``read_when`` says is unread (``{"max-relative-position": ("gaussian-impl",
+    "window")}``). ``frozen_energy`` (a class taking the spec, with ``table_sides(placement)`` and
+    ``table_from(trained_energy)``) makes the mixer freezable by ``posmix-freeze``; its builder then gets its
+    energy from :meth:`MixerSpec.energy`.
     """
+    if not placements:
+        raise ValueError(f"token mixer {name!r}: declare the sublayers it is defined for (placements=...)")
 
     def wrap(builder):
-        MIXER_REGISTRY.register(name, MixerEntry(builder, description, dict(options or {}), gated_by_default,
-                                                 uses_positions, frozen_energy, dict(read_when or {})))
+        MIXER_REGISTRY.register(name, MixerEntry(builder, description, dict(options or {}), tuple(placements),
+                                                 gated_by_default, uses_positions, equation, parameters,
+                                                 frozen_energy, dict(read_when or {})))
         return builder
 
     return wrap
@@ -119,12 +134,14 @@ def frozen_mixers():
 
 
 def build_mixer(spec: MixerSpec, resources: SideResources) -> nn.Module:
-    return MIXER_REGISTRY.get(spec.name, spec.flag("mixer")).builder(spec, resources)
+    """The mixer of ``spec``: a clear error where its placement is not one the mixer is defined for. (The
+    values of its options were checked where they were read: :meth:`MixerEntry.check_options`.)"""
+    return MIXER_REGISTRY.get_at(spec.name, spec.placement, "mixer").builder(spec, resources)
 
 
 def max_relative_position_option():
     """K, the clipping distance of relative positions (declared by the mixers that read it)."""
-    return {"max-relative-position": dict(type=int, default=16, metavar="K",
+    return {"max-relative-position": dict(type=POSITIVE_INT, default=16, metavar="K",
                                           help="clip relative distances to [-K, K] (default 16; 8 in *_big)")}
 
 
@@ -152,7 +169,5 @@ def relative_position_table(spec: MixerSpec, k: int, kind: str):
 
 
 def max_relative_position(spec: MixerSpec) -> int:
-    k = spec.options["max-relative-position"]
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"{spec.flag('max-relative-position')} must be an integer >= 1 (got {k!r})")
-    return k
+    """K of ``spec`` (its range is checked with the other options, by :func:`build_mixer`)."""
+    return int(spec.options["max-relative-position"])

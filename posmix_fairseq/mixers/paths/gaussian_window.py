@@ -1,4 +1,4 @@
-"""Hard-coded Gaussian heads over a window as a mixing path (``--S-gaussian-impl window``; docs/choices.md,
+"""Hard-coded Gaussian heads over a window as a mixing path (``--<sublayer>-gaussian-impl window``; docs/choices.md,
 "Hard-coded Gaussian, windowed"). GPA Table 8 counts K_hat N D operations for GaussianNet, K_hat = 2K + 1:
 each query mixes the values of the K_hat keys around its head's centre f_h(i) = floor(gamma i + o_h):
 

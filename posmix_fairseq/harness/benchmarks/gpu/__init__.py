@@ -30,8 +30,8 @@ import time
 
 import torch
 
-from ...command import (CommandError, UsageError, build_parser as command_parser, check_input_file, check_output_file,
-                          console, read_json)
+from ...command import (CommandError, Number, UsageError, build_parser as command_parser, check_input_file,
+                        check_output_file, console, read_json)
 from . import decoding, kernel_tests, quality, sublayer, training
 from .defaults import suggestions
 
@@ -60,8 +60,49 @@ def device_info(device):
     return info
 
 
+#: the sections whose settings --set overrides, the settings they read beyond their defaults (with an example of
+#: their kind), and the settings that may be 0 (0: none or all)
+CONFIGURED = {"sublayer": sublayer, "train": training, "decode": decoding, "quality": quality}
+OPTIONAL = {"sublayer": {"force_triton": False, "implementations": ["dense"], "heads": 8},
+            "decode": {"models": ["Transformer"]}, "train": {"systems": ["rPosNet dense"]},
+            "quality": {"systems": ["rPosNet"]}}
+MAY_BE_ZERO = {"warmup", "max_train", "test_lines"}
+
+
+def check_setting(item: str, section: str, name: str, value):
+    """``value`` for ``section.name`` when it is of the kind of the setting's defaults and in its range (a number
+    finite and > 0, or >= 0 where 0 means none or all; a list non-empty, of such numbers or of text), else a
+    usage error (exit status 2) naming the item and what is valid."""
+    if section not in CONFIGURED:
+        raise UsageError(f"--set {item!r}: section {section} has no settings; sections with settings: "
+                         f"{', '.join(CONFIGURED)}")
+    defaults = dict(OPTIONAL.get(section, {}))
+    for mode in ("full", "quick", "dry"):
+        defaults.update({k: v for k, v in CONFIGURED[section].default_config(mode).items() if v != [] or k not in defaults})
+    if name not in defaults:
+        raise UsageError(f"--set {item!r}: {section} has no setting {name!r}; valid: {', '.join(sorted(defaults))}")
+    example = defaults[name]
+    if isinstance(example, list) and (not isinstance(value, list) or not value):
+        raise UsageError(f"--set {item!r}: {section}.{name} takes a non-empty JSON list, e.g. {json.dumps(example)}")
+    first = (example or [""])[0] if isinstance(example, list) else example
+    for x in value if isinstance(example, list) else [value]:
+        if isinstance(first, (bool, str)):
+            if type(x) is not type(first):
+                raise UsageError(f"--set {item!r}: {section}.{name} takes {'true or false' if isinstance(first, bool) else 'text'}"
+                                 f", e.g. {json.dumps(example)}")
+            continue
+        number = Number(type(first), 0, low_open=name not in MAY_BE_ZERO)
+        if type(x) not in (int, float) or (number.kind is int and type(x) is not int):
+            raise UsageError(f"--set {item!r}: {section}.{name}: {json.dumps(x)}: {number.describe()}")
+        try:
+            number(str(x))
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(f"--set {item!r}: {section}.{name}: {e}") from None
+    return value
+
+
 def parse_set(items):
-    """``--set section.key=JSON`` overrides -> {section: {key: value}}."""
+    """``--set section.key=JSON`` overrides -> {section: {key: value}}, each checked (:func:`check_setting`)."""
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
@@ -72,7 +113,7 @@ def parse_set(items):
             parsed = json.loads(value)
         except json.JSONDecodeError:
             parsed = value
-        out.setdefault(section, {})[name] = parsed
+        out.setdefault(section, {})[name] = check_setting(item, section, name, parsed)
     return out
 
 

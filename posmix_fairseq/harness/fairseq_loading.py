@@ -10,7 +10,7 @@ import torch
 
 import posmix_fairseq
 
-from ..command import silence_library_noise
+from .command import silence_library_noise
 
 
 @contextlib.contextmanager
