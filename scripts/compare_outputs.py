@@ -6,7 +6,9 @@ stored arguments of older checkpoints (``posmix_fairseq.harness.testing``: ALL_C
 STORED_CONFIGS) at tiny sizes with a fixed seed, runs the full teacher-forced forward (eval mode) and
 an incremental decode of one fixed batch, and writes ``OUTDIR/outputs.pt`` (name -> {"full",
 "incremental"} log-probs). ``compare A B`` prints the max abs difference per configuration and
-exits 1 when any differs or a configuration of A is missing from B.
+exits 1 when any differs by more than ``--tolerance`` (default 0: bit-identical) or a configuration of A is
+missing from B. A reshaping of the arithmetic (another summation order, one product in place of two) may
+change the last bits: ``--tolerance 1e-6`` is then the check.
 
 Run ``save`` from a checkout of each commit (``git worktree add /tmp/base COMMIT``, then
 ``PYTHONPATH=/tmp/base python scripts/compare_outputs.py save /tmp/out-base``); ``--only NAME``
@@ -54,7 +56,7 @@ def save(outdir, only=None):
     print(f"{len(outputs)} configurations -> {os.path.join(outdir, OUTPUTS)}")
 
 
-def compare(a_dir, b_dir) -> int:
+def compare(a_dir, b_dir, tolerance=0.0) -> int:
     a = torch.load(os.path.join(a_dir, OUTPUTS), weights_only=False)
     b = torch.load(os.path.join(b_dir, OUTPUTS), weights_only=False)
     worst, failed = 0.0, []
@@ -70,13 +72,13 @@ def compare(a_dir, b_dir) -> int:
         diff = max(diffs)
         worst = max(worst, diff)
         print(f"{name}: max abs diff {diff:.3g}")
-        if diff != 0.0:
+        if not diff <= tolerance:
             failed.append(name)
     extra = sorted(set(b) - set(a))
     print(f"{len(a)} configurations compared, max abs diff {worst:.3g}" +
           (f"; only in {b_dir}: {', '.join(extra)}" if extra else ""))
     if failed:
-        print(f"differ: {', '.join(failed)}")
+        print(f"differ{f' by more than {tolerance:g}' if tolerance else ''}: {', '.join(failed)}")
     return 1 if failed else 0
 
 
@@ -89,11 +91,15 @@ def main(argv=None):
     c = commands.add_parser("compare", help="max abs diff per configuration; exit 1 if any differs")
     c.add_argument("a")
     c.add_argument("b")
+    c.add_argument("--tolerance", type=float, default=0.0, metavar="T",
+                   help="the largest max abs diff that passes (default 0: bit-identical outputs)")
     args = parser.parse_args(argv)
+    if args.command == "compare" and not args.tolerance >= 0.0:
+        parser.error(f"--tolerance must be a number >= 0, got {args.tolerance}")
     if args.command == "save":
         save(args.outdir, args.only)
         return 0
-    return compare(args.a, args.b)
+    return compare(args.a, args.b, args.tolerance)
 
 
 if __name__ == "__main__":

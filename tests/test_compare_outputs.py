@@ -31,6 +31,9 @@ def test_save_then_compare_identical_perturbed_and_missing_outputs(tmp_path, cap
     torch.save(saved, os.path.join(b, script.OUTPUTS))
     assert script.main(["compare", a, b]) == 1
     assert "differ: rposnet_iwslt_de_en" in capsys.readouterr().out
+    assert script.main(["compare", a, b, "--tolerance", "2e-6"]) == 0  # within the tolerance asked for
+    assert script.main(["compare", a, b, "--tolerance", "5e-7"]) == 1
+    assert "differ by more than 5e-07: rposnet_iwslt_de_en" in capsys.readouterr().out
 
     del saved["rposnet_iwslt_de_en"]
     torch.save(saved, os.path.join(b, script.OUTPUTS))

@@ -60,6 +60,74 @@ def test_gated_aposnet_equals_direct_implementation_of_eq4_and_eq8():
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
+def direct_position_mixer(mixer, x, lengths, energies):
+    """GPA Eq. 4 with the (H, L, L) position-only energies ``energies(L)`` of each left-padded sentence (its
+    real tokens only, computed alone): the outputs (T, B, D) at the real tokens, NaN at padding."""
+    out = torch.full_like(x, float("nan"))
+    values, gate = mixer.values, mixer.gating
+    for b, length in enumerate(lengths):
+        xs = x[x.size(0) - length:, b]  # (L, D)
+        a = torch.softmax(energies(length), dim=-1)  # (H, L, L), the sentence alone
+        v = F.layer_norm(F.gelu(xs @ values.projection.weight.t() + values.projection.bias), (16,),
+                         values.norm.weight, values.norm.bias).view(length, 4, 4).transpose(0, 1)
+        c = (a @ v).transpose(0, 1).reshape(length, 16) * F.gelu(xs @ gate.gate_proj.weight.t() + gate.gate_proj.bias)
+        out[x.size(0) - length:, b] = c @ mixer.out_proj.weight.t() + mixer.out_proj.bias
+    return out
+
+
+def eq8_energies(energy, length):
+    """(H, L, L) aPosNet energies of one sentence alone (GPA Eq. 8): (W^Q n~)(W^K m~)^T / sqrt(D_h), with
+    sinusoidal n~ = m~."""
+    n = sinusoidal_encoding(torch.arange(length), 16)
+    q = (n @ energy.q_proj.weight.t() + energy.q_proj.bias).view(length, 4, 4).transpose(0, 1)  # (H, N, Dh)
+    k = (n @ energy.k_proj.weight.t() + energy.k_proj.bias).view(length, 4, 4).transpose(0, 1)
+    return q @ k.transpose(1, 2) / 2.0
+
+
+def eq10_energies(energy, length):
+    """(H, L, L) rPosNet energies of one sentence alone (GPA Eq. 10): (W^Q n~_n) . Emb_rel[clip(n - m, K)] /
+    sqrt(D_h), K = 2."""
+    positions = torch.arange(length)
+    n = energy.query_table(positions)  # learned n~
+    q = (n @ energy.q_proj.weight.t() + energy.q_proj.bias).view(length, 4, 4).transpose(0, 1)  # (H, N, Dh)
+    table = energy.relative_embeddings.weight.view(5, 4, 4).transpose(0, 1)  # (H, 2K+1, Dh), sliced
+    index = (positions[:, None] - positions[None, :]).clamp(-2, 2) + 2
+    return torch.stack([(q[h] @ table[h].t()).gather(1, index) for h in range(4)]) / 2.0
+
+
+#: mixer -> (the reference of its position-only energies for one sentence, its position table)
+POSITION_ONLY_ENERGIES = {"aposnet": (eq8_energies, "sinusoidal"), "rposnet": (eq10_energies, "learned")}
+
+
+@pytest.mark.parametrize("name", sorted(POSITION_ONLY_ENERGIES))
+def test_position_table_path_equals_eqs_8_and_10_on_a_padded_batch(name, monkeypatch):
+    """A full forward of aPosNet / rPosNet (no weights asked for) mixes from the energy table, one softmax per
+    distinct row of positions and padding: each sentence of a left-padded batch whose lengths repeat gets GPA
+    Eq. 4 with its own Eq. 8 / Eq. 10 energies, computed alone; the padding slots and every gradient (training,
+    attention dropout 0) are those of dense mixing, the per-token reference."""
+    from posmix_fairseq.mixers.engine.mixing import DenseMixing
+    torch.manual_seed(0)
+    reference, table = POSITION_ONLY_ENERGIES[name]
+    mixer = standalone_mixer(spec(name, gated=True, k=2, table=table))
+
+    lengths = [6, 4, 6, 3, 4]
+    x = torch.randn(6, 5, 16)
+    mask = torch.arange(6)[None, :] < (6 - torch.tensor(lengths))[:, None]  # left padding
+    mixer.train()
+    with monkeypatch.context() as patched:
+        patched.setattr(DenseMixing, "mix", lambda *a: pytest.fail("the call ran dense mixing"))
+        out, attn = mix(mixer, x, key_padding_mask=mask, need_weights=False)
+    assert attn is None
+    expected = direct_position_mixer(mixer, x, lengths, lambda length: reference(mixer.energy, length))
+    real = ~mask.t()
+    torch.testing.assert_close(out[real], expected[real], atol=1e-5, rtol=1e-5)
+    grads = torch.autograd.grad(out.square().sum(), list(mixer.parameters()))
+    dense, _ = mix(mixer, x, key_padding_mask=mask, need_weights=True)  # weights asked for: dense mixing
+    torch.testing.assert_close(out, dense, atol=1e-6, rtol=1e-5)
+    for grad, dense_grad in zip(grads, torch.autograd.grad(dense.square().sum(), list(mixer.parameters()))):
+        torch.testing.assert_close(grad, dense_grad, atol=1e-5, rtol=1e-4)
+
+
 def test_rposnet_energy_equals_eq10_with_gamma_and_clipping():
     torch.manual_seed(0)
     s = spec("rposnet", placement="decoder_cross", gated=True, k=2, table="learned", gamma=1.5)

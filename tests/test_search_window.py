@@ -116,7 +116,7 @@ def test_window_cross_attention_while_decoding_step_by_step():
 def test_window_has_no_dropout_and_no_weights():
     spec = replace(mixer_spec("rposnet", "encoder_self", k=2, rposnet_impl="window"), attention_dropout=0.1)
     mixer = standalone_mixer(spec)
-    assert mixer.path_names == ("window", "dense")
+    assert mixer.path_names == ("window", "table", "dense")
     x = torch.randn(6, 2, 16)
     mixer.train()
     with pytest.raises(ValueError, match=r"--encoder-self-rposnet-impl window.*--attention-dropout 0.*"
@@ -141,13 +141,13 @@ def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch)
     spec = replace(mixer_spec("rposnet", "encoder_self", k=2), attention_dropout=0.1)
     mixer = standalone_mixer(spec).eval()
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert mixer.path_names == ("dense",)
+    assert mixer.path_names == ("table", "dense")
     assert mixer.sublayer_kernels.on(cpu).value(MIXING) == mixer.sublayer_kernels.on(cuda).value(MIXING) == "dense"
     mix(mixer.train(), torch.randn(6, 2, 16), need_weights=False)  # dense in training with dropout: no error
     monkeypatch.setitem(choice.GPU_DEFAULTS, "rposnet_impl", ("window", "a test"))
     assert mixer.sublayer_kernels.on(cuda).value(MIXING) == "dense"  # settled when the sublayer was built
     mixer = standalone_mixer(spec).eval()
-    assert mixer.path_names == ("window", "dense")
+    assert mixer.path_names == ("window", "table", "dense")
     assert mixer.sublayer_kernels.on(cuda).value(MIXING) == "window"
     assert mixer.sublayer_kernels.on(cpu).value(MIXING) == "dense"
     x = torch.randn(6, 2, 16)

@@ -14,6 +14,7 @@ from ..core.position_tables import refer_to_shared
 from .engine import (AbsoluteTableEnergy, EnergyMixingAttention, FrozenAbsoluteEnergy, MixerSpec, PositionQueries,
                      SideResources, absolute_table_options, register_mixer, shared_table, split_heads, table_norm,
                      xavier_linear)
+from .paths.position_table import PositionTableMixing
 
 
 class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
@@ -34,9 +35,16 @@ class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
 
     def energy_table(self, num_query_positions: int, num_key_positions: int) -> Tensor:
         """(H, Pq, Pk) energies e_nm of Eq. 8 for query positions n < Pq and key positions m < Pk."""
-        positions = torch.arange(num_key_positions, device=self.k_proj.weight.device)
-        keys = self.key_features(None, positions.unsqueeze(0))[0]  # (H, Pk, D_h)
-        return self.position_query_table(num_query_positions) @ keys.transpose(-1, -2)
+        positions = torch.arange(max(num_query_positions, num_key_positions), device=self.k_proj.weight.device)
+        return self.table_logits(positions[None, :num_query_positions], positions[None, :num_key_positions],
+                                 num_query_positions, num_key_positions)[0]
+
+    def table_logits(self, query_positions, key_positions, num_query_positions, num_key_positions):
+        """(B, H, T, S) energies of Eq. 8 from W^Q n~ and W^K m~ computed once per position (as (H, P, D_h)),
+        multiplied row by row as :meth:`logits` multiplies them (contiguous operands: the same rounding)."""
+        keys = self.key_features(None, torch.arange(num_key_positions, device=self.k_proj.weight.device)[None])[0]
+        q = self.position_query_table(num_query_positions)[:, query_positions].transpose(0, 1)
+        return q.contiguous() @ keys[:, key_positions].permute(1, 0, 3, 2).contiguous()
 
 
 @register_mixer("aposnet", placements=PLACEMENTS, gated_by_default=True, uses_positions=True, frozen_energy=FrozenAbsoluteEnergy,
@@ -44,4 +52,5 @@ class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
                 equation="(W^Q n~)(W^K m~)^T (GPA Eq. 8)", parameters="4(D²+D)",
                 options=absolute_table_options("sinusoidal"))
 def build_aposnet(spec: MixerSpec, resources: SideResources):
-    return EnergyMixingAttention(spec, resources, spec.energy(AbsolutePositionEnergy, resources))
+    return EnergyMixingAttention(spec, resources, spec.energy(AbsolutePositionEnergy, resources),
+                                 paths=[PositionTableMixing()])

@@ -10,7 +10,8 @@ from ..core.placement import PLACEMENTS
 from ..core.positions import clipped_relative_index
 from .engine import (EnergyMixingAttention, MixerSpec, SideResources, SoftmaxEnergy, gather_relative, head_scaling,
                      max_relative_position, max_relative_position_option, position_table_option, register_mixer,
-                     relative_embeddings_options, relative_position_table, split_heads, xavier_linear)
+                     relative_embeddings_options, relative_position_table, relative_scores, split_heads,
+                     xavier_linear)
 
 
 class RelativeKeyEnergy(SoftmaxEnergy):
@@ -27,7 +28,7 @@ class RelativeKeyEnergy(SoftmaxEnergy):
     def logits(self, query, query_positions, keys, key_positions):
         q = split_heads(self.q_proj(query) * self.scaling, self.num_heads)
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
-        return gather_relative(q @ self.relative_keys().to(q.dtype).transpose(-1, -2), index)
+        return gather_relative(relative_scores(q, self.relative_keys()), index)
 
 
 @register_mixer("relattn", placements=PLACEMENTS, gated_by_default=False, uses_positions=True,

@@ -17,6 +17,7 @@ from .engine import (EnergyMixingAttention, FrozenRelativeEnergy, MixerSpec, Pos
                      SideResources, absolute_table_options, max_relative_position, max_relative_position_option,
                      register_mixer, relative_embeddings_options, relative_position_table)
 from .paths.constant_state import ConstantStateDecoding
+from .paths.position_table import PositionTableMixing
 from .paths.rposnet_band import RPosNetBandMixing
 
 #: the mixing: dense ((T, S) energies) or the window form (band + far sums, GPA Eq. 10; mixers/paths/rposnet_band.py)
@@ -83,8 +84,8 @@ def rposnet_kernels(placement, impl: str, gated: bool = False) -> SublayerKernel
 
 def rposnet_paths(placement, kernels):
     """Constant-state decoding where the sublayer has a decoding step, then the window form where ``kernels``
-    (a :class:`SublayerKernels`, or an ``--<sublayer>-rposnet-impl`` value to choose one) runs it on some device;
-    dense mixing closes every list."""
+    (a :class:`SublayerKernels`, or an ``--<sublayer>-rposnet-impl`` value to choose one) runs it on some device,
+    then the dense weights from the energy table (a full forward); dense mixing closes every list."""
     kernels = rposnet_kernels(placement, kernels) if isinstance(kernels, str) else kernels
     paths = [ConstantStateDecoding(DECODE)] if kernels.cpu.of(DECODE) else []
-    return paths + ([RPosNetBandMixing(MIXING)] if kernels.may_run(MIXING, "window") else [])
+    return paths + ([RPosNetBandMixing(MIXING)] if kernels.may_run(MIXING, "window") else []) + [PositionTableMixing()]

@@ -15,7 +15,7 @@ from ..core.placement import PLACEMENTS
 from ..core.positions import clipped_relative_index
 from .engine import (ContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, Values, bucket_probabilities,
                      gather_relative, max_relative_position, max_relative_position_option, position_table_option,
-                     register_mixer, relative_embeddings_options, relative_position_table)
+                     register_mixer, relative_embeddings_options, relative_position_table, relative_scores)
 
 
 class ShawEnergy(ContentEnergy):
@@ -29,7 +29,7 @@ class ShawEnergy(ContentEnergy):
     def logits(self, query, query_positions, keys, key_positions):
         q = self.queries(query)
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
-        relative = gather_relative(q @ self.relative_keys().to(q.dtype).transpose(-1, -2), index)
+        relative = gather_relative(relative_scores(q, self.relative_keys()), index)
         return q @ keys.transpose(-1, -2) + relative
 
 

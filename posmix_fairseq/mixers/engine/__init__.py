@@ -7,7 +7,7 @@ from .energy import (CentredEnergy, ContentEnergy, DirectWeights, Energy, Softma
                      head_scaling, split_heads, xavier_linear)
 from .values import Values  # noqa: F401
 from .table_energy import (AbsoluteTableEnergy, RelativeTableEnergy, bucket_probabilities,  # noqa: F401
-                           gather_relative)
+                           gather_relative, relative_scores)
 from .position_queries import (PositionQueries, absolute_table_options, reads_absolute_table,  # noqa: F401
                                shared_table, table_norm)
 from .frozen_energy import FrozenAbsoluteEnergy, FrozenRelativeEnergy  # noqa: F401

@@ -74,15 +74,15 @@ class EnergyMixingAttention(TokenMixer):
     def path_names(self) -> Tuple[str, ...]:
         return tuple(path.name for path in self.paths)
 
-    def keys_and_values(self, call: MixingCall):
-        """Values, cached key features, key positions and key padding, extended (self-attention) or
-        reused (cross-attention, ``static_kv``: the source's are computed once) across decoding steps."""
+    def keys_and_values(self, call: MixingCall, key_features: bool = True):
+        """Values, cached key features (if ``key_features``), key positions and key padding, extended (self-
+        attention) or reused (cross-attention, ``static_kv``: computed once) across decoding steps."""
         buffer = self._get_input_buffer(call.incremental_state) if call.incremental_state is not None else None
         cached = buffer is not None and "values" in buffer
         if not cached or not call.static_kv:
             key_positions, key_padding_mask = self._key_side(call.frame, call.key, call.key_padding_mask)
             new = {"values": self.values(call.value, key_positions, key_padding_mask),
-                   "keys": self.energy.key_features(call.key, key_positions),
+                   "keys": self.energy.key_features(call.key, key_positions) if key_features else None,
                    "key_positions": key_positions, "key_padding_mask": key_padding_mask}
             new = {name: tensor for name, tensor in new.items() if tensor is not None}
             if cached:  # (B, H, S, D_h) values and keys, (B, S) positions and padding
@@ -123,10 +123,10 @@ class EnergyMixingAttention(TokenMixer):
             path = next(path for path in self.paths if path.serves(self, call))
             context, attn = path.mix(self, call)
             # W^O of the (gated) context (B, H, T, D_h) -> (T, B, D) (GPA Eq. 4)
-            context = context.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
+            context = context.permute(2, 0, 1, 3)
             if self.gating is not None:
-                context = self.gating(context, query)
-            return self.out_proj(context), attn
+                return self.out_proj(self.gating(context, query)), attn
+            return self.out_proj(context.reshape(tgt_len, batch, self.embed_dim)), attn
         except KernelBackendError as exc:  # a forced Triton kernel that cannot run: name the option
             if not self.sublayer_kernels.forced:
                 raise

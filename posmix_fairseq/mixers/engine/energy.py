@@ -10,8 +10,11 @@ import abc
 import math
 from typing import Optional
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from ...kernels import common as kernel_common
 
 
 def xavier_linear(in_dim: int, out_dim: int) -> nn.Linear:
@@ -64,10 +67,35 @@ class SoftmaxEnergy(Energy):
         """(B, H, T, S) scaled energies e_nm."""
 
     def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask, excluded):
-        logits = self.logits(query, query_positions, keys, key_positions).float()
+        return masked_softmax(self.logits(query, query_positions, keys, key_positions), excluded)
+
+
+def masked_softmax(logits: Tensor, excluded: Tensor) -> Tensor:
+    """float32 softmax over the last axis of ``logits`` where ``excluded`` (broadcastable) is False; all
+    zeros for a row with no allowed key."""
+    return MaskedSoftmax.apply(logits.float(), excluded)
+
+
+class MaskedSoftmax(torch.autograd.Function):
+    """:func:`masked_softmax` whose backward is the softmax's alone: an excluded key's weight is 0, so its
+    gradient is 0 without a mask of its own (autograd through the masks costs a pass per mask, both ways)."""
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, excluded: Tensor) -> Tensor:
         logits = logits.masked_fill(excluded, float("-inf"))
         dead = excluded.all(dim=-1, keepdim=True)
-        return F.softmax(logits.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+        if kernel_common.on_gpu(dead.device) or bool(dead.any()):  # on the CPU, asked: rows without keys are rare
+            weights = F.softmax(logits.masked_fill_(dead, 0.0), dim=-1).masked_fill_(dead, 0.0)
+        else:
+            weights = F.softmax(logits, dim=-1)
+        ctx.save_for_backward(weights)
+        return weights
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        weights, = ctx.saved_tensors
+        # the backward autograd runs for F.softmax (aten's op), on the saved weights
+        return torch._softmax_backward_data(grad, weights, -1, weights.dtype), None
 
 
 class DirectWeights(Energy):

@@ -24,6 +24,15 @@ def gather_relative(scores_per_distance: Tensor, index: Tensor) -> Tensor:
     return torch.gather(scores_per_distance, -1, index.unsqueeze(1).expand(b, h, t, index.size(-1)))
 
 
+def relative_scores(queries: Tensor, table: Tensor) -> Tensor:
+    """(B, H, T, 2K+1) q_n . a_j of queries (B, H, T, D_h) and a table (H, 2K+1, D_h) by one product per head (a
+    broadcast one copies the table per sentence), on contiguous operands as that one has them: the same rounding."""
+    batch, heads, steps, dim = queries.shape
+    rows = queries.transpose(0, 1).reshape(heads, batch * steps, dim)
+    scores = torch.bmm(rows, table.to(queries.dtype).transpose(1, 2).contiguous())  # (H, B T, 2K+1)
+    return scores.view(heads, batch, steps, -1).transpose(0, 1)
+
+
 def bucket_probabilities(probs: Tensor, index: Tensor, num_buckets: int) -> Tensor:
     """sum of a_nm over the keys m in each clipped-distance bucket: (B, H, T, 2K+1)."""
     b, h, t, s = probs.shape
@@ -77,6 +86,13 @@ class RelativeTableEnergy(SoftmaxEnergy):
     def logits(self, query, query_positions, keys, key_positions):
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
         return gather_relative(self.energy_rows(query_positions).to(query.dtype), index)
+
+    def table_logits(self, query_positions: Tensor, key_positions: Tensor, num_query_positions: int,
+                     num_key_positions: int) -> Tensor:
+        """(B, H, T, S) energies e_nm of Eq. 10 read from ``energy_table(num_query_positions)``: W^Q n~ once
+        per position, not once per token."""
+        index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
+        return self.energy_table(num_query_positions)[:, query_positions[:, :, None], index].transpose(0, 1)
 
 
 class AbsoluteTableEnergy(SoftmaxEnergy):

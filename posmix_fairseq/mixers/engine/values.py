@@ -61,6 +61,8 @@ class ContextGate(nn.Module):
         self.sublayer_kernels = None
 
     def forward(self, context: Tensor, query: Tensor) -> Tensor:
+        """(T, B, D) gated contexts of the (T, B, H, D_h) heads' ``context``, a view in any layout: PyTorch's
+        product reads it in place (no copy into (T, B, D) first)."""
         gate = self.gate_proj(query)
-        return gated(self, context.device, lambda: kernels.gelu_gate(context, gate, "triton"),
-                     lambda: context * F.gelu(gate))
+        return gated(self, context.device, lambda: kernels.gelu_gate(context.flatten(2), gate, "triton"),
+                     lambda: (F.gelu(gate).view(context.shape) * context).flatten(2))
