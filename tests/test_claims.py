@@ -1,5 +1,5 @@
 """posmix-claims: the catalogue of the papers' claims (each quoted figure is on the paper's line for the system it
-is quoted for), option errors, the plan (the CPU grid, and the converged GPU grid as a dry run), the recipe's
+is quoted for), option errors, the plan (the CPU grid, and the uncapped GPU grid as a dry run), the recipe's
 PLAN=1, the committed results folder against the page and docs, and one tiny study end to end (two systems,
 a few updates, a toy corpus): the length-capped splits, what a run records, and the page written again from
 the results folder alone. The statistics and the verdict rule: tests/test_claims_statistics.py. Nothing here
@@ -115,7 +115,7 @@ def test_the_plan_lists_every_run_with_its_seed_and_its_time(tmp_path, capsys):
     assert re.findall(r"^# run (\w+) seed 1:", out, re.M) == ["rposnet", "shaw", "rposnet_nogate", "shaw_konly"]
 
 
-def test_the_converged_gpu_grid_plans_on_a_cpu(tmp_path, capsys):
+def test_the_uncapped_gpu_grid_plans_on_a_cpu(tmp_path, capsys):
     """The GPU plan's dry run: no update cap (the patience rule alone stops each run), several runs on one GPU,
     and a time estimate."""
     status, out, err = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--device", "cuda", "--jobs", "4",
@@ -265,7 +265,7 @@ def test_nothing_claims_a_convergence_that_was_not_reached():
             texts["docs/" + name] = open(os.path.join(ROOT, "docs", name), encoding="utf-8").read()
     pattern = re.compile(r"(?<!not )(?<!never )\b(converged|convergence reached|validation plateau|its plateau|"
                          r"until validation stops improving)\b", re.I)
-    allowed = ("GPU",)  # the converged GPU grid: a plan, and a column for its results
+    allowed = ("GPU",)  # the uncapped GPU grid: a plan, and a column for its results
     for name, text in texts.items():
         for line in text.splitlines():
             if pattern.search(line) and not any(a in line for a in allowed) and not stopped:

@@ -5,7 +5,7 @@ seeds, and the page that gives each claim its verdict (``docs/reproduction.md``)
     posmix-claims --data-dir DIR --out claims --results R    # prepare, train, decode, score, write the page
     posmix-claims --data-dir DIR --rows gpa-1,pea-2          # only the systems those rows compare
     posmix-claims --results R --render-only --page P         # the page from the results folder alone
-    posmix-claims --data-dir DIR --device cuda --jobs 4 --max-update 0 --results R-gpu   # the converged grid
+    posmix-claims --data-dir DIR --device cuda --jobs 4 --max-update 0 --results R-gpu   # the uncapped grid: patience stops each run
 
 DIR holds raw parallel text ``{train, val|valid|dev, test*}.{src,tgt}[.gz]`` (Multi30k's raw release; de->en
 by default). The study, the same steps for every system and seed:
