@@ -150,7 +150,8 @@ def main():
     p.add_argument("--max-train-sentences", type=NON_NEGATIVE_INT, default=0, help="use only the first N training pairs")
     p.add_argument("--beam", type=POSITIVE_INT, default=5)
     p.add_argument("--seed", type=POSITIVE_INT, default=1,
-                   help="fairseq-train's --seed for every system (the README's spread is over seeds 1-3 on two instruction sets)")
+                   help="fairseq-train's --seed for every system (the README's spread is over seeds 1-3 on two "
+                        "instruction sets)")
     p.add_argument("--no-freeze", action="store_true",
                    help="skip posmix-freeze (by default every system with aPosNet/rPosNet energies is frozen and decoded)")
     p.add_argument("--systems", default=",".join(SYSTEMS),
