@@ -114,7 +114,10 @@ def test_fewer_than_three_seeds_is_never_a_verdict(expect):
 def test_a_length_gap_made_by_the_brevity_penalty_alone_says_so():
     bp_only = cmp(1.34, (0.5, 2.1), (0.6, 2.0), p=0.001, eq=(-0.6, 0.4))
     text = verdict("better", 0, bp_only, 0.004, 0.4, length_row=True)
-    assert text.startswith(INCONCLUSIVE) and "brevity penalty" in text
+    assert text.startswith(INCONCLUSIVE) and "brevity penalty" in text and "holds 0" in text
+    reversed_at_equal_length = cmp(1.34, (0.5, 2.1), (0.6, 2.0), p=0.001, eq=(-2.6, -0.4))
+    text = verdict("better", 0, reversed_at_equal_length, 0.004, 0.4, length_row=True)
+    assert text.startswith(INCONCLUSIVE) and "reverses" in text
     both = cmp(2.3, (1.0, 3.6), (1.2, 3.4), p=0.001, eq=(0.5, 3.0))
     assert verdict("better", 0, both, 0.004, 0.4, length_row=True) == HOLDS
     assert verdict("better", 0, bp_only, 0.004, 0.4, length_row=False) == HOLDS

@@ -388,7 +388,8 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
         "one-sided 95% lower bound above −margin; a direction needs Holm's p < 0.05 and |Δ| above the seed spread "
         "(the largest seed sd of the two systems and the Transformer on that set). Everything else is "
         "*inconclusive at this scale*. On the length rows, a BLEU gap that BLEU at equal length (without the "
-        "brevity penalty) does not share is the brevity penalty's alone, and the verdict says so. Margins come from "
+        "brevity penalty) does not share is inconclusive, and the verdict says whether the gap at equal length "
+        "is not significant or reverses. Margins come from "
         "the Transformer's seed spread or the paper's own gaps, row by row ([choices](choices.md#the-claims-study-"
         "posmix-claims-reproduction)).",
         "",

@@ -157,8 +157,8 @@ def verdict(expect: str, margin: float, c: Comparison, p_holm: Optional[float], 
     - ``better`` / ``worse``: holds when Holm's p < 0.05 and |Δ| exceeds the seed spread, with the claimed
       sign; does not hold on the same evidence with the other sign; otherwise inconclusive;
     - a length row (``long``, ``concat``, held-out lengths) whose decided verdict BLEU at equal length does
-      not share (its 95% interval holds 0 or has the other sign) is decided by the brevity penalty alone,
-      and says so.
+      not share (its 95% interval holds 0, or has the other sign) is decided by the brevity penalty, and
+      says which of the two.
     """
     if min(c.seeds) < MIN_SEEDS:
         return f"{INCONCLUSIVE}: {min(c.seeds)} seed{'s' if min(c.seeds) > 1 else ''} ({MIN_SEEDS} needed)"
@@ -178,6 +178,9 @@ def verdict(expect: str, margin: float, c: Comparison, p_holm: Optional[float], 
     decided = HOLDS if c.delta * sign > 0 else DOES_NOT_HOLD
     if length_row:
         lo, hi = c.ci95_equal_length
-        if (lo <= 0 <= hi) or (lo > 0) != (c.delta > 0):
-            return f"{INCONCLUSIVE}: the brevity penalty alone makes the BLEU gap"
+        if lo <= 0 <= hi:
+            return (f"{INCONCLUSIVE}: only the brevity penalty makes the gap significant "
+                    "(at equal length its interval holds 0)")
+        if (lo > 0) != (c.delta > 0):
+            return f"{INCONCLUSIVE}: the brevity penalty makes the gap (at equal length it reverses)"
     return decided
