@@ -111,7 +111,7 @@ def test_fewer_than_three_seeds_is_never_a_verdict(expect):
     assert verdict(expect, 0.5, strong, 0.001, 0.3).startswith(INCONCLUSIVE + ": 1 seed")
 
 
-def test_a_length_gap_made_by_the_brevity_penalty_alone_says_so():
+def test_a_length_gap_decided_by_the_brevity_penalty_says_which_way():
     bp_only = cmp(1.34, (0.5, 2.1), (0.6, 2.0), p=0.001, eq=(-0.6, 0.4))
     text = verdict("better", 0, bp_only, 0.004, 0.4, length_row=True)
     assert text.startswith(INCONCLUSIVE) and "brevity penalty" in text and "holds 0" in text
