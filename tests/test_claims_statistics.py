@@ -92,6 +92,11 @@ def cmp(delta, ci95, ci90, p=0.5, seeds=(3, 3), eq=None):
     ("no_worse", 0.5, cmp(-0.1, (-0.55, 0.35), (-0.45, 0.3)), None, 0.3, HOLDS),
     ("no_worse", 0.5, cmp(-0.23, (-1.27, 0.54), (-1.1, 0.4)), None, 0.3, INCONCLUSIVE),
     ("no_worse", 0.5, cmp(-2.0, (-2.8, -1.1), (-2.7, -1.2)), None, 0.3, DOES_NOT_HOLD),
+    # better by more than the margin: no worse, but not "as good", and the verdict says so
+    ("no_worse", 1.2, cmp(2.26, (1.39, 3.06), (1.54, 2.95)), None, 0.4,
+     HOLDS + " as no worse; it is better by more than the margin (95% interval above +1.20)"),
+    # better, but the 95% interval reaches into the margin: plain "holds"
+    ("no_worse", 1.2, cmp(1.6, (0.9, 2.3), (1.0, 2.2)), None, 0.4, HOLDS),
     # a direction: Holm's p below 0.05 and |Δ| above the seed spread
     ("better", 0, cmp(1.6, (0.9, 2.3), (1.0, 2.2), p=0.002), 0.01, 0.4, HOLDS),
     ("better", 0, cmp(-1.3, (-2.0, -0.6), (-1.9, -0.7), p=0.002), 0.01, 0.4, DOES_NOT_HOLD),

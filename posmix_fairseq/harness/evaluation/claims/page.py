@@ -385,8 +385,9 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
         f"runs over the {directional} directional rows with at least {MIN_SEEDS} seeds per system.",
         f"- **Verdicts**: *holds* / *does not hold at this scale* need at least {MIN_SEEDS} seeds of each system. "
         "\"Same\" needs the 90% interval of Δ inside ±margin (two one-sided tests at 5%); \"no worse\" needs the "
-        "one-sided 95% lower bound above −margin; a direction needs Holm's p < 0.05 and |Δ| above the seed spread "
-        "(the largest seed sd of the two systems and the Transformer on that set). Everything else is "
+        "one-sided 95% lower bound above −margin, and says when the system is better by more than the margin (its "
+        "95% interval above +margin: not \"as good\"); a direction needs Holm's p < 0.05 and |Δ| above the seed "
+        "spread (the largest seed sd of the two systems and the Transformer on that set). Everything else is "
         "*inconclusive at this scale*. On the length rows, a BLEU gap that BLEU at equal length (without the "
         "brevity penalty) does not share is inconclusive, and the verdict says whether the gap at equal length "
         "is not significant or reverses. Margins come from "

@@ -153,7 +153,9 @@ def verdict(expect: str, margin: float, c: Comparison, p_holm: Optional[float], 
     - ``same`` (equivalence, two one-sided tests at 5%): holds when the 90% interval of Δ lies inside
       ±margin; does not hold when the 95% interval lies wholly outside it; otherwise inconclusive;
     - ``no_worse``: holds when the one-sided 95% lower bound (the 90% interval's lower end) is above
-      -margin; does not hold when the one-sided 95% upper bound is below -margin; otherwise inconclusive;
+      -margin, and says so when the system is better by more than the margin (the 95% interval lies above
+      +margin: no worse, but not "as good" or "almost identical"); does not hold when the one-sided 95%
+      upper bound is below -margin; otherwise inconclusive;
     - ``better`` / ``worse``: holds when Holm's p < 0.05 and |Δ| exceeds the seed spread, with the claimed
       sign; does not hold on the same evidence with the other sign; otherwise inconclusive;
     - a length row (``long``, ``concat``, held-out lengths) whose decided verdict BLEU at equal length does
@@ -169,6 +171,8 @@ def verdict(expect: str, margin: float, c: Comparison, p_holm: Optional[float], 
             return HOLDS
         return DOES_NOT_HOLD if (lo95 > margin or hi95 < -margin) else INCONCLUSIVE
     if expect == "no_worse":
+        if lo95 > margin:
+            return f"{HOLDS} as no worse; it is better by more than the margin (95% interval above +{margin:.2f})"
         if lo90 > -margin:
             return HOLDS
         return DOES_NOT_HOLD if hi90 < -margin else INCONCLUSIVE
