@@ -19,7 +19,7 @@ from ..detok import Detokenizer
 from . import runner
 from .catalogue import CLAIMS, EXPECTATIONS, LENGTH_SETS, PAPER_CITATIONS, SCORING_SETS, Claim
 from .data import load_references, load_source_lengths
-from .statistics import MIN_SEEDS, Comparison, compare, corpus_scores, holm, sentence_stats, verdict
+from .statistics import HOLDS, MIN_SEEDS, Comparison, compare, corpus_scores, holm, sentence_stats, verdict
 from .systems import SIZE_DIM, SIZE_TEXT, SIZES, SYSTEMS, TEST_SET_TEXT
 
 REFERENCE_SYSTEM = "transformer"  # its seeds' spread sets the seed-spread margins and the spread a direction must pass
@@ -216,7 +216,7 @@ def evaluate(claims: List[Claim], evidence: Evidence, runs: List[Run]) -> List[R
         if c.paper_relative_change is not None:  # a claim about size: the paper's change against ours
             ours = 100 * cmp.delta / stats_lib.mean(evidence.bleus(c.baseline, c.test))
             row.ours += f"; {ours:+.1f}% relative (the paper: {c.paper_relative_change:+.1f}%)"
-            if row.verdict == "holds" and abs(ours) < abs(c.paper_relative_change) / 2:
+            if row.verdict == HOLDS and abs(ours) < abs(c.paper_relative_change) / 2:
                 row.verdict = "holds in direction only (less than half the paper's relative change)"
     return rows
 
