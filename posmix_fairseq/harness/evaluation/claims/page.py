@@ -19,7 +19,8 @@ from ..detok import Detokenizer
 from . import runner
 from .catalogue import CLAIMS, EXPECTATIONS, LENGTH_SETS, PAPER_CITATIONS, SCORING_SETS, Claim
 from .data import load_references, load_source_lengths
-from .statistics import HOLDS, MIN_SEEDS, Comparison, compare, corpus_scores, holm, sentence_stats, verdict
+from .statistics import HOLDS, MIN_SEEDS, Comparison, compare, corpus_scores, holm, render_verdict_rule, \
+    sentence_stats, verdict
 from .systems import SIZE_DIM, SIZE_TEXT, SIZES, SYSTEMS, TEST_SET_TEXT
 
 REFERENCE_SYSTEM = "transformer"  # its seeds' spread sets the seed-spread margins and the spread a direction must pass
@@ -383,16 +384,9 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
         f"interval from a two-level paired bootstrap ({resamples:,} resamples: each system's seeds, then the "
         "sentences, the same sentences for both systems). p is the bootstrap's two-sided p-value; Holm's correction "
         f"runs over the {directional} directional rows with at least {MIN_SEEDS} seeds per system.",
-        f"- **Verdicts**: *holds* / *does not hold at this scale* need at least {MIN_SEEDS} seeds of each system. "
-        "\"Same\" needs the 90% interval of Δ inside ±margin (two one-sided tests at 5%); \"no worse\" needs the "
-        "one-sided 95% lower bound above −margin, and says when the system is better by more than the margin (its "
-        "95% interval above +margin: not \"as good\"); a direction needs Holm's p < 0.05 and |Δ| above the seed "
-        "spread (the largest seed sd of the two systems and the Transformer on that set). Everything else is "
-        "*inconclusive at this scale*. On the length rows, a BLEU gap that BLEU at equal length (without the "
-        "brevity penalty) does not share is inconclusive, and the verdict says whether the gap at equal length "
-        "is not significant or reverses. Margins come from "
-        "the Transformer's seed spread or the paper's own gaps, row by row ([choices](choices.md#the-claims-study-"
-        "posmix-claims-reproduction)).",
+        "- **Verdicts** (margins come from the Transformer's seed spread or the paper's own gaps, row by row: "
+        "[choices](choices.md#the-claims-study-posmix-claims-reproduction)):",
+        render_verdict_rule(indent="  "),
         "",
         f"**{len(measured)} of {len(rows)} rows measured on real data**; "
         f"{sum(1 for r in rows if r.claim.kind == 'not_measured')} need a GPU and the papers' data. "

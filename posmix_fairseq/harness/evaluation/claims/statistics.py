@@ -144,24 +144,36 @@ def holm(p_values: Dict[str, float]) -> Dict[str, float]:
 
 HOLDS, DOES_NOT_HOLD, INCONCLUSIVE = "holds", "does not hold at this scale", "inconclusive at this scale"
 
+#: The verdict rule in words, one line a case: :func:`verdict` implements it, the page's header and
+#: docs/choices.md print it (``python -m posmix_fairseq.harness.docs`` renders the latter).
+VERDICT_RULE = (
+    f"*{HOLDS}* and *{DOES_NOT_HOLD}* need at least {MIN_SEEDS} seeds of each system; everything else is "
+    f"*{INCONCLUSIVE}*, a verdict of its own.",
+    "\"Same\" (equivalence: two one-sided tests at 5%) holds when the 90% interval of Δ lies inside ±margin, and "
+    "does not hold when the 95% interval lies wholly outside it.",
+    "\"No worse\" holds when the one-sided 95% lower bound (the 90% interval's lower end) is above −margin, and "
+    "says so when the system is better by more than the margin (its 95% interval above +margin: no worse, but "
+    "not \"as good\" or \"almost identical\"); it does not hold when the one-sided 95% upper bound is below "
+    "−margin.",
+    "A direction (\"better\", \"worse\") holds when Holm's p < 0.05 over the page's directional rows and |Δ| "
+    "exceeds the seed spread (the largest seed sd of the two systems and the Transformer on that set), with the "
+    "claimed sign; it does not hold on the same evidence with the other sign.",
+    "A length row (`long`, `concat`, held-out lengths) whose decided direction BLEU at equal length (without the "
+    "brevity penalty) does not share is inconclusive, and says why: only the brevity penalty makes the gap "
+    "significant (at equal length the 95% interval holds 0), or the brevity penalty makes the gap and at equal "
+    "length it reverses.",
+)
+
+
+def render_verdict_rule(indent: str = "") -> str:
+    """:data:`VERDICT_RULE` as a Markdown list, each line prefixed by ``indent``."""
+    return "\n".join(f"{indent}- {case}" for case in VERDICT_RULE)
+
 
 def verdict(expect: str, margin: float, c: Comparison, p_holm: Optional[float], spread: float,
             length_row: bool = False) -> str:
-    """The verdict of a BLEU claim (Δ = system - baseline, its bootstrap intervals, Holm's p):
-
-    - fewer than 3 seeds of either system: inconclusive (one seed is one observation);
-    - ``same`` (equivalence, two one-sided tests at 5%): holds when the 90% interval of Δ lies inside
-      ±margin; does not hold when the 95% interval lies wholly outside it; otherwise inconclusive;
-    - ``no_worse``: holds when the one-sided 95% lower bound (the 90% interval's lower end) is above
-      -margin, and says so when the system is better by more than the margin (the 95% interval lies above
-      +margin: no worse, but not "as good" or "almost identical"); does not hold when the one-sided 95%
-      upper bound is below -margin; otherwise inconclusive;
-    - ``better`` / ``worse``: holds when Holm's p < 0.05 and |Δ| exceeds the seed spread, with the claimed
-      sign; does not hold on the same evidence with the other sign; otherwise inconclusive;
-    - a length row (``long``, ``concat``, held-out lengths) whose decided verdict BLEU at equal length does
-      not share (its 95% interval holds 0, or has the other sign) is decided by the brevity penalty, and
-      says which of the two.
-    """
+    """The verdict of a BLEU claim (Δ = system - baseline, its bootstrap intervals, Holm's p, the seed spread),
+    by the rule :data:`VERDICT_RULE` states (the page's header and docs/choices.md print that text)."""
     if min(c.seeds) < MIN_SEEDS:
         return f"{INCONCLUSIVE}: {min(c.seeds)} seed{'s' if min(c.seeds) > 1 else ''} ({MIN_SEEDS} needed)"
     lo95, hi95 = c.ci95
