@@ -279,3 +279,22 @@ def test_the_readmes_headline_table_is_the_pages():
     rows = [line for line in headline.splitlines() if re.match(r"\| [a-z]+-\d+ \|", line)]
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().splitlines()
     assert rows and [line for line in readme if line in rows] == rows
+
+
+def test_a_row_that_finished_runs_cannot_fill_names_the_seeds_and_the_command():
+    from posmix_fairseq.harness.evaluation.claims.catalogue import CLAIM_BY_KEY
+    from posmix_fairseq.harness.evaluation.claims.page import Evidence, RowResult, Run, pending_text
+    claim = CLAIM_BY_KEY["pea-7"]  # Shaw against the Transformer on long_heldout_far
+    stats = {claim.test: None, "test": None}
+    runs = ([Run("shaw", 1, {}, {"test": None})] + [Run("shaw", s, {}, dict(stats)) for s in (2, 3)]
+            + [Run("transformer", s, {}, dict(stats)) for s in (1, 2, 3, 4, 5)])
+    text = pending_text([RowResult(claim)], Evidence(runs, resamples=10))
+    # every system has its default seeds, but only two Shaw seeds scored the row's set: a fourth seed fills it
+    assert text.startswith("Every system has its seeds. pea-7 reads `long_heldout_far`")
+    assert "Shaw relative (PEA's: a^K and a^V) has 2 seeds scored on it" in text
+    assert "`posmix-claims --data-dir $MULTI30K --rows pea-7 --seeds 4`" in text
+    assert "Transformer" not in text
+    # with the third Shaw seed still to train, the default command fills the row: nothing more is said
+    text = pending_text([RowResult(claim)], Evidence(runs[1:], resamples=10))
+    assert text == "Runs still to train (the command above trains them and keeps the finished ones): " \
+                   "Shaw relative (PEA's: a^K and a^V) 1; 1 in all."

@@ -464,10 +464,36 @@ def pending_text(rows: List[RowResult], evidence: Evidence) -> str:
             wanted[key] = SYSTEMS[key].seeds
     missing = {k: n - len(evidence.by_system.get(k, [])) for k, n in wanted.items()}
     missing = {k: n for k, n in missing.items() if n > 0}
-    if not missing:
-        return "Every system has its seeds."
-    return ("Runs still to train (the command above trains them and keeps the finished ones): "
-            + ", ".join(f"{label(k)} {n}" for k, n in missing.items()) + f"; {sum(missing.values())} in all.")
+    text = ("Runs still to train (the command above trains them and keeps the finished ones): "
+            + ", ".join(f"{label(k)} {n}" for k, n in missing.items()) + f"; {sum(missing.values())} in all."
+            if missing else "Every system has its seeds.")
+    return " ".join([text] + unscored_text(rows, evidence))
+
+
+def unscored_text(rows: List[RowResult], evidence: Evidence) -> List[str]:
+    """For each row that finished runs cannot fill because they lack its scoring set (runs trained before the
+    set existed, whose checkpoints were not kept), the seeds it still needs and the command that adds them."""
+    out = []
+    for row in rows:
+        claim = row.claim
+        if claim.kind not in ("bleu", "gap"):
+            continue
+        sets = [claim.test] + ([claim.test2] if claim.kind == "gap" else [])
+        short = []
+        for key in claim.systems():
+            trained, wanted = len(evidence.by_system.get(key, [])), SYSTEMS[key].seeds
+            scored = min(len(evidence.runs(key, name)) for name in sets)
+            needed = wanted - scored - max(0, wanted - trained)  # beyond what the default seeds will add
+            if needed > 0:
+                short.append((key, scored, max(trained, wanted) + needed))
+        if short:
+            systems = "; ".join(f"{label(k)} has {n} seed{'s' if n != 1 else ''} scored on it" for k, n, _ in short)
+            seeds = max(s for _, _, s in short)
+            out.append(f"{claim.key} reads {', '.join(f'`{n}`' for n in sets)}, which runs trained before that set "
+                       f"existed lack (their checkpoints were not kept): {systems}; "
+                       f"`posmix-claims --data-dir $MULTI30K --rows {claim.key} --seeds {seeds}` adds the seeds it "
+                       "needs.")
+    return out
 
 
 def length_tables(rows: List[RowResult], evidence: Evidence, cap: int) -> List[str]:
