@@ -483,7 +483,7 @@ def unscored_text(rows: List[RowResult], evidence: Evidence) -> List[str]:
         for key in claim.systems():
             trained, wanted = len(evidence.by_system.get(key, [])), SYSTEMS[key].seeds
             scored = min(len(evidence.runs(key, name)) for name in sets)
-            needed = wanted - scored - max(0, wanted - trained)  # beyond what the default seeds will add
+            needed = MIN_SEEDS - scored - max(0, wanted - trained)  # a verdict's seeds, beyond the default's
             if needed > 0:
                 short.append((key, scored, max(trained, wanted) + needed))
         if short:
