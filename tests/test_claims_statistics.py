@@ -2,13 +2,15 @@
 sees seed noise, Holm's correction, and the verdict rule pinned with constructed cases (an equality is
 never read from a non-significant difference, a seed spread larger than Δ blocks a direction, Holm
 applies, one seed is never a verdict, a gap that only the brevity penalty makes says so)."""
+import os
+
 import numpy as np
 import pytest
 import sacrebleu
 
 from posmix_fairseq.harness.evaluation.claims.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, Comparison,
                                                                   bleu_parts, compare, corpus_scores, holm,
-                                                                  sentence_stats, verdict)
+                                                                  render_verdict_rule, sentence_stats, verdict)
 
 REFS = ["a man in an orange hat looks at something .", "two dogs play in the snow near a fence .",
         "a woman is riding a red bicycle down the street .", "children are playing soccer on a green field .",
@@ -135,3 +137,9 @@ def test_bleu_parts_is_vectorised_over_resamples():
     parts = bleu_parts(sums)
     assert parts["bleu"].shape == (2,)
     assert parts["bleu"][1] == pytest.approx(corpus_scores(stats[:10])["bleu"])
+
+
+def test_the_choices_page_states_the_verdict_rule_the_code_implements():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "choices.md"), encoding="utf-8") as f:
+        assert render_verdict_rule(indent="  ") in f.read(), "docs/choices.md: copy VERDICT_RULE's text again"

@@ -1,8 +1,7 @@
-"""The docs' tables of variants, mixers and options, generated from the registries and the arch table, and the
-claims study's verdict rule, generated from the text its code implements, so that no page keeps a copy of them
-by hand (a new mixer is its file and its arch row; ``tests/test_generated_docs.py`` checks that every page holds
-what this module renders, ``tests/test_no_hand_kept_lists.py`` that no page lists mixers or variants outside
-these blocks).
+"""The docs' tables of variants, mixers and options, generated from the registries and the arch table, so that
+no page keeps a list of them by hand (a new mixer is its file and its arch row; ``tests/test_generated_docs.py``
+checks that every page holds what this module renders, ``tests/test_no_hand_kept_lists.py`` that no page lists
+mixers or variants outside these blocks).
 
 A page holds a generated table between two markers::
 
@@ -24,7 +23,6 @@ from ..mixers import MIXER_REGISTRY
 from ..models.architectures import SIZES, VARIANTS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 from .command import CommandError, build_parser, console
-from .evaluation.claims.statistics import render_verdict_rule
 from .testing import parse_model_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -134,9 +132,8 @@ RENDERERS: Dict[str, Callable[[], str]] = {
     "mixers": render_mixers,
     "mixer-options": lambda: render_options(MIXER_REGISTRY, PLACEMENTS, "--S"),
     "encoding-options": lambda: render_options(POSITION_ENCODING_REGISTRY, SIDES, "--<side>"),
-    "verdict-rule": lambda: render_verdict_rule(indent="  "),
 }
-PAGES = ("README.md", "docs/architectures.md", "docs/position-encodings.md", "docs/contributing.md", "docs/choices.md")
+PAGES = ("README.md", "docs/architectures.md", "docs/position-encodings.md", "docs/contributing.md")
 
 
 def rewrite(text: str, rendered: Optional[Dict[str, str]] = None) -> str:

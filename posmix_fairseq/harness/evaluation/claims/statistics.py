@@ -145,7 +145,7 @@ def holm(p_values: Dict[str, float]) -> Dict[str, float]:
 HOLDS, DOES_NOT_HOLD, INCONCLUSIVE = "holds", "does not hold at this scale", "inconclusive at this scale"
 
 #: The verdict rule in words, one line a case: :func:`verdict` implements it, the page's header and
-#: docs/choices.md print it (``python -m posmix_fairseq.harness.docs`` renders the latter).
+#: docs/choices.md print it (tests/test_claims_statistics.py checks the latter's copy).
 VERDICT_RULE = (
     f"*{HOLDS}* and *{DOES_NOT_HOLD}* need at least {MIN_SEEDS} seeds of each system; everything else is "
     f"*{INCONCLUSIVE}*, a verdict of its own.",
