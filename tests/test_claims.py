@@ -298,4 +298,4 @@ def test_a_row_that_finished_runs_cannot_fill_names_the_seeds_and_the_command():
     # with the third Shaw seed still to train, the default command fills the row: nothing more is said
     text = pending_text([RowResult(claim)], Evidence(runs[1:], resamples=10))
     assert text == "Runs still to train (the command above trains them and keeps the finished ones): " \
-                   "Shaw relative (PEA's: a^K and a^V) 1; 1 in all."
+                   "Shaw relative (PEA's: a^K and a^V): 1; 1 in all."

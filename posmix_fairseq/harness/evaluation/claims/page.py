@@ -465,7 +465,7 @@ def pending_text(rows: List[RowResult], evidence: Evidence) -> str:
     missing = {k: n - len(evidence.by_system.get(k, [])) for k, n in wanted.items()}
     missing = {k: n for k, n in missing.items() if n > 0}
     text = ("Runs still to train (the command above trains them and keeps the finished ones): "
-            + ", ".join(f"{label(k)} {n}" for k, n in missing.items()) + f"; {sum(missing.values())} in all."
+            + "; ".join(f"{label(k)}: {n}" for k, n in missing.items()) + f"; {sum(missing.values())} in all."
             if missing else "Every system has its seeds.")
     return " ".join([text] + unscored_text(rows, evidence))
 
