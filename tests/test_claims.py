@@ -299,3 +299,31 @@ def test_a_row_that_finished_runs_cannot_fill_names_the_seeds_and_the_command():
     text = pending_text([RowResult(claim)], Evidence(runs[1:], resamples=10))
     assert text == "Runs still to train (the command above trains them and keeps the finished ones): " \
                    "Shaw relative (PEA's: a^K and a^V): 1; 1 in all."
+
+
+def test_holm_counts_two_rows_that_test_the_same_comparison_once():
+    import numpy as np
+
+    from posmix_fairseq.harness.evaluation.claims.catalogue import CLAIM_BY_KEY
+    from posmix_fairseq.harness.evaluation.claims.page import Evidence, Run, evaluate
+    from posmix_fairseq.harness.evaluation.claims.statistics import DOES_NOT_HOLD, HOLDS, corpus_scores, holm
+    rng = np.random.default_rng(0)
+    total = np.array([12, 11, 10, 9])
+
+    def trained(key, seed, rate):  # 300 sentences of 12 words; an n-gram is right with probability rate ** n
+        correct = rng.binomial(total, rate ** np.arange(1, 5), size=(300, 4))
+        stats = np.column_stack([np.full((300, 2), 12.0), correct, np.tile(total, (300, 1))]).astype(float)
+        return Run(key, seed, {}, {"test": stats}, {"test": corpus_scores(stats)})
+
+    runs = [trained(key, seed, rate) for key, rate in (("shaw", 0.62), ("transformer", 0.55), ("rposnet", 0.58),
+                                                       ("hc_sa", 0.60)) for seed in (1, 2, 3)]
+    # recpe-5 says Shaw beats the Transformer on `test`, posnet-6 that it does not: one null hypothesis
+    rows = evaluate([CLAIM_BY_KEY[k] for k in ("recpe-5", "posnet-6", "gpa-6")], Evidence(runs, resamples=200), runs)
+    assert rows[0].claim.hypothesis == rows[1].claim.hypothesis != rows[2].claim.hypothesis
+    p = {r.claim.key: r.comparison.p for r in rows}
+    two = holm({"shaw": p["recpe-5"], "gaussian": p["gpa-6"]})
+    assert rows[0].p_holm == rows[1].p_holm == pytest.approx(two["shaw"])
+    assert rows[2].p_holm == pytest.approx(two["gaussian"])
+    # counted as three rows, the correction would be larger
+    assert rows[0].p_holm < holm({"a": p["recpe-5"], "b": p["posnet-6"], "c": p["gpa-6"]})["a"]
+    assert (rows[0].verdict, rows[1].verdict) == (HOLDS, DOES_NOT_HOLD)

@@ -57,6 +57,17 @@ class Claim:
     def length_row(self) -> bool:
         return self.test in LENGTH_SETS
 
+    @property
+    def scoring_sets(self) -> List[str]:
+        """The sets a BLEU row reads: its set, and for a gap row the set the gap is compared against."""
+        return [self.test] + ([self.test2] if self.kind == "gap" and self.test2 else [])
+
+    @property
+    def hypothesis(self) -> tuple:
+        """The null hypothesis a BLEU row tests: rows with the same comparison (the same systems on the same sets,
+        claimed in either direction) test one, which Holm's correction counts once."""
+        return (self.kind, self.system, self.baseline, *self.scoring_sets)
+
     def systems(self) -> List[str]:
         if self.kind in ("frozen", "params"):
             return ["rposnet"]

@@ -190,10 +190,10 @@ def evaluate(claims: List[Claim], evidence: Evidence, runs: List[Run]) -> List[R
         c = row.claim
         if c.kind in ("bleu", "gap"):
             row.comparison = evidence.comparison(c)
-    directional = {r.claim.key: r.comparison.p for r in rows
-                   if r.comparison and r.claim.expect in ("better", "worse")
-                   and min(r.comparison.seeds) >= MIN_SEEDS}
-    adjusted = holm(directional)
+    directional = [r for r in rows if r.comparison and r.claim.expect in ("better", "worse")
+                   and min(r.comparison.seeds) >= MIN_SEEDS]
+    adjusted = holm({r.claim.hypothesis: r.comparison.p for r in directional})  # rows testing one hypothesis: once
+    tested = {r.claim.key for r in directional}
     for row in rows:
         c = row.claim
         if c.kind == "not_measured":
@@ -206,7 +206,7 @@ def evaluate(claims: List[Claim], evidence: Evidence, runs: List[Run]) -> List[R
             row.rule = rule_text(c, evidence)
             continue
         cmp = row.comparison
-        row.p_holm = adjusted.get(c.key)
+        row.p_holm = adjusted[c.hypothesis] if c.key in tested else None
         margin = evidence.margin(c)
         row.verdict = verdict(c.expect, margin or 0.0, cmp, row.p_holm, evidence.seed_spread(c),
                               length_row=c.length_row)
@@ -343,7 +343,10 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
     commits = sorted({r.result["commit"][:10] for r in runs if not r.result.get("commit", "unknown").startswith("unknown")})
     unrecorded = sum(r.result.get("commit", "unknown").startswith("unknown") for r in runs)
     seeds = {k: len(v) for k, v in evidence.by_system.items()}
-    directional = sum(1 for r in rows if r.p_holm is not None)
+    directional = [r for r in rows if r.p_holm is not None]
+    hypotheses = {r.claim.hypothesis for r in directional}
+    shared = [" and ".join(keys) for keys in
+              ([r.claim.key for r in directional if r.claim.hypothesis == h] for h in hypotheses) if len(keys) > 1]
     cap = info["max_train_len"]
     measured = [r for r in rows if r.ours != "—" and r.claim.kind != "not_measured"]
     out = [
@@ -383,7 +386,9 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
         f"- **Statistics**: BLEU is sacreBLEU's (13a). Δ = mean(system) − mean(baseline) over seeds, with its 95% "
         f"interval from a two-level paired bootstrap ({resamples:,} resamples: each system's seeds, then the "
         "sentences, the same sentences for both systems). p is the bootstrap's two-sided p-value; Holm's correction "
-        f"runs over the {directional} directional rows with at least {MIN_SEEDS} seeds per system.",
+        f"runs over the {len(hypotheses)} comparisons of the {len(directional)} directional rows with at least "
+        f"{MIN_SEEDS} seeds per system" + (f" (rows that make the same comparison test one null hypothesis and count "
+                                           f"once: {'; '.join(sorted(shared))})" if shared else "") + ".",
         "- **Verdicts** (margins come from the Transformer's seed spread or the paper's own gaps, row by row: "
         "[choices](choices.md#the-claims-study-posmix-claims-reproduction)):",
         render_verdict_rule(indent="  "),
@@ -478,7 +483,7 @@ def unscored_text(rows: List[RowResult], evidence: Evidence) -> List[str]:
         claim = row.claim
         if claim.kind not in ("bleu", "gap"):
             continue
-        sets = [claim.test] + ([claim.test2] if claim.kind == "gap" else [])
+        sets = claim.scoring_sets
         short = []
         for key in claim.systems():
             trained, wanted = len(evidence.by_system.get(key, [])), SYSTEMS[key].seeds

@@ -17,7 +17,7 @@ training (which seed) and of the test set (which sentences). With 3 to 5 seeds t
 training noise (the bootstrap of k values has (k-1)/k of their variance), which is why a direction must also
 exceed the measured seed spread (:func:`verdict`). The p-value of a direction is the two-sided bootstrap
 p-value, (1 + the resamples on the far side of 0) / (B + 1), doubled; Holm's step-down correction runs over
-the page's directional rows (:func:`holm`).
+the page's directional rows, each comparison counted once (:func:`holm`).
 """
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
@@ -155,9 +155,9 @@ VERDICT_RULE = (
     "says so when the system is better by more than the margin (its 95% interval above +margin: no worse, but "
     "not \"as good\" or \"almost identical\"); it does not hold when the one-sided 95% upper bound is below "
     "−margin.",
-    "A direction (\"better\", \"worse\") holds when Holm's p < 0.05 over the page's directional rows and |Δ| "
-    "exceeds the seed spread (the largest seed sd of the two systems and the Transformer on that set), with the "
-    "claimed sign; it does not hold on the same evidence with the other sign.",
+    "A direction (\"better\", \"worse\") holds when Holm's p < 0.05 over the page's directional rows (each "
+    "comparison counted once) and |Δ| exceeds the seed spread (the largest seed sd of the two systems and the "
+    "Transformer on that set), with the claimed sign; it does not hold on the same evidence with the other sign.",
     "A length row (`long`, `concat`, held-out lengths) whose decided direction BLEU at equal length (without the "
     "brevity penalty) does not share is inconclusive, and says why: only the brevity penalty makes the gap "
     "significant (at equal length the 95% interval holds 0), or the brevity penalty makes the gap and at equal "
