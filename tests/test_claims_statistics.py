@@ -130,6 +130,22 @@ def test_a_length_gap_decided_by_the_brevity_penalty_says_which_way():
     assert verdict("better", 0, bp_only, 0.004, 0.4, length_row=False) == HOLDS
 
 
+@pytest.mark.parametrize("expect", ["same", "no_worse"])
+def test_a_length_gap_beyond_the_margin_decided_by_the_brevity_penalty_says_so(expect):
+    # K-only against Shaw on `concat`: 1.4 BLEU below, beyond a 0.32 margin, but better at equal length
+    below = dict(delta=-1.43, ci95=(-2.39, -0.49), ci90=(-2.23, -0.64))
+    reverses = verdict(expect, 0.32, cmp(**below, eq=(2.09, 6.77)), None, 0.3, length_row=True)
+    assert reverses == INCONCLUSIVE + ": the brevity penalty makes the gap (at equal length it reverses)"
+    inside = verdict(expect, 0.32, cmp(**below, eq=(-1.5, 0.2)), None, 0.3, length_row=True)
+    assert inside.startswith(INCONCLUSIVE + ": only the brevity penalty") and "inside ±0.32" in inside
+    # the gap beyond the margin at equal length too, or a row that is not about lengths: it does not hold
+    assert verdict(expect, 0.32, cmp(**below, eq=(-3.0, -0.6)), None, 0.3, length_row=True) == DOES_NOT_HOLD
+    assert verdict(expect, 0.32, cmp(**below, eq=(2.09, 6.77)), None, 0.3, length_row=False) == DOES_NOT_HOLD
+    if expect == "same":  # better by more than the margin, but only through the brevity penalty
+        above = cmp(1.5, (0.8, 2.2), (0.9, 2.1), eq=(-0.4, 1.1))
+        assert verdict(expect, 0.32, above, None, 0.3, length_row=True).startswith(INCONCLUSIVE + ": only the")
+
+
 def test_bleu_parts_is_vectorised_over_resamples():
     rng = np.random.default_rng(3)
     stats = sentence_stats(noisy(REFS, rng, 0.3), REFS)

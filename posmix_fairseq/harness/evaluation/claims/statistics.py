@@ -161,7 +161,8 @@ VERDICT_RULE = (
     "A length row (`long`, `concat`, held-out lengths) whose decided direction BLEU at equal length (without the "
     "brevity penalty) does not share is inconclusive, and says why: only the brevity penalty makes the gap "
     "significant (at equal length the 95% interval holds 0), or the brevity penalty makes the gap and at equal "
-    "length it reverses.",
+    "length it reverses. So is a length row whose \"same\" or \"no worse\" fails by a gap beyond the margin "
+    "that BLEU at equal length does not share (its 95% interval not wholly beyond the margin on that side).",
 )
 
 
@@ -181,13 +182,13 @@ def verdict(expect: str, margin: float, c: Comparison, p_holm: Optional[float], 
     if expect == "same":
         if -margin < lo90 and hi90 < margin:
             return HOLDS
-        return DOES_NOT_HOLD if (lo95 > margin or hi95 < -margin) else INCONCLUSIVE
+        return _beyond_margin(c, margin, length_row) if (lo95 > margin or hi95 < -margin) else INCONCLUSIVE
     if expect == "no_worse":
         if lo95 > margin:
             return f"{HOLDS} as no worse; it is better by more than the margin (95% interval above +{margin:.2f})"
         if lo90 > -margin:
             return HOLDS
-        return DOES_NOT_HOLD if hi90 < -margin else INCONCLUSIVE
+        return _beyond_margin(c, margin, length_row) if hi90 < -margin else INCONCLUSIVE
     sign = 1 if expect == "better" else -1
     if p_holm is None or p_holm >= 0.05 or abs(c.delta) <= spread:
         return INCONCLUSIVE
@@ -200,3 +201,17 @@ def verdict(expect: str, margin: float, c: Comparison, p_holm: Optional[float], 
         if (lo > 0) != (c.delta > 0):
             return f"{INCONCLUSIVE}: the brevity penalty makes the gap (at equal length it reverses)"
     return decided
+
+
+def _beyond_margin(c: Comparison, margin: float, length_row: bool) -> str:
+    """An equality or "no worse" that fails because Δ lies beyond the margin: it does not hold, unless on a length
+    row BLEU at equal length (its 95% interval) does not lie beyond the margin on the same side."""
+    if not length_row:
+        return DOES_NOT_HOLD
+    lo, hi = c.ci95_equal_length
+    if (hi < -margin) if c.delta < 0 else (lo > margin):
+        return DOES_NOT_HOLD
+    if (lo > 0) if c.delta < 0 else (hi < 0):
+        return f"{INCONCLUSIVE}: the brevity penalty makes the gap (at equal length it reverses)"
+    return (f"{INCONCLUSIVE}: only the brevity penalty puts the gap beyond the margin (at equal length its "
+            f"interval reaches inside ±{margin:.2f})")
