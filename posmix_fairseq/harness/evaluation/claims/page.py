@@ -344,9 +344,10 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
     unrecorded = sum(r.result.get("commit", "unknown").startswith("unknown") for r in runs)
     seeds = {k: len(v) for k, v in evidence.by_system.items()}
     directional = [r for r in rows if r.p_holm is not None]
-    hypotheses = {r.claim.hypothesis for r in directional}
-    shared = [" and ".join(keys) for keys in
-              ([r.claim.key for r in directional if r.claim.hypothesis == h] for h in hypotheses) if len(keys) > 1]
+    hypotheses: Dict[tuple, List[str]] = {}
+    for r in directional:
+        hypotheses.setdefault(r.claim.hypothesis, []).append(r.claim.key)
+    shared = [" and ".join(keys) for keys in hypotheses.values() if len(keys) > 1]
     cap = info["max_train_len"]
     measured = [r for r in rows if r.ours != "—" and r.claim.kind != "not_measured"]
     out = [

@@ -193,25 +193,26 @@ def verdict(expect: str, margin: float, c: Comparison, p_holm: Optional[float], 
     if p_holm is None or p_holm >= 0.05 or abs(c.delta) <= spread:
         return INCONCLUSIVE
     decided = HOLDS if c.delta * sign > 0 else DOES_NOT_HOLD
-    if length_row:
-        lo, hi = c.ci95_equal_length
-        if lo <= 0 <= hi:
-            return (f"{INCONCLUSIVE}: only the brevity penalty makes the gap significant "
-                    "(at equal length its interval holds 0)")
-        if (lo > 0) != (c.delta > 0):
-            return f"{INCONCLUSIVE}: the brevity penalty makes the gap (at equal length it reverses)"
-    return decided
+    return _unless_brevity_penalty(decided, c, 0.0, length_row)
 
 
 def _beyond_margin(c: Comparison, margin: float, length_row: bool) -> str:
-    """An equality or "no worse" that fails because Δ lies beyond the margin: it does not hold, unless on a length
-    row BLEU at equal length (its 95% interval) does not lie beyond the margin on the same side."""
+    """An equality or "no worse" that fails because Δ lies beyond the margin."""
+    return _unless_brevity_penalty(DOES_NOT_HOLD, c, margin, length_row)
+
+
+def _unless_brevity_penalty(decided: str, c: Comparison, margin: float, length_row: bool) -> str:
+    """A verdict decided by a gap beyond ±margin (0 for a direction), unless on a length row BLEU at equal length
+    (its 95% interval) does not lie beyond the margin on the gap's side: then inconclusive, saying why."""
     if not length_row:
-        return DOES_NOT_HOLD
+        return decided
     lo, hi = c.ci95_equal_length
     if (hi < -margin) if c.delta < 0 else (lo > margin):
-        return DOES_NOT_HOLD
+        return decided
     if (lo > 0) if c.delta < 0 else (hi < 0):
         return f"{INCONCLUSIVE}: the brevity penalty makes the gap (at equal length it reverses)"
+    if margin == 0:
+        return (f"{INCONCLUSIVE}: only the brevity penalty makes the gap significant (at equal length its interval "
+                "holds 0)")
     return (f"{INCONCLUSIVE}: only the brevity penalty puts the gap beyond the margin (at equal length its "
             f"interval reaches inside ±{margin:.2f})")
