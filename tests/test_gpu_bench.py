@@ -47,8 +47,13 @@ def test_dry_run_runs_every_section_and_resumes_and_merges(tmp_path, capsys):
     assert [t["met"] for t in got["train"]["targets"]] == [True]  # dense == window loss curves (fp32)
 
     decode = got["decode"]
-    assert {r["model"] for r in decode["rows"]} == {"Transformer", "rPosNet", "rPosNet frozen"}
+    assert {r["model"] for r in decode["rows"]} == {"Transformer", "rPosNet", "rPosNet frozen",
+                                                     "rPosNet frozen, Triton decoding step"}
     assert len({(r["output"], r["beam"], r["batch"], r["tokens"]) for r in decode["rows"]}) == 4  # same tokens
+    # the decoding step each rPosNet model takes on CUDA tensors, as built (the default, or the one set for it)
+    cuda_choice = {n: line.split("cuda: ", 1)[1] for n, line in decode["kernels"].items() if "cuda: " in line}
+    assert "decode table" in cuda_choice["rPosNet frozen"], decode["kernels"]
+    assert "decode triton" in cuda_choice["rPosNet frozen, Triton decoding step"], decode["kernels"]
     assert decode["state_bytes"]["rPosNet frozen"] < decode["state_bytes"]["Transformer"]
 
     if HAVE_MULTI30K:
@@ -98,6 +103,26 @@ def test_merge_joins_the_rows_of_one_section_from_several_runs(tmp_path):
     assert [t["met"] for t in sub["targets"] if "flat" in t["target"] or "per token" in t["target"]] == [False, False]
     bleu = [t for t in merged["sections"]["quality"]["targets"] if "BLEU" in t["target"]]
     assert len(bleu) == 1 and abs(bleu[0]["value"] - 0.2) < 1e-9 and bleu[0]["met"]
+
+
+def test_the_decoding_rows_choose_the_rposnet_decoding_step():
+    """rposnet_decode is chosen by frozen rPosNet's batched tokens/s with each value at the shortest output
+    (the slowest beam), not by a longer output where the other value wins."""
+    from posmix_fairseq.harness.benchmarks.gpu.defaults import suggestions
+
+    speeds = {(30, 5): (800, 900), (30, 12): (700, 650), (512, 5): (500, 400), (512, 12): (450, 300)}
+    rows = [dict(output=out, beam=beam, batch=batch, model=model, tokens_per_s=tps * batch / 64)
+            for (out, beam), pair in speeds.items() for batch in (1, 64)
+            for model, tps in zip(("rPosNet frozen", "rPosNet frozen, Triton decoding step"), pair)]
+    meta = dict(mode="full")
+    text = suggestions(dict(meta=meta, sections=dict(decode=dict(rows=rows))))
+    assert ("| rposnet_decode | table | (search only) | **table** (output 30, batch 64, slowest beam: "
+            "table 700 tokens/s, triton 650 tokens/s) |") in text, text
+    faster = [dict(r, tokens_per_s=r["tokens_per_s"] * 2) if "Triton" in r["model"] else r for r in rows]
+    assert "**triton** (output 30, batch 64, slowest beam: triton 1,300 tokens/s, table 700" in suggestions(
+        dict(meta=meta, sections=dict(decode=dict(rows=faster))))
+    assert suggestions(dict(meta=meta, sections=dict(decode=dict(rows=[r for r in rows if r["batch"] == 1])))) \
+        .count("rposnet_decode") == 0  # unbatched rows choose nothing
 
 
 def test_a_section_that_failed_runs_again_and_the_exit_status_says_whether_all_ran(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from helpers import mix, mixer_spec, random_batch, standalone_mixer
 from posmix_fairseq.core.positions import PositionFrame
+from posmix_fairseq.kernels import common as kernel_common
 from posmix_fairseq.kernels.decode_step import position_decode_weights, weighted_decode_step
 from posmix_fairseq.mixers.paths import constant_state, rposnet_band
 from posmix_fairseq.mixers.paths.constant_state import STATE_KEYS, TABLE_KEY, decode_weights
@@ -136,7 +137,12 @@ def test_window_has_no_dropout_and_no_weights():
 def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch):
     """``--<sublayer>-rposnet-impl auto`` (the default) takes the GPU defaults for CUDA tensors only, read once when
     the sublayer is built (its paths too: no window path where no device runs the window form); CUDA is
-    simulated by the one device predicate."""
+    simulated by the one device predicate, so the tensors are CPU tensors also where POSMIX_TEST_DEVICE=cuda."""
+    with torch.device("cpu"):
+        auto_impl_checks(monkeypatch)
+
+
+def auto_impl_checks(monkeypatch):
     from posmix_fairseq.kernels import choice
     spec = replace(mixer_spec("rposnet", "encoder_self", k=2), attention_dropout=0.1)
     mixer = standalone_mixer(spec).eval()
@@ -252,26 +258,61 @@ def test_constant_state_size_does_not_grow_and_matches_full_forward(k, frozen, m
     assert len(self_buffers) == 2 and all(set(buf) == set(STATE_KEYS) for buf in self_buffers)
     assert all(buf[STATE_KEYS[0]].size(2) == k + 1 for buf in self_buffers)  # K recent slots + the far sum
     assert sizes[2] == sizes[10] == sizes[-1], sizes  # constant from the first step, whatever t
-    # 2 layers x (4 steps at the second hypothesis' padding + the rest unmasked)
-    assert calls == {"masked": 2 * 4, "unmasked": 2 * (prev.size(1) - 4)}, calls
+    if kernel_common.on_gpu(prev.device):  # whether a step has padding is not asked there (a host read): masked
+        assert calls == {"masked": 2 * prev.size(1), "unmasked": 0}, calls
+    else:  # 2 layers x (4 steps at the second hypothesis' padding + the rest unmasked)
+        assert calls == {"masked": 2 * 4, "unmasked": 2 * (prev.size(1) - 4)}, calls
 
 
 def test_constant_state_checks_its_start_and_the_frozen_table():
     """A first incremental call that starts a hypothesis after position 0 (it never saw the earlier
-    tokens) and a position beyond the frozen table are clear errors; several tokens in one call
-    equal one token per call; a frozen table that changes (loaded weights) changes the weights."""
+    tokens) and a position beyond the frozen table are clear errors on the CPU (on a GPU they are checked
+    on the device, without a host read: the next test)."""
+    with torch.device("cpu"):
+        model, frozen_model, d = trained_and_frozen(["--arch", "rposnet_iwslt_de_en",
+                                                     "--decoder-self-max-relative-position", "2"], num_positions=8)
+        src, src_len = random_batch(d, [5], seed=1)
+        prev = torch.cat([torch.full((1, 1), d.eos()), random_batch(d, [9], seed=2)[0]], dim=1)  # 10 tokens
+        with torch.no_grad():
+            encoder_out = frozen_model.encoder(src, src_len)
+            with pytest.raises(ValueError, match="starts at the first target token.*position 2"):
+                frozen_model.decoder(prev[:, :3], encoder_out=encoder_out, incremental_state={})
+            state = {}
+            with pytest.raises(ValueError, match="target position 8 is beyond the frozen rPosNet energy table"):
+                for t in range(10):
+                    frozen_model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+
+
+CUDA_LATE_START = """
+import torch
+from posmix_fairseq.mixers.paths.constant_state import check_first_step
+no_padding = torch.zeros(2, 1, dtype=torch.bool, device="cuda")
+check_first_step(torch.tensor([[0], [0]], device="cuda"), no_padding)
+torch.cuda.synchronize()
+print("a start at position 0 passes", flush=True)
+check_first_step(torch.tensor([[0], [2]], device="cuda"), no_padding)
+torch.cuda.synchronize()
+print("a start at position 2 passed", flush=True)
+"""
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (posmix-bench-gpu runs it)")
+def test_constant_state_start_check_on_cuda_is_a_device_assert_with_the_message():
+    """On a GPU the start check is a device-side assertion (torch._assert_async: no host read); it stops the
+    process with the check's message. A child process, since a device-side assertion ends its CUDA context."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", CUDA_LATE_START], capture_output=True, text=True, env=env, timeout=300)
+    assert "a start at position 0 passes" in proc.stdout, proc.stderr[-3000:]
+    assert "a start at position 2 passed" not in proc.stdout and proc.returncode != 0, proc.stdout
+    assert "constant-state decoding starts at the first target token" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_constant_state_takes_several_tokens_per_call_and_reads_a_reloaded_table():
+    """Several tokens in one call equal one token per call; a frozen table that changes (loaded weights)
+    changes the weights."""
     model, frozen_model, d = trained_and_frozen(["--arch", "rposnet_iwslt_de_en",
                                                  "--decoder-self-max-relative-position", "2"], num_positions=8)
-    src, src_len = random_batch(d, [5], seed=1)
-    prev = torch.cat([torch.full((1, 1), d.eos()), random_batch(d, [9], seed=2)[0]], dim=1)  # 10 tokens
     with torch.no_grad():
-        encoder_out = frozen_model.encoder(src, src_len)
-        with pytest.raises(ValueError, match="starts at the first target token.*position 2"):
-            frozen_model.decoder(prev[:, :3], encoder_out=encoder_out, incremental_state={})
-        state = {}
-        with pytest.raises(ValueError, match="target position 8 is beyond the frozen rPosNet energy table"):
-            for t in range(10):
-                frozen_model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
         mixer = frozen_model.decoder.layers[0].self_attn
         energy = mixer.energy
         x = torch.randn(4, 1, 32)

@@ -1,21 +1,33 @@
 """Section ``decode`` of posmix-bench-gpu: beam-search decoding speed at Base size, with peak memory.
 
 Models (``*_wmt_en_de``, random weights, a shared 10,000-word vocabulary, bf16 on the GPU): the
-Transformer, rPosNet and rPosNet frozen (posmix-freeze's search-time model); fairseq's
+Transformer, rPosNet, rPosNet frozen (posmix-freeze's search-time model), and rPosNet frozen with the
+Triton decoding step instead of the decode-weight table (the GPU default ``rposnet_decode`` set to
+``triton`` for that model: what chooses the default); fairseq's
 SequenceGenerator (what fairseq-generate runs) with the output length forced (min_len = max_len,
 EOS forbidden before it), so every model decodes the same number of steps: outputs of 30 and 512
 tokens from sources of the same length, beams 5 and 12, batches of 1 and 64 sentences. The models
 take turns within each run; tokens/s is the mean over the runs. Then the decoder self-attention state
 of one hypothesis after t = 1024 steps: the key/value cache of the Transformer against rPosNet's
-constant state (the last K values and the sum of the older ones).
+constant state (the last K values and the sum of the older ones). Each model's decoder self-attention
+kernels after its runs (``kernel_summary``, fallbacks included) are kept with the figures.
 """
+import contextlib
+import json
+import os
 import statistics
 import time
 
 import torch
 
-MODELS = {"Transformer": ("posmix_transformer", False), "rPosNet": ("rposnet", False),
-          "rPosNet frozen": ("rposnet", True)}
+from posmix_fairseq.kernels.choice import ENV_VAR, kernel_summary
+
+#: name -> (arch, frozen, GPU defaults set while it is built: the choices are settled then)
+MODELS = {"Transformer": ("posmix_transformer", False, {}), "rPosNet": ("rposnet", False, {}),
+          "rPosNet frozen": ("rposnet", True, {}),
+          "rPosNet frozen, Triton decoding step": ("rposnet", True, {"rposnet_decode": "triton"})}
+#: the rPosNet decoding rows that choose the GPU default rposnet_decode, by its value
+DECODE_CANDIDATES = {"table": "rPosNet frozen", "triton": "rPosNet frozen, Triton decoding step"}
 MAX_POSITIONS = 1100  # t = 1024 decoder steps for the state comparison, 512-token sources and outputs
 
 
@@ -24,16 +36,38 @@ def build(name, flags, dictionary, num_positions, device, dtype):
     from fairseq.tasks.translation import TranslationConfig, TranslationTask
     from posmix_fairseq.harness.freeze import freeze_model
     from posmix_fairseq.harness.testing import build_model_from_args, parse_model_args
-    arch, frozen = MODELS[name]
+    arch, frozen, gpu_defaults = MODELS[name]
     args = parse_model_args(["--arch", f"{arch}_{flags['size']}", "--share-all-embeddings", "--max-source-positions",
                              str(MAX_POSITIONS), "--max-target-positions", str(MAX_POSITIONS), *flags["extra"]],
                             tiny=False)
-    model, _ = build_model_from_args(args, dictionary, seed=1)
-    model.eval()
-    if frozen:
-        task = TranslationTask(TranslationConfig(data="unused-data-dir"), dictionary, dictionary)
-        model, _ = freeze_model(task, model, args, num_positions)
+    with gpu_defaults_set(gpu_defaults):
+        model, _ = build_model_from_args(args, dictionary, seed=1)
+        model.eval()
+        if frozen:
+            task = TranslationTask(TranslationConfig(data="unused-data-dir"), dictionary, dictionary)
+            model, _ = freeze_model(task, model, args, num_positions)
     return model.to(device=device, dtype=dtype)
+
+
+@contextlib.contextmanager
+def gpu_defaults_set(values):
+    """POSMIX_GPU_DEFAULTS with ``values`` over the run's own while a model is built, then as it was."""
+    before = os.environ.get(ENV_VAR)
+    if values:
+        os.environ[ENV_VAR] = json.dumps({**json.loads(before or "{}"), **values})
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = before
+
+
+def decoder_self_attention_kernels(model):
+    """The kernel_summary line of the first decoder self-attention sublayer (what ran, fallbacks included)."""
+    return next((line.split(": ", 1)[1] for line in kernel_summary(model).splitlines()
+                 if line.startswith("decoder.layers.0.self_attn: ")), "")
 
 
 def decode_batches(generator, model, batches, device):
@@ -124,7 +158,8 @@ def run(mode, device, dtype, log, overrides=None):
                     f"{n} {statistics.fmean(speeds[n]):.0f} tok/s" for n in names))
     states = {n: self_attention_state_bytes(models[n], dictionary, cfg["state_steps"], device) for n in names}
     log(f"  decoder self-attention state at t = {cfg['state_steps']}: {states}")
-    return dict(config=cfg, rows=rows, state_bytes=states, targets=targets(rows, states, cfg))
+    kernels = {n: decoder_self_attention_kernels(models[n]) for n in names}
+    return dict(config=cfg, rows=rows, state_bytes=states, kernels=kernels, targets=targets(rows, states, cfg))
 
 
 def targets(rows, states, cfg):
@@ -166,4 +201,6 @@ def markdown(section):
     states = section["state_bytes"]
     lines.append(f"\nDecoder self-attention state of one hypothesis at t = {cfg['state_steps']}: " + ", ".join(
         f"{n} {b:,} B" for n, b in states.items()))
+    lines += [f"\nDecoder self-attention kernels ({name}): {line}" for name, line in section.get("kernels", {}).items()
+              if line]
     return "\n".join(lines)
