@@ -105,6 +105,34 @@ def test_merge_joins_the_rows_of_one_section_from_several_runs(tmp_path):
     assert len(bleu) == 1 and abs(bleu[0]["value"] - 0.2) < 1e-9 and bleu[0]["met"]
 
 
+def test_a_competitor_without_a_figure_leaves_its_target_open_and_says_why():
+    """FlexAttention's backward failing to compile (torch 2.11 on an H200) gives its target no value and no
+    verdict, with the error in the table, never a NaN; the other targets use the lengths that were timed."""
+    from posmix_fairseq.harness.benchmarks.gpu import section_markdown, sublayer
+
+    error = "InductorError: LoweringException: AssertionError: joint_subgraph_buffer is None - this is a bug!"
+    rows = []
+    for n, triton_ms in ((64, 4.0), (256, 4.0)):
+        rows += [dict(D=512, N=n, implementation="rPosNet Triton window", family="rposnet", fwd_bwd_ms=triton_ms),
+                 dict(D=512, N=n, implementation="MHA SDPA flash", family="mha", fwd_bwd_ms=2.0),
+                 dict(D=512, N=n, implementation="rPosNet FlexAttention", family="rposnet", fwd_bwd_error=error)]
+    rows.append(dict(D=512, N=64, implementation="rPosNet PyTorch window", family="rposnet", fwd_bwd_ms=14.0))
+    for r in rows:
+        r.update(H=8, K=16, batch=16384 // r["N"], fwd_ms=1.0)
+    got = {t["target"].split(": ", 1)[1]: t for t in sublayer.targets(rows)}
+    flex = got["Triton window vs FlexAttention (same function), fwd+bwd (min over N)"]
+    assert flex["value"] is None and flex["met"] is None and error in flex["note"] and "N = 64, 256" in flex["note"]
+    sdpa = got["Triton window rPosNet fwd+bwd vs SDPA-flash MHA at N <= 256 (min)"]
+    assert sdpa["value"] == 0.5 and sdpa["met"] is False
+    window = got["Triton window vs PyTorch window form, fwd+bwd (min over N)"]  # timed at N = 64 only
+    assert window["value"] == 3.5 and window["met"] is True and "N = 256: no row" in window["note"]
+    meta = dict(mode="full", name="GPU")
+    text = section_markdown("sublayer", dict(rows=rows, targets=list(got.values()), meta=meta,
+                                             config=dict(dims=[512], tokens=16384, heads=8, k=16)))
+    assert f"| no figure (rPosNet FlexAttention has no fwd+bwd figure at N = 64, 256: {error}) | > 1x | - |" in text
+    assert "nan" not in text
+
+
 def test_the_decoding_rows_choose_the_rposnet_decoding_step():
     """rposnet_decode is chosen by frozen rPosNet's batched tokens/s with each value at the shortest output
     (the slowest beam), not by a longer output where the other value wins."""

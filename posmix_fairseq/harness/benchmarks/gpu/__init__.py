@@ -184,7 +184,8 @@ def section_markdown(name, section):
             value = t["value"]
             value = f"{value:.3g}" if isinstance(value, float) else value
             met = {True: "met", False: "SHORT", None: "-"}[t["met"]]
-            lines.append(f"| {t['target']} | {value if value is not None else '-'} | {t['goal']} | {met} |")
+            shown = value if value is not None else f"no figure ({t['note']})" if t.get("note") else "-"
+            lines.append(f"| {t['target']} | {shown} | {t['goal']} | {met} |")
     return "\n".join(lines)
 
 
