@@ -266,8 +266,8 @@ def test_constant_state_size_does_not_grow_and_matches_full_forward(k, frozen, m
 
 def test_constant_state_checks_its_start_and_the_frozen_table():
     """A first incremental call that starts a hypothesis after position 0 (it never saw the earlier
-    tokens) and a position beyond the frozen table are clear errors on the CPU (on a GPU they are checked
-    on the device, without a host read: the next test)."""
+    tokens) and a position beyond the frozen table are clear errors on the CPU (on a GPU both are device-side
+    assertions, without a host read; the next test checks the start's)."""
     with torch.device("cpu"):
         model, frozen_model, d = trained_and_frozen(["--arch", "rposnet_iwslt_de_en",
                                                      "--decoder-self-max-relative-position", "2"], num_positions=8)
