@@ -178,18 +178,18 @@ def measure(cfg, device, dtype, log):
     return rows
 
 
+def _row(rows, dim, length, name):
+    return next((r for r in rows if r["D"] == dim and r["N"] == length and r["implementation"] == name), None)
+
+
 def _ms(rows, dim, length, name, what="fwd_bwd"):
-    for r in rows:
-        if r["D"] == dim and r["N"] == length and r["implementation"] == name:
-            return r.get(f"{what}_ms")
-    return None
+    row = _row(rows, dim, length, name)
+    return None if row is None else row.get(f"{what}_ms")
 
 
 def _error(rows, dim, length, name, what="fwd_bwd"):
-    for r in rows:
-        if r["D"] == dim and r["N"] == length and r["implementation"] == name:
-            return r.get(f"{what}_error") or "not timed"
-    return "no row"
+    row = _row(rows, dim, length, name)
+    return "no row" if row is None else row.get(f"{what}_error") or "not timed"
 
 
 def _speedup(rows, dim, lengths, triton_ms, other, target, goal, threshold, strict=False):

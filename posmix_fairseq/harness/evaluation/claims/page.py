@@ -139,20 +139,20 @@ class Evidence:
         return claim.margin
 
     def comparison(self, claim: Claim) -> Optional[Comparison]:
-        system, baseline = self.runs(claim.system, claim.test), self.runs(claim.baseline, claim.test)
-        if not system or not baseline:
-            return None
-        terms = [([r.stats[claim.test] for r in system], [r.stats[claim.test] for r in baseline], 1.0)]
-        if claim.kind == "gap":
-            seeds = sorted({r.seed for r in system} & {r.seed for r in self.runs(claim.system, claim.test2)})
-            base_seeds = sorted({r.seed for r in baseline} & {r.seed for r in self.runs(claim.baseline, claim.test2)})
-            if not seeds or not base_seeds:
-                return None
+        """Δ over the seeds each system has on every set the row reads (a gap row: its set minus the other)."""
+        sets = claim.scoring_sets
 
-            def pick(key, scoring, chosen):
-                return [r.stats[scoring] for r in self.runs(key, scoring) if r.seed in chosen]
-            terms = [(pick(claim.system, claim.test, seeds), pick(claim.baseline, claim.test, base_seeds), 1.0),
-                     (pick(claim.system, claim.test2, seeds), pick(claim.baseline, claim.test2, base_seeds), -1.0)]
+        def seeds(key):
+            return set.intersection(*({r.seed for r in self.runs(key, scoring)} for scoring in sets))
+
+        chosen = {key: seeds(key) for key in (claim.system, claim.baseline)}
+        if not all(chosen.values()):
+            return None
+
+        def pick(key, scoring):
+            return [r.stats[scoring] for r in self.runs(key, scoring) if r.seed in chosen[key]]
+        terms = [(pick(claim.system, scoring), pick(claim.baseline, scoring), sign)
+                 for scoring, sign in zip(sets, (1.0, -1.0))]
         return compare(terms, resamples=self.resamples)
 
 
@@ -234,7 +234,7 @@ def rule_text(c: Claim, evidence: Evidence) -> str:
 def ours_text(c: Claim, cmp: Comparison, evidence: Evidence, p_holm: Optional[float]) -> str:
     if c.kind == "gap":
         gaps = []
-        for scoring in (c.test, c.test2):
+        for scoring in c.scoring_sets:
             s, b = evidence.bleus(c.system, scoring), evidence.bleus(c.baseline, scoring)
             gaps.append(f"`{scoring}` {stats_lib.mean(s) - stats_lib.mean(b):+.2f}")
         text = (f"{label(c.system)} − {label(c.baseline)}: {', '.join(gaps)} BLEU; the gap's change "

@@ -182,23 +182,19 @@ def verdict(expect: str, margin: float, c: Comparison, p_holm: Optional[float], 
     if expect == "same":
         if -margin < lo90 and hi90 < margin:
             return HOLDS
-        return _beyond_margin(c, margin, length_row) if (lo95 > margin or hi95 < -margin) else INCONCLUSIVE
+        beyond = lo95 > margin or hi95 < -margin
+        return _unless_brevity_penalty(DOES_NOT_HOLD, c, margin, length_row) if beyond else INCONCLUSIVE
     if expect == "no_worse":
         if lo95 > margin:
             return f"{HOLDS} as no worse; it is better by more than the margin (95% interval above +{margin:.2f})"
         if lo90 > -margin:
             return HOLDS
-        return _beyond_margin(c, margin, length_row) if hi90 < -margin else INCONCLUSIVE
+        return _unless_brevity_penalty(DOES_NOT_HOLD, c, margin, length_row) if hi90 < -margin else INCONCLUSIVE
     sign = 1 if expect == "better" else -1
     if p_holm is None or p_holm >= 0.05 or abs(c.delta) <= spread:
         return INCONCLUSIVE
     decided = HOLDS if c.delta * sign > 0 else DOES_NOT_HOLD
     return _unless_brevity_penalty(decided, c, 0.0, length_row)
-
-
-def _beyond_margin(c: Comparison, margin: float, length_row: bool) -> str:
-    """An equality or "no worse" that fails because Δ lies beyond the margin."""
-    return _unless_brevity_penalty(DOES_NOT_HOLD, c, margin, length_row)
 
 
 def _unless_brevity_penalty(decided: str, c: Comparison, margin: float, length_row: bool) -> str:
