@@ -89,7 +89,11 @@ def cmp(delta, ci95, ci90, p=0.5, seeds=(3, 3), eq=None):
     ("same", 0.5, cmp(0.1, (-0.5, 0.6), (-0.4, 0.45)), None, 0.3, HOLDS),
     # not significant but outside the margin: inconclusive, never holds
     ("same", 0.5, cmp(0.27, (-0.6, 1.1), (-0.45, 0.9)), None, 0.3, INCONCLUSIVE),
-    ("same", 0.5, cmp(1.5, (0.8, 2.2), (0.9, 2.1)), None, 0.3, DOES_NOT_HOLD),
+    # different: the 95% interval wholly outside ±margin, and the verdict says on which side
+    ("same", 0.5, cmp(1.5, (0.8, 2.2), (0.9, 2.1)), None, 0.3,
+     DOES_NOT_HOLD + ": better than the baseline by more than the margin (95% interval above +0.50)"),
+    ("same", 0.5, cmp(-1.5, (-2.2, -0.8), (-2.1, -0.9)), None, 0.3,
+     DOES_NOT_HOLD + ": worse than the baseline by more than the margin (95% interval below −0.50)"),
     # no worse: the one-sided lower bound above -margin
     ("no_worse", 0.5, cmp(-0.1, (-0.55, 0.35), (-0.45, 0.3)), None, 0.3, HOLDS),
     ("no_worse", 0.5, cmp(-0.23, (-1.27, 0.54), (-1.1, 0.4)), None, 0.3, INCONCLUSIVE),
@@ -139,8 +143,10 @@ def test_a_length_gap_beyond_the_margin_decided_by_the_brevity_penalty_says_so(e
     inside = verdict(expect, 0.32, cmp(**below, eq=(-1.5, 0.2)), None, 0.3, length_row=True)
     assert inside.startswith(INCONCLUSIVE + ": only the brevity penalty") and "inside ±0.32" in inside
     # the gap beyond the margin at equal length too, or a row that is not about lengths: it does not hold
-    assert verdict(expect, 0.32, cmp(**below, eq=(-3.0, -0.6)), None, 0.3, length_row=True) == DOES_NOT_HOLD
-    assert verdict(expect, 0.32, cmp(**below, eq=(2.09, 6.77)), None, 0.3, length_row=False) == DOES_NOT_HOLD
+    said = DOES_NOT_HOLD + (": worse than the baseline by more than the margin (95% interval below −0.32)"
+                            if expect == "same" else "")
+    assert verdict(expect, 0.32, cmp(**below, eq=(-3.0, -0.6)), None, 0.3, length_row=True) == said
+    assert verdict(expect, 0.32, cmp(**below, eq=(2.09, 6.77)), None, 0.3, length_row=False) == said
     if expect == "same":  # better by more than the margin, but only through the brevity penalty
         above = cmp(1.5, (0.8, 2.2), (0.9, 2.1), eq=(-0.4, 1.1))
         assert verdict(expect, 0.32, above, None, 0.3, length_row=True).startswith(INCONCLUSIVE + ": only the")

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -151,6 +152,22 @@ def test_the_decoding_rows_choose_the_rposnet_decoding_step():
         dict(meta=meta, sections=dict(decode=dict(rows=faster))))
     assert suggestions(dict(meta=meta, sections=dict(decode=dict(rows=[r for r in rows if r["batch"] == 1])))) \
         .count("rposnet_decode") == 0  # unbatched rows choose nothing
+
+
+def test_a_failed_suite_keeps_its_output_tail_without_the_checkout_path(monkeypatch):
+    """The kernels section keeps a failed suite's last lines for the figures file, with the checkout's paths
+    made relative (the figures are committed and name no machine's folders)."""
+    from posmix_fairseq.harness.benchmarks.gpu import kernel_tests
+
+    output = (f"{kernel_tests.REPO}{os.sep}tests{os.sep}test_kernels.py:12: AssertionError\n"
+              "FAILED tests/test_kernels.py::test_x - AssertionError\n1 failed, 3 passed in 1.0s\n")
+    monkeypatch.setattr(kernel_tests.subprocess, "run",
+                        lambda command, **kw: subprocess.CompletedProcess(command, 1, output, ""))
+    suites = kernel_tests.run("dry", types.SimpleNamespace(type="cpu"), log=lambda message: None)["suites"]
+    assert [s["ok"] for s in suites] == [False, False] and suites[0]["counts"] == dict(failed=1, passed=3)
+    assert suites[0]["failures"] == ["FAILED tests/test_kernels.py::test_x - AssertionError"]
+    assert f"tests{os.sep}test_kernels.py:12: AssertionError" in suites[0]["tail"]
+    assert kernel_tests.REPO not in suites[0]["tail"]
 
 
 def test_a_section_that_failed_runs_again_and_the_exit_status_says_whether_all_ran(tmp_path, monkeypatch):

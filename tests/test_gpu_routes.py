@@ -119,6 +119,8 @@ def test_a_triton_failure_shows_in_kernel_summary_per_sublayer(simulated_gpu, mo
     assert summary[1] == ("encoder.layers.1.self_attn: cpu: mixing window (torch), gating torch; "
                           "cuda: mixing window (triton), gating torch")
     assert "after Triton failed" not in "\n".join(summary[2:])
+    assert choice.sublayer_kernels(model)["encoder.layers.1.self_attn"] == (
+        "cpu: mixing window (torch), gating torch; cuda: mixing window (triton), gating torch")
     assert f"cuda: mixing window (torch) after Triton failed: RuntimeError: {NO_COMPILER}" in repr(model)
     with choice_on_cpu():
         reference = forward(model, d)

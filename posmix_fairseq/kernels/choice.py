@@ -181,13 +181,18 @@ def choose(parts: Sequence[Part] = (), option: Optional[str] = None, flag: str =
 SUBLAYER_NAMES = ("self_attn", "encoder_attn")
 
 
-def kernel_summary(model: nn.Module) -> str:
-    """One line per attention sublayer of ``model``: its module name and its :class:`SublayerKernels` (what
-    runs now, fallbacks included), or, for a module without them (fairseq's MultiheadAttention: PyTorch on
-    every device), its class."""
-    lines = []
+def sublayer_kernels(model: nn.Module) -> Dict[str, str]:
+    """Each attention sublayer of ``model`` by module name: its :class:`SublayerKernels` in words (what runs
+    now, fallbacks included), or, for a module without them (fairseq's MultiheadAttention: PyTorch on every
+    device), its class."""
+    found = {}
     for name, module in model.named_modules():
         if name.rsplit(".", 1)[-1] in SUBLAYER_NAMES:
             kernels = getattr(module, "sublayer_kernels", None)
-            lines.append(f"{name}: {kernels if kernels is not None else type(module).__name__ + ' (PyTorch)'}")
-    return "\n".join(lines)
+            found[name] = str(kernels) if kernels is not None else type(module).__name__ + " (PyTorch)"
+    return found
+
+
+def kernel_summary(model: nn.Module) -> str:
+    """:func:`sublayer_kernels` as text, one line per attention sublayer: ``name: kernels``."""
+    return "\n".join(f"{name}: {kernels}" for name, kernels in sublayer_kernels(model).items())

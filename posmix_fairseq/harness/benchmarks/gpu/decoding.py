@@ -10,7 +10,7 @@ tokens from sources of the same length, beams 5 and 12, batches of 1 and 64 sent
 take turns within each run; tokens/s is the mean over the runs. Then the decoder self-attention state
 of one hypothesis after t = 1024 steps: the key/value cache of the Transformer against rPosNet's
 constant state (the last K values and the sum of the older ones). Each model's decoder self-attention
-kernels after its runs (``kernel_summary``, fallbacks included) are kept with the figures.
+kernels after its runs (``sublayer_kernels``, fallbacks included) are kept with the figures.
 """
 import contextlib
 import json
@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from posmix_fairseq.kernels.choice import ENV_VAR, kernel_summary
+from posmix_fairseq.kernels.choice import ENV_VAR, sublayer_kernels
 
 #: name -> (arch, frozen, GPU defaults set while it is built: the choices are settled then)
 MODELS = {"Transformer": ("posmix_transformer", False, {}), "rPosNet": ("rposnet", False, {}),
@@ -65,9 +65,8 @@ def gpu_defaults_set(values):
 
 
 def decoder_self_attention_kernels(model):
-    """The kernel_summary line of the first decoder self-attention sublayer (what ran, fallbacks included)."""
-    return next((line.split(": ", 1)[1] for line in kernel_summary(model).splitlines()
-                 if line.startswith("decoder.layers.0.self_attn: ")), "")
+    """The kernels of the first decoder self-attention sublayer (what ran, fallbacks included)."""
+    return sublayer_kernels(model).get("decoder.layers.0.self_attn", "")
 
 
 def decode_batches(generator, model, batches, device):

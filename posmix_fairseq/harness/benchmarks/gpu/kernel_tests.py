@@ -38,6 +38,11 @@ def suites(mode, device):
             ("rPosNet window / constant-state exactness (every-arch suites, rPosNet configs)", exact, env)]
 
 
+def relative(text):
+    """``text`` with the checkout's paths relative to it (the figures name no machine's folders)."""
+    return text.replace(REPO + os.sep, "")
+
+
 def parse_summary(text):
     counts = {}
     for number, word in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)", text):
@@ -69,7 +74,7 @@ def run(mode, device, log, timeout=540):
         results.append(dict(suite=name, command=" ".join(["python", *command[1:]]),
                             env=" ".join(f"{k}={v}" for k, v in extra.items()), ok=ok, summary=summary,
                             counts=counts, failures=failures, seconds=round(time.perf_counter() - start, 1),
-                            tail=None if ok else "\n".join(lines[-40:])))
+                            tail=None if ok else relative("\n".join(lines[-40:]))))
         log(f"  {name}: {summary or 'no summary'} ({results[-1]['seconds']} s)")
     return dict(suites=results, targets=[dict(target=r["suite"], value=r["summary"], goal="all pass", met=r["ok"])
                                          for r in results])

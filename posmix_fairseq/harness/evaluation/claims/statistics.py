@@ -150,7 +150,7 @@ VERDICT_RULE = (
     f"*{HOLDS}* and *{DOES_NOT_HOLD}* need at least {MIN_SEEDS} seeds of each system; everything else is "
     f"*{INCONCLUSIVE}*, a verdict of its own.",
     "\"Same\" (equivalence: two one-sided tests at 5%) holds when the 90% interval of Δ lies inside ±margin, and "
-    "does not hold when the 95% interval lies wholly outside it.",
+    "does not hold when the 95% interval lies wholly outside it, and says on which side.",
     "\"No worse\" holds when the one-sided 95% lower bound (the 90% interval's lower end) is above −margin, and "
     "says so when the system is better by more than the margin (its 95% interval above +margin: no worse, but "
     "not \"as good\" or \"almost identical\"); it does not hold when the one-sided 95% upper bound is below "
@@ -182,8 +182,11 @@ def verdict(expect: str, margin: float, c: Comparison, p_holm: Optional[float], 
     if expect == "same":
         if -margin < lo90 and hi90 < margin:
             return HOLDS
-        beyond = lo95 > margin or hi95 < -margin
-        return _unless_brevity_penalty(DOES_NOT_HOLD, c, margin, length_row) if beyond else INCONCLUSIVE
+        if not (lo95 > margin or hi95 < -margin):
+            return INCONCLUSIVE
+        side = (f"better than the baseline by more than the margin (95% interval above +{margin:.2f})" if lo95 > margin
+                else f"worse than the baseline by more than the margin (95% interval below −{margin:.2f})")
+        return _unless_brevity_penalty(f"{DOES_NOT_HOLD}: {side}", c, margin, length_row)
     if expect == "no_worse":
         if lo95 > margin:
             return f"{HOLDS} as no worse; it is better by more than the margin (95% interval above +{margin:.2f})"
