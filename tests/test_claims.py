@@ -118,14 +118,29 @@ def test_the_plan_lists_every_run_with_its_seed_and_its_time(tmp_path, capsys):
 def test_the_uncapped_gpu_grid_plans_on_a_cpu(tmp_path, capsys):
     """The GPU plan's dry run: no update cap (the patience rule alone stops each run), several runs on one GPU,
     and a time estimate."""
-    status, out, err = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--device", "cuda", "--jobs", "4",
+    status, out, err = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--device", "cuda", "--jobs", "16",
                                   "--max-update", "0", "--out", str(tmp_path / "gpu"))
     assert status == 0, err
     trains = [line for line in out.splitlines() if " -m fairseq_cli.train " in line]
-    assert "4 at a time on the CUDA" in out and trains
+    assert "16 at a time on the CUDA" in out and trains
     assert not [line for line in trains if "--max-update" in line or "--cpu" in line]
-    assert re.search(r"# time: \d+ runs x about 8000 updates \(no cap: --expected-updates, the patience rule stops "
-                     r"each\) x 0.04 s per update .* / 4 at once = [\d.]+ h of training", out)
+    time_line = re.search(r"# time: (\d+) runs x about 8000 updates \(no cap: --expected-updates, the patience rule "
+                          r"stops each\) x 0.166 s per update \(each of 16 runs sharing one H200, measured at --size "
+                          r"small\) / 16 at once = ([\d.]+) h of training", out)
+    assert time_line, out.splitlines()[-1]
+    runs, hours = int(time_line.group(1)), float(time_line.group(2))
+    assert runs == len(trains) and hours == pytest.approx(runs * 8000 * 0.166 / 16 / 3600, abs=0.05)
+
+
+def test_the_gpu_plan_reads_the_measured_step_times_between_and_past_the_measured_counts():
+    from posmix_fairseq.harness.evaluation.claims.systems import gpu_seconds_per_update
+    assert gpu_seconds_per_update(1) == pytest.approx(0.057)
+    assert gpu_seconds_per_update(8) == pytest.approx(0.097)
+    assert gpu_seconds_per_update(6) == pytest.approx((0.076 + 0.097) / 2)  # halfway between 4 and 8
+    # past 16 runs the 16 runs' throughput is shared: twice the runs, each twice as slow
+    assert gpu_seconds_per_update(32) == pytest.approx(2 * 0.166)
+    with pytest.raises(ValueError, match="jobs must be >= 1"):
+        gpu_seconds_per_update(0)
 
 
 def test_the_recipe_plans_and_every_example_script_parses(tmp_path):
@@ -176,6 +191,29 @@ def test_the_test_sets_split_at_the_training_length_cap(tiny_study):
     train = set(open(bpe / "train.capped.src", encoding="utf-8"))
     assert not train & set(open(bpe / "long_heldout.src", encoding="utf-8"))  # never trained on
     assert info["source_lengths"]["long_heldout"] == heldout
+
+
+def test_the_step_probe_measures_each_count_with_runs_of_their_own(tiny_study, tmp_path):
+    """The probe behind the GPU plan's step times: N trainings at once per count, each with a seed of its own (none
+    resumes another's checkpoints), each capped at --updates, with fairseq's updates/s of every log interval."""
+    root, _ = tiny_study
+    out = tmp_path / "step.json"
+    argv = ["--data-dir", str(root / "raw"), "-s", "src", "-t", "tgt", "--vocab-size", "120", "--validate-every", "2",
+            "--size", "tiny", "--max-tokens", "2000", "--device", "cpu", "--threads", "1", "--out",
+            str(tmp_path / "probe"), "--counts", "1,2", "--updates", "4", "--json", str(out)]
+    r = subprocess.run([sys.executable, "-m", "posmix_fairseq.harness.evaluation.claims.step_probe", *argv],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    result = json.load(open(out))
+    assert [(x["count"], x["system"], x["seed"]) for x in result["runs"]] == [
+        (1, "transformer", 1), (2, "transformer", 2), (2, "rposnet", 2)]
+    assert all(x["updates"] == 4 and len(x["updates_per_s"]) == 2 and x["train_seconds"] and len(x["valid_losses"]) == 2
+               for x in result["runs"])
+    for count, measured in result["counts"].items():
+        assert measured["updates_per_s_together"] == pytest.approx(int(count) / measured["seconds_per_update"], rel=0.02)
+    r = subprocess.run([sys.executable, "-m", "posmix_fairseq.harness.evaluation.claims.step_probe", *argv[:-6],
+                        "--counts", "0,4", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "--counts '0,4': give runs at once as a comma list of integers >= 1" in r.stderr
 
 
 def test_a_run_records_its_seed_commit_machine_load_and_scores(tiny_study):

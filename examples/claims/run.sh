@@ -8,7 +8,7 @@
 #   RAW=DIR bash examples/claims/run.sh                  # every system and seed, output in ./claims
 #   RAW=DIR ROWS=gpa-1,gpa-2 bash examples/claims/run.sh # only the systems those rows compare
 #   RAW=DIR PLAN=1 bash examples/claims/run.sh           # every command and the time it needs; runs nothing
-#   RAW=DIR GPU=1 JOBS=4 bash examples/claims/run.sh     # the uncapped grid: no update cap, patience stops each run, 4 runs on one GPU
+#   RAW=DIR GPU=1 JOBS=16 bash examples/claims/run.sh    # the uncapped grid: no update cap, patience stops each run, 16 runs on one GPU
 #
 # RAW holds the raw {train,val,test_2016_flickr}.{de,en}[.gz] of Multi30k (the public multi30k/dataset
 # repository, data/task1/raw). OUT (default ./claims) is the study's folder, RESULTS (default OUT/results, or
@@ -20,7 +20,7 @@ OUT=${OUT:-claims}
 PY=${PYTHON:-python}
 args=(--data-dir "$RAW" -s de -t en --out "$OUT")
 if [ -n "${GPU:-}" ]; then
-  args+=(--device cuda --jobs "${JOBS:-4}" --max-update 0 --results "${RESULTS:-$OUT/results-gpu}")
+  args+=(--device cuda --jobs "${JOBS:-16}" --max-update 0 --results "${RESULTS:-$OUT/results-gpu}")
 else
   args+=(--results "${RESULTS:-$OUT/results}")
 fi

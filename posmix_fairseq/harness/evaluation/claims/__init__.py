@@ -5,7 +5,7 @@ seeds, and the page that gives each claim its verdict (``docs/reproduction.md``)
     posmix-claims --data-dir DIR --out claims --results R    # prepare, train, decode, score, write the page
     posmix-claims --data-dir DIR --rows gpa-1,pea-2          # only the systems those rows compare
     posmix-claims --results R --render-only --page P         # the page from the results folder alone
-    posmix-claims --data-dir DIR --device cuda --jobs 4 --max-update 0 --results R-gpu   # the uncapped grid: patience stops each run
+    posmix-claims --data-dir DIR --device cuda --jobs 16 --max-update 0 --results R-gpu   # the uncapped grid: patience stops each run
 
 DIR holds raw parallel text ``{train, val|valid|dev, test*}.{src,tgt}[.gz]`` (Multi30k's raw release; de->en
 by default). The study, the same steps for every system and seed:
@@ -37,7 +37,7 @@ from ...command import NON_NEGATIVE_INT, POSITIVE_INT, Number, UsageError, add_l
     command_parser, console
 from . import data, runner
 from .catalogue import CLAIM_BY_KEY
-from .systems import SECONDS_PER_UPDATE, SIZES, SYSTEMS, TEST_SETS, OPTIMISATION, study_order
+from .systems import SECONDS_PER_UPDATE, SIZES, gpu_seconds_per_update, SYSTEMS, TEST_SETS, OPTIMISATION, study_order
 
 
 def settings(opts) -> dict:
@@ -105,12 +105,18 @@ def plan(opts, lay: data.Layout, runs: List[tuple], todo: List[tuple]) -> str:
         if s.freeze:
             lines.append(shlex.join(pipeline.freeze_command(averaged, os.path.join(lay.run_dir(key, seed), "search.pt"))))
     lines.append("# then the scores of every run, the verdicts and the page")
-    per_update = opts.seconds_per_update or SECONDS_PER_UPDATE[device][opts.size]
+    if opts.seconds_per_update:
+        per_update, source = opts.seconds_per_update, "--seconds-per-update"
+    elif device == "cpu":
+        per_update, source = SECONDS_PER_UPDATE["cpu"][opts.size], "measured on a 2-core CPU, one thread"
+    else:
+        per_update = gpu_seconds_per_update(opts.jobs)
+        source = f"each of {opts.jobs} runs sharing one H200, measured at --size small"
     updates = opts.max_update or opts.expected_updates
     hours = len(todo) * updates * per_update / max(opts.jobs, 1) / 3600
     lines.append(f"# time: {len(todo)} runs x {'at most ' if opts.max_update else 'about '}{updates} updates "
                  f"({'--max-update' if opts.max_update else 'no cap: --expected-updates, the patience rule stops each'})"
-                 f" x {per_update:g} s per update (--seconds-per-update) / {opts.jobs} at once = "
+                 f" x {per_update:.3g} s per update ({source}) / {opts.jobs} at once = "
                  f"{hours:.1f} h of training, plus about a minute of decoding per run")
     return "\n".join(lines)
 
@@ -159,7 +165,7 @@ def build_parser():
                    help="where the runs train and decode (auto: cuda when a GPU is visible)")
     p.add_argument("--seconds-per-update", type=Number(float, 0), default=0.0,
                    help="--plan's estimate of one update's time (0: the size's measured time on a 2-core CPU, one "
-                        "thread, or the estimate for one GPU shared by --jobs runs)")
+                        "thread, or one run's measured time on an H200 shared by --jobs runs)")
     p.add_argument("--expected-updates", type=POSITIVE_INT, default=8000,
                    help="--plan's estimate of the updates a run takes when --max-update is 0 (no cap)")
     p.add_argument("--bootstrap", type=POSITIVE_INT, default=2000,

@@ -24,10 +24,24 @@ TINY = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-
         "--decoder-attention-heads 2 --dropout 0.1")
 SIZES = {"mini": MINI, "small": SMALL, "tiny": TINY}
 SIZE_DIM = {"mini": 128, "small": 64, "tiny": 32}
-#: one update of 4,096 tokens on one thread of the 2-core x86-64 CPU (measured), and on one H200 GPU with
-#: four trainings sharing it (an estimate: --plan's budget only)
-SECONDS_PER_UPDATE = {"cpu": {"mini": 1.8, "small": 0.6, "tiny": 0.05},
-                      "cuda": {"mini": 0.05, "small": 0.04, "tiny": 0.02}}
+#: one update of 4,096 tokens on one thread of the 2-core x86-64 CPU (measured)
+SECONDS_PER_UPDATE = {"cpu": {"mini": 1.8, "small": 0.6, "tiny": 0.05}}
+#: one run's training step on one H200 shared by N runs at once, at the small size (measured 2026-11-30: fairseq's
+#: updates/s over 300 updates of the Transformer alone, and of Transformer, rPosNet, Shaw and aPosNet runs 4, 8
+#: and 16 at once on a 16-core host; docs/gpu.md). Together the runs make 17.6, 52.6, 82.5 and 96.5 updates/s.
+GPU_STEP_SECONDS = {1: 0.057, 4: 0.076, 8: 0.097, 16: 0.166}
+
+
+def gpu_seconds_per_update(jobs: int) -> float:
+    """One run's seconds per update with ``jobs`` runs sharing the GPU: linear between the measured counts, and
+    past the largest one the measured throughput shared by more runs (it no longer grew from 8 to 16)."""
+    counts = sorted(GPU_STEP_SECONDS)
+    if jobs >= counts[-1]:
+        return GPU_STEP_SECONDS[counts[-1]] * jobs / counts[-1]
+    for low, high in zip(counts, counts[1:]):
+        if low <= jobs <= high:
+            return GPU_STEP_SECONDS[low] + (GPU_STEP_SECONDS[high] - GPU_STEP_SECONDS[low]) * (jobs - low) / (high - low)
+    raise ValueError(f"jobs must be >= 1, got {jobs}")
 SIZE_TEXT = {"mini": "3+3 layers, D = 128, FFN 256, 4 heads, dropout 0.1 (`--size mini`)",
              "small": "3+3 layers, D = 64, FFN 256, 4 heads, dropout 0.1 (`--size small`)",
              "tiny": "1+1 layers, D = 32 (`--size tiny`: a check that the steps run, not a measurement)"}
