@@ -101,8 +101,11 @@ def cmp(delta, ci95, ci90, p=0.5, seeds=(3, 3), eq=None):
     # better by more than the margin: no worse, but not "as good", and the verdict says so
     ("no_worse", 1.2, cmp(2.26, (1.39, 3.06), (1.54, 2.95)), None, 0.4,
      HOLDS + " as no worse; it is better by more than the margin (95% interval above +1.20)"),
-    # better, but the 95% interval reaches into the margin: plain "holds"
-    ("no_worse", 1.2, cmp(1.6, (0.9, 2.3), (1.0, 2.2)), None, 0.4, HOLDS),
+    # better, the 95% interval above 0 but reaching into the margin: not worse at all (a claimed cost is not seen)
+    ("no_worse", 3.0, cmp(1.87, (0.28, 2.87), (0.58, 2.7)), None, 0.44,
+     HOLDS + " as no worse; it is not worse at all (95% interval above 0)"),
+    # the 95% interval holds 0: plain "holds"
+    ("no_worse", 1.2, cmp(0.6, (-0.1, 1.3), (0.0, 1.2)), None, 0.4, HOLDS),
     # a direction: Holm's p below 0.05 and |Δ| above the seed spread
     ("better", 0, cmp(1.6, (0.9, 2.3), (1.0, 2.2), p=0.002), 0.01, 0.4, HOLDS),
     ("better", 0, cmp(-1.3, (-2.0, -0.6), (-1.9, -0.7), p=0.002), 0.01, 0.4, DOES_NOT_HOLD),

@@ -153,8 +153,8 @@ VERDICT_RULE = (
     "does not hold when the 95% interval lies wholly outside it, and says on which side.",
     "\"No worse\" holds when the one-sided 95% lower bound (the 90% interval's lower end) is above −margin, and "
     "says so when the system is better by more than the margin (its 95% interval above +margin: no worse, but "
-    "not \"as good\" or \"almost identical\"); it does not hold when the one-sided 95% upper bound is below "
-    "−margin.",
+    "not \"as good\" or \"almost identical\"), or not worse at all (its 95% interval above 0: a claimed cost "
+    "within the margin is not seen); it does not hold when the one-sided 95% upper bound is below −margin.",
     "A direction (\"better\", \"worse\") holds when Holm's p < 0.05 over the page's directional rows (each "
     "comparison counted once) and |Δ| exceeds the seed spread (the largest seed sd of the two systems and the "
     "Transformer on that set), with the claimed sign; it does not hold on the same evidence with the other sign.",
@@ -190,6 +190,8 @@ def verdict(expect: str, margin: float, c: Comparison, p_holm: Optional[float], 
     if expect == "no_worse":
         if lo95 > margin:
             return f"{HOLDS} as no worse; it is better by more than the margin (95% interval above +{margin:.2f})"
+        if lo95 > 0:
+            return f"{HOLDS} as no worse; it is not worse at all (95% interval above 0)"
         if lo90 > -margin:
             return HOLDS
         return _unless_brevity_penalty(DOES_NOT_HOLD, c, margin, length_row) if hi90 < -margin else INCONCLUSIVE
