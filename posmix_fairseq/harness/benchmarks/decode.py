@@ -6,6 +6,7 @@ variances measured across ten runs").
 
     posmix-bench-decode         # default: 30 tokens, beams 12 and 5, batch 1, 10 runs (~3 CPU-min)
     posmix-bench-decode --sizes typical,long --beams 12,5 --batch-sizes 1,4 --runs 10   # full
+    posmix-bench-decode --operators --beams 5 --device cuda   # what one search step launches (no timing)
 
 Models: Base size (``*_wmt_en_de``: D 512, 6+6 layers, 8 heads, K 16) with random weights and a
 shared vocabulary of --vocab words; the frozen models come from the random trained ones through
@@ -15,7 +16,9 @@ model decodes exactly the same number of steps: fairseq's SequenceGenerator with
 random source sentences; the models take turns within each run (round-robin), so a load change
 on the shared cores hits all of them alike. Tokens = generated tokens of the best hypotheses (EOS
 included). Reported: mean ± std and variance of tokens/s over the runs, and each model's ratio to
-the Transformer (ratio of means).
+the Transformer (ratio of means). ``--operators`` counts instead what one step asks of the device: operators,
+scalar reads and, on CUDA, kernels per step (benchmarks/operator_counts.py), from decoding half the output length
+and the whole of it.
 """
 import statistics
 import time
@@ -27,7 +30,9 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa
 
 from posmix_fairseq.harness.freeze import freeze_model  # noqa: E402
 from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args, random_batch  # noqa: E402
-from ..command import POSITIVE_INT, Number, NumberList, build_parser as command_parser, console  # noqa: E402
+from . import operator_counts  # noqa: E402
+from ..command import (POSITIVE_INT, Number, NumberList, UsageError, build_parser as command_parser,  # noqa: E402
+                       console)
 
 MODELS = {  # name -> (arch, frozen)
     "Transformer": ("posmix_transformer", False),
@@ -40,10 +45,18 @@ MODELS = {  # name -> (arch, frozen)
 SIZES = {"typical": (30, 30), "long": (512, 512)}  # name -> (source length, output length)
 
 
-def build(name, size, dictionary, num_positions):
+def build(name, size, dictionary, num_positions, embed_dim=None):
+    """Model ``name`` at arch size ``size``; ``embed_dim`` (D, FFN 4D) replaces the size's widths, its layers and heads
+    kept."""
     arch, frozen = MODELS[name]
+    widths = []
+    for side in ("encoder", "decoder") if embed_dim is not None else ():
+        widths += [f"--{side}-embed-dim", str(embed_dim), f"--{side}-ffn-embed-dim", str(4 * embed_dim)]
     args = parse_model_args(["--arch", f"{arch}_{size}", "--share-all-embeddings", "--max-source-positions", "1024",
-                             "--max-target-positions", "1024"], tiny=False)
+                             "--max-target-positions", "1024", *widths], tiny=False)
+    heads = max(args.encoder_attention_heads, args.decoder_attention_heads)
+    if embed_dim is not None and embed_dim % heads:
+        raise UsageError(f"--embed-dim {embed_dim}: give a multiple of the {size} models' {heads} heads")
     model, _ = build_model_from_args(args, dictionary, seed=1)
     model.eval()
     if frozen:
@@ -82,6 +95,32 @@ def bench_setting(models, dictionary, beam, batch, src_len, out_len, runs, n_bat
     return speeds, tokens[next(iter(models))]
 
 
+def operators_setting(models, dictionary, beam, batch, src_len, out_len, device="cpu"):
+    """{model: the counts of one search step (operator_counts.per_step)}, from one batch decoded to out_len // 2
+    and to out_len tokens (each once untimed first)."""
+    batches = [tuple(t.to(device) for t in random_batch(dictionary, [src_len] * batch, seed=100))]
+    short_len = out_len // 2
+    steps = {}
+    for name, model in models.items():
+        counts = {}
+        for length in (short_len, out_len):
+            generator = SequenceGenerator([model], dictionary, beam_size=beam, max_len_a=0, max_len_b=length,
+                                          min_len=length)
+            decode(generator, model, batches)
+            counts[length] = operator_counts.profile(lambda: decode(generator, model, batches), device)
+        steps[name] = operator_counts.per_step(counts[short_len], counts[out_len], out_len - short_len)
+    return steps
+
+
+def print_operators(size, out_len, beam, batch, steps, device, top=8):
+    first = steps[next(iter(steps))]["operators"]
+    for name, step in steps.items():
+        kernels = (f"{step['kernels']:.1f} | {step['kernel_us']:.0f}" if device.startswith("cuda") else "— | —")
+        common = ", ".join(f"{op} {n:g}" for op, n in list(step["by_operator"].items())[:top])
+        print(f"| {size} ({out_len}) | {beam} | {batch} | {name} | {step['operators']:.1f} | "
+              f"{step['scalar_reads']:.1f} | {kernels} | {step['operators'] / first:.2f} | {common} |", flush=True)
+
+
 def main(argv=None):
     p = command_parser("posmix-bench-decode", __doc__)
     p.add_argument("--sizes", default="typical", help="typical (30 -> 30 tokens), long (512 -> 512), comma list")
@@ -93,8 +132,16 @@ def main(argv=None):
     p.add_argument("--models", default=",".join(MODELS), help="models to decode with, comma list")
     p.add_argument("--vocab", type=POSITIVE_INT, default=10000, help="dictionary size of the random models")
     p.add_argument("--model-size", default="wmt_en_de", help="arch suffix: wmt_en_de (Base), iwslt_de_en, ...")
+    p.add_argument("--embed-dim", type=POSITIVE_INT, default=None,
+                   help="D of every model (FFN 4D), the size's layers and heads kept (default: the size's). A small D "
+                        "leaves little arithmetic: a step's time is then mostly the host's (Python and dispatch), "
+                        "what a GPU step at small batches waits on")
     p.add_argument("--threads", type=POSITIVE_INT, default=1, help="torch CPU threads")
     p.add_argument("--device", default="cpu", help="cpu (the paper's Table 4) or cuda")
+    p.add_argument("--operators", action="store_true",
+                   help="count what one search step asks of the device instead of timing it: operators, scalar "
+                        "reads and, on CUDA, kernels and their device time per step, each model's operators as a "
+                        "ratio to the first model's (--runs and --batches are not used)")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     names = [n.strip() for n in a.models.split(",")]
@@ -106,15 +153,29 @@ def main(argv=None):
         if s not in SIZES:
             p.error(f"--sizes: {s!r} is not one of {', '.join(SIZES)}")
     dictionary = make_dictionary(a.vocab - 4)
-    print(f"{a.device.upper()} decoding, {a.model_size} models with random weights, vocabulary {a.vocab}, {a.threads} thread(s), "
-          f"{a.runs} runs of {a.batches} batch(es); tokens/s mean ± std (variance); ratio = mean / Transformer's\n")
-    print("| output | beam | batch | model | tokens/run | tokens/s | variance | ratio |\n|---|---:|---:|---|---:|---:|---:|---:|")
+    width = "" if a.embed_dim is None else f" at D = {a.embed_dim}"
+    if a.operators:
+        print(f"{a.device.upper()}: what one beam-search step asks of the device, {a.model_size} models{width} with "
+              f"random weights, vocabulary {a.vocab}; per step: (decoding the output length - decoding half of it) / "
+              f"the steps between; ratio = operators / {names[0]}'s\n")
+        print("| output | beam | batch | model | operators | scalar reads | kernels | kernel µs | ratio | "
+              "most frequent operators |\n|---|---:|---:|---|---:|---:|---:|---:|---:|---|")
+    else:
+        print(f"{a.device.upper()} decoding, {a.model_size} models{width} with random weights, vocabulary {a.vocab}, "
+              f"{a.threads} thread(s), {a.runs} runs of {a.batches} batch(es); tokens/s mean ± std (variance); "
+              "ratio = mean / Transformer's\n")
+        print("| output | beam | batch | model | tokens/run | tokens/s | variance | ratio |\n"
+              "|---|---:|---:|---|---:|---:|---:|---:|")
     for size in sizes:
         src_len, out_len = SIZES[size]
         positions = max(src_len, out_len) + 2
-        models = {n: build(n, a.model_size, dictionary, positions).to(a.device) for n in names}
+        models = {n: build(n, a.model_size, dictionary, positions, a.embed_dim).to(a.device) for n in names}
         for beam in a.beams:
             for batch in a.batch_sizes:
+                if a.operators:
+                    steps = operators_setting(models, dictionary, beam, batch, src_len, out_len, a.device)
+                    print_operators(size, out_len, beam, batch, steps, a.device)
+                    continue
                 speeds, tokens = bench_setting(models, dictionary, beam, batch, src_len, out_len, a.runs, a.batches,
                                                a.device)
                 base = statistics.fmean(speeds[names[0]])
@@ -124,7 +185,7 @@ def main(argv=None):
                     print(f"| {size} ({out_len}) | {beam} | {batch} | {n} | {tokens} | {mean:.1f} ± "
                           f"{statistics.stdev(s):.1f} | {statistics.variance(s):.2f} | {mean / base:.2f} |", flush=True)
         del models
-
+    return 0
 
 cli = console(main, "posmix-bench-decode")
 
