@@ -44,21 +44,25 @@ def test_an_rposnet_step_projects_no_queries_or_keys(steps):
 
 
 def test_the_counts_read_kernels_and_scalar_reads_as_a_gpu_profile_gives_them():
-    """The events of a CUDA profile: an operator and the one it calls, a view, a scalar read under .item(), and two
-    device activities with their duration."""
+    """The events of a CUDA profile: an operator and the one it calls, a view, a conversion (``to`` launches through
+    ``_to_copy``, which calls ``copy_``), a scalar read under .item(), and two device activities with their
+    duration."""
     cpu = DeviceType.CPU
     linear = SimpleNamespace(name="aten::linear", device_type=cpu, cpu_parent=None)
     item = SimpleNamespace(name="aten::item", device_type=cpu, cpu_parent=None)
+    to = SimpleNamespace(name="aten::to", device_type=cpu, cpu_parent=None)
+    to_copy = SimpleNamespace(name="aten::_to_copy", device_type=cpu, cpu_parent=to)
     events = [linear, SimpleNamespace(name="aten::addmm", device_type=cpu, cpu_parent=linear),
-              SimpleNamespace(name="aten::view", device_type=cpu, cpu_parent=None), item,
+              SimpleNamespace(name="aten::view", device_type=cpu, cpu_parent=None), item, to, to_copy,
+              SimpleNamespace(name="aten::copy_", device_type=cpu, cpu_parent=to_copy),
               SimpleNamespace(name="aten::_local_scalar_dense", device_type=cpu, cpu_parent=item),
               SimpleNamespace(name="Memcpy DtoH", device_type=DeviceType.CUDA, time_range=SimpleNamespace(
                   elapsed_us=lambda: 2.0)),
               SimpleNamespace(name="sm90_xmma_gemm", device_type=DeviceType.CUDA, time_range=SimpleNamespace(
                   elapsed_us=lambda: 5.0))]
     counts = operator_counts.count_events(events)
-    assert (counts["operators"], counts["scalar_reads"], counts["kernels"], counts["kernel_us"]) == (1, 1, 2, 7.0)
-    assert dict(counts["by_operator"]) == {"linear": 1}
+    assert (counts["operators"], counts["scalar_reads"], counts["kernels"], counts["kernel_us"]) == (2, 1, 2, 7.0)
+    assert dict(counts["by_operator"]) == {"linear": 1, "_to_copy": 1}
     doubled = operator_counts.count_events(events + events)
     assert operator_counts.per_step(counts, doubled, 1)["kernels"] == 2
     with pytest.raises(ValueError, match="steps must be positive"):

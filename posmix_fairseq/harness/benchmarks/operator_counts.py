@@ -20,13 +20,16 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile as torch_profile
 
-#: aten operators that launch no kernel on a GPU (views and metadata); ``to`` / ``type_as`` launch one only when
-#: they convert, and then the conversion (``_to_copy``) is counted as an operator of its own
+#: aten operators that launch no kernel on a GPU themselves: views and metadata, and wrappers (``to``,
+#: ``contiguous``, ``reshape``) that launch one only through an operator they call (``_to_copy``, ``clone``), which
+#: is then counted in their place
 NO_KERNEL = frozenset({
-    "view", "reshape", "_unsafe_view", "transpose", "t", "permute", "unsqueeze", "squeeze", "expand", "expand_as",
-    "view_as", "slice", "select", "narrow", "as_strided", "alias", "detach", "chunk", "split", "unbind", "contiguous",
-    "to", "type_as", "lift_fresh", "resolve_conj", "resolve_neg", "empty", "empty_like", "size", "stride", "numel",
-    "dim", "is_nonzero", "item", "result_type", "_local_scalar_dense"})
+    "view", "reshape", "_reshape_alias", "_unsafe_view", "flatten", "unflatten", "transpose", "t", "permute",
+    "movedim", "unsqueeze", "squeeze", "unsqueeze_", "squeeze_", "expand", "expand_as", "broadcast_to", "view_as",
+    "slice", "select", "narrow", "diagonal", "as_strided", "alias", "detach", "detach_", "chunk", "split",
+    "split_with_sizes", "unsafe_split", "unbind", "contiguous", "to", "type_as", "lift_fresh", "resolve_conj",
+    "resolve_neg", "empty", "empty_like", "empty_strided", "size", "stride", "numel", "dim", "is_nonzero", "item",
+    "result_type", "_local_scalar_dense"})
 SCALAR_READ = "aten::_local_scalar_dense"
 
 
@@ -37,6 +40,16 @@ def _is_device_event(event) -> bool:
 def _elapsed_us(event) -> float:
     time_range = getattr(event, "time_range", None)
     return float(time_range.elapsed_us()) if time_range is not None else 0.0
+
+
+def _inside_an_operator(event) -> bool:
+    """Whether ``event`` runs inside an operator that is counted (an aten operator outside NO_KERNEL)."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith("aten::") and parent.name[len("aten::"):] not in NO_KERNEL:
+            return True
+        parent = parent.cpu_parent
+    return False
 
 
 def count_events(events: Iterable) -> Dict[str, object]:
@@ -50,11 +63,8 @@ def count_events(events: Iterable) -> Dict[str, object]:
             continue
         if event.name == SCALAR_READ:
             counts["scalar_reads"] += 1
-        parent = event.cpu_parent
-        if not event.name.startswith("aten::") or (parent is not None and parent.name.startswith("aten::")):
-            continue  # not an operator, or called by one: its parent is the unit of work
         name = event.name[len("aten::"):]
-        if name not in NO_KERNEL:
+        if event.name.startswith("aten::") and name not in NO_KERNEL and not _inside_an_operator(event):
             counts["operators"] += 1
             counts["by_operator"][name] += 1
     return counts
