@@ -148,7 +148,8 @@ def build_parser():
     p.add_argument("--max-tokens", type=POSITIVE_INT, default=4096, help="tokens per batch")
     p.add_argument("--max-update", type=NON_NEGATIVE_INT, default=2500,
                    help="the most updates a run trains (0: no cap; the patience rule alone stops training)")
-    p.add_argument("--validate-every", type=POSITIVE_INT, default=100, help="updates between validations / checkpoints")
+    p.add_argument("--validate-every", type=NON_NEGATIVE_INT, default=100,
+                   help="updates between validations / checkpoints (0: at the end of every epoch)")
     p.add_argument("--patience", type=POSITIVE_INT, default=3,
                    help="stop after this many validations without a better validation loss")
     p.add_argument("--average", type=POSITIVE_INT, default=4, help="average the best checkpoint and the N-1 after it")

@@ -48,12 +48,20 @@ def data_bin(lay: Layout, system: StudySystem) -> str:
 
 
 def train_cmd(opts, lay: Layout, system: StudySystem, seed: int) -> List[str]:
-    flags = [*system.train_flags(opts.size), *shlex.split(OPTIMISATION), "--seed", str(seed),
-             "--max-tokens", str(opts.max_tokens),
-             "--validate-interval-updates", str(opts.validate_every),
-             "--save-interval-updates", str(opts.validate_every), "--keep-interval-updates",
-             str(opts.patience + 2), "--patience", str(opts.patience), "--log-interval", str(opts.validate_every),
-             "--validate-interval", "1000000", "--save-interval", "1000000", *device_flags(opts)]
+    """fairseq-train for one run. Validation (and a checkpoint) every ``--validate-every`` updates, or at the end of
+    every epoch when it is 0; ``--patience`` validations without a better validation loss stop the run."""
+    optimisation, patience = shlex.split(OPTIMISATION), ["--patience", str(opts.patience)]
+    if opts.validate_every:
+        schedule = ["--validate-interval-updates", str(opts.validate_every),
+                    "--save-interval-updates", str(opts.validate_every), "--keep-interval-updates",
+                    str(opts.patience + 2), *patience, "--log-interval", str(opts.validate_every),
+                    "--validate-interval", "1000000", "--save-interval", "1000000"]
+    else:  # per epoch: fairseq's epoch checkpoints, the best one and those after it kept for the average
+        optimisation.remove("--no-epoch-checkpoints")
+        schedule = ["--validate-interval", "1", "--save-interval", "1", "--keep-last-epochs", str(opts.patience + 2),
+                    *patience, "--log-interval", "100"]
+    flags = [*system.train_flags(opts.size), *optimisation, "--seed", str(seed),
+             "--max-tokens", str(opts.max_tokens), *schedule, *device_flags(opts)]
     if opts.max_update:  # 0: no cap, the patience rule alone stops training
         flags += ["--max-update", str(opts.max_update)]
     return pipeline.train_command(data_bin(lay, system), os.path.join(lay.run_dir(system.key, seed), "checkpoints"),
@@ -63,7 +71,7 @@ def train_cmd(opts, lay: Layout, system: StudySystem, seed: int) -> List[str]:
 def average_cmd(opts, lay: Layout, key: str, seed: int) -> List[str]:
     run_dir = lay.run_dir(key, seed)
     return pipeline.module_command("posmix_fairseq.harness.evaluation.average", "--dir",
-                                   os.path.join(run_dir, "checkpoints"), "--kind", "updates",
+                                   os.path.join(run_dir, "checkpoints"), "--kind", "updates" if opts.validate_every else "epochs",
                                    "--best-and-next", opts.average, "--output", os.path.join(run_dir, "averaged.pt"))
 
 
