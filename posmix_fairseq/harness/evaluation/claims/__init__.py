@@ -105,6 +105,10 @@ def plan(opts, lay: data.Layout, runs: List[tuple], todo: List[tuple]) -> str:
         if s.freeze:
             lines.append(shlex.join(pipeline.freeze_command(averaged, os.path.join(lay.run_dir(key, seed), "search.pt"))))
     lines.append("# then the scores of every run, the verdicts and the page")
+    measured = measured_run_seconds(opts.results) if opts.results else {}
+    if measured:
+        lines.append(measured_time_line(todo, measured, opts.jobs))
+        return "\n".join(lines)
     if opts.seconds_per_update:
         per_update, source = opts.seconds_per_update, "--seconds-per-update"
     elif device == "cpu":
@@ -119,6 +123,33 @@ def plan(opts, lay: data.Layout, runs: List[tuple], todo: List[tuple]) -> str:
                  f" x {per_update:.3g} s per update ({source}) / {opts.jobs} at once = "
                  f"{hours:.1f} h of training, plus about a minute of decoding per run")
     return "\n".join(lines)
+
+
+def measured_run_seconds(results: str) -> Dict[str, List[float]]:
+    """system -> the measured wall seconds (training, averaging excluded, plus decoding) of each of its finished
+    runs in the results folder; runs trained beside other work (1-minute load above 1.5) are left out."""
+    measured: Dict[str, List[float]] = {}
+    for key, seeds in runner.finished_runs(results).items():
+        for seed in seeds:
+            with open(os.path.join(runner.results_run_dir(results, key, seed), "result.json")) as f:
+                r = json.load(f)
+            if r.get("train_seconds") and (r.get("load_1min_mean") or 0) <= 1.5:
+                measured.setdefault(key, []).append(r["train_seconds"] + (r.get("decode_seconds") or 0))
+    return measured
+
+
+def measured_time_line(todo: List[tuple], measured: Dict[str, List[float]], jobs: int) -> str:
+    """The time of the runs still to train, from the results folder's measured runs: a system's own mean where
+    it has runs, the mean over every measured run where it has none (each system stops where patience stops it,
+    so a system's own runs are the better estimate)."""
+    every = [s for runs in measured.values() for s in runs]
+    overall = sum(every) / len(every)
+    own = [k for k, _ in todo if k in measured]
+    seconds = sum(sum(measured[k]) / len(measured[k]) if k in measured else overall for k, _ in todo)
+    return (f"# time from measured runs: {len(todo)} runs still to train ({len(own)} of them of systems with measured "
+            f"runs, each at its system's mean; the other {len(todo) - len(own)} at the mean of all {len(every)} "
+            f"measured runs, {overall / 60:.0f} min) / {jobs} at once = {seconds / max(jobs, 1) / 3600:.1f} h of "
+            f"training and decoding")
 
 
 def build_parser():
