@@ -87,16 +87,40 @@ def device_flags(opts) -> List[str]:
 
 # ---- what a run records -------------------------------------------------------------------------------
 
-def training_summary(train_log: str) -> dict:
-    text = open(train_log, encoding="utf-8", errors="replace").read()
-    valid = [(int(u), float(loss)) for loss, u in re.findall(
-        r"valid on 'valid' subset \| loss ([\d.]+) \| .*?num_updates (\d+)", text)]
+def training_summary(*train_logs: str) -> dict:
+    """What the training logs say: every validation, the best one, whether patience stopped the run. A training
+    interrupted and resumed (fairseq-train continues from its last epoch checkpoint) has one log per part, in
+    order; ``resumed`` counts the resumptions."""
+    text = "".join(open(p, encoding="utf-8", errors="replace").read() for p in train_logs)
+    valid = sorted({int(u): float(loss) for loss, u in re.findall(
+        r"valid on 'valid' subset \| loss ([\d.]+) \| .*?num_updates (\d+)", text)}.items())
     best = min(valid, key=lambda x: x[1]) if valid else (None, None)
     params = re.findall(r"num\. shared model params: ([\d,]+)", text)
     return {"validations": valid, "best_update": best[0], "best_valid_loss": best[1],
             "last_update": valid[-1][0] if valid else None,
             "stopped_by_patience": "early stop since valid performance hasn't improved" in text,
-            "params": int(params[-1].replace(",", "")) if params else None}
+            "params": int(params[-1].replace(",", "")) if params else None, "resumed": len(train_logs) - 1}
+
+
+def set_aside_interrupted_log(train_log: str) -> List[str]:
+    """The logs of a training's earlier, interrupted parts, in order: an existing ``train.log`` (its part was
+    stopped before the run finished) moves to ``train.log.N``."""
+    parts = sorted((p for p in (f"{train_log}.{i}" for i in range(1, 100)) if os.path.isfile(p)),
+                   key=lambda p: int(p.rsplit(".", 1)[1]))
+    if os.path.isfile(train_log):
+        parts.append(f"{train_log}.{len(parts) + 1}")
+        os.replace(train_log, parts[-1])
+    return parts
+
+
+def logged_seconds(train_log: str) -> float:
+    """The seconds from a training log's first timestamp to its last (an interrupted part's training time)."""
+    stamps = re.findall(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \|", open(train_log, encoding="utf-8",
+                                                                          errors="replace").read(), re.M)
+    if len(stamps) < 2:
+        return 0.0
+    first, last = (time.mktime(time.strptime(s, "%Y-%m-%d %H:%M:%S")) for s in (stamps[0], stamps[-1]))
+    return last - first
 
 
 def decoding_rate(gen_log: str) -> Optional[float]:
@@ -203,13 +227,15 @@ def run_one(opts, lay: Layout, system: StudySystem, seed: int, core: Optional[in
     train_json = os.path.join(run_dir, "train.json")
     if not os.path.isfile(train_json):
         code = commit()  # before training: the checkout may move on while it runs
-        t0 = time.time()
         train_log = os.path.join(run_dir, "train.log")
+        earlier = set_aside_interrupted_log(train_log)  # fairseq-train resumes from the part's last checkpoint
+        t0 = time.time()
         with LoadMonitor() as load:
             run(train_cmd(opts, lay, system, seed), log=train_log)
-        trained = {"train_seconds": round(time.time() - t0, 1), **load.summary(), **code, "machine": machine(),
+        seconds = time.time() - t0 + sum(logged_seconds(p) for p in earlier)  # the load is the last part's
+        trained = {"train_seconds": round(seconds, 1), **load.summary(), **code, "machine": machine(),
                    "threads": opts.threads, "core": core, "date": time.strftime("%Y-%m-%d"),
-                   **training_summary(train_log)}
+                   **training_summary(*earlier, train_log)}
         run(average_cmd(opts, lay, key, seed), log=os.path.join(run_dir, "average.log"))
         trained["averaged"] = open(os.path.join(run_dir, "average.log")).read().strip().splitlines()[-1].split(" -> ")[0]
         for name in os.listdir(os.path.join(run_dir, "checkpoints")):  # the averaged model is what is kept
