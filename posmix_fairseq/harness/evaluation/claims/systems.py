@@ -73,8 +73,12 @@ class StudySystem:
     group: int = 2         # the order of training: 0 the Transformer, 1 the GPA and PEA rows' systems, 2 the rest
     uncapped: bool = False  # trains on every training pair (PEA's control), not the length-capped split
 
+    def own_flags(self, dim: int) -> List[str]:
+        """The system's own flags at embedding dim ``dim`` (``{D/8}`` in them: dim // 8)."""
+        return shlex.split(self.flags.replace("{D/8}", str(max(1, dim // 8))))
+
     def train_flags(self, size: str) -> List[str]:
-        return ["--arch", self.arch, *SIZES[size].split(), *shlex.split(self.flags)]
+        return ["--arch", self.arch, *SIZES[size].split(), *self.own_flags(SIZE_DIM[size])]
 
 
 SYSTEMS: Dict[str, StudySystem] = {s.key: s for s in [
