@@ -25,19 +25,11 @@ OUTPUTS = "outputs.pt"
 
 def config_outputs(name):
     """{"full": (B, T, V) log-probs of the teacher-forced forward, "incremental": the same, step by step}."""
-    from posmix_fairseq.harness.testing import build_config, random_batch
+    from posmix_fairseq.harness.testing import build_config, fixed_batch_log_probs
 
     model, d = build_config(name, seed=0)
-    src, src_len = random_batch(d, [7, 11], seed=1)
-    tgt, _ = random_batch(d, [9, 9], seed=2)
-    prev = torch.cat([torch.full((2, 1), d.eos()), tgt[:, :-1]], dim=1)
-    with torch.no_grad():
-        full = torch.log_softmax(model(src, src_len, prev)[0].double(), -1)
-        encoder_out, state, steps = model.encoder(src, src_len), {}, []
-        for t in range(prev.size(1)):
-            logits, _ = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
-            steps.append(torch.log_softmax(logits[:, -1].double(), -1))
-    return {"full": full, "incremental": torch.stack(steps, 1)}
+    outputs = fixed_batch_log_probs(model, d)
+    return {"full": outputs["full"], "incremental": outputs["incremental"]}
 
 
 def save(outdir, only=None):

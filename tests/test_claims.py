@@ -109,7 +109,8 @@ def test_the_plan_lists_every_run_with_its_seed_and_its_time(tmp_path, capsys):
         assert f"--arch {SYSTEMS[key].arch}" in line and f"--seed {seed} " in line and "--cpu" in line
         assert ("data-bin-uncapped" in line) == SYSTEMS[key].uncapped
     assert sum(SYSTEMS[k].seeds for k in SYSTEMS if k == "transformer") == 5
-    assert out.count("-m fairseq_cli.generate") == len(TEST_SETS) * len(expected)
+    assert out.count("-m fairseq_cli.generate") == 2 * len(TEST_SETS) * len(expected)  # as it stops, at length
+    assert out.count("--task posmix_translation --match-target-len") == len(TEST_SETS) * len(expected)
     assert re.search(r"# time: \d+ runs x at most 2500 updates .* h of training", out)
     _, out, _ = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--rows", "gpa-2,pea-4", "--device", "cpu")
     assert re.findall(r"^# run (\w+) seed 1:", out, re.M) == ["rposnet", "shaw", "rposnet_nogate", "shaw_konly"]
@@ -258,6 +259,52 @@ def test_the_page_is_written_again_from_the_results_folder_alone(tiny_study, cap
         [line for line in again.splitlines() if line.startswith("| ")]
     status, _, err = in_process(capsys, *[a if a != "120" else "200" for a in argv], "--plan")
     assert status == 2 and "holds a study with other settings (vocab_size: 120 there, 200 here)" in err
+
+
+def test_a_run_records_its_fingerprint_and_decodes_at_the_references_lengths(tiny_study):
+    """The fingerprint of the code that trained the run, and every test set decoded also at each reference's
+    length (--match-target-len), kept as hyp.<set>.oracle.txt.gz: each hypothesis as many pieces as its
+    reference."""
+    from posmix_fairseq.harness.evaluation.claims.fingerprint import fingerprint, system_flags
+
+    root, _ = tiny_study
+    for key in ("transformer", "rposnet"):
+        result = json.load(open(root / "results" / key / "seed1" / "result.json"))
+        assert result["fingerprint"] == fingerprint(system_flags(key))["fingerprint"]
+        assert len(result["fingerprint_outputs"]) == 36 and result["oracle_decode_seconds"] > 0
+        for test in TEST_SETS:
+            found = gzip.open(root / "results" / key / "seed1" / f"hyp.{test}.oracle.txt.gz", "rt").read().splitlines()
+            refs = open(root / "study" / "bpe" / f"{test}.tgt", encoding="utf-8").read().splitlines()
+            assert len(found) == len(refs)
+            for line in found:
+                i, _, hyp = line.split("\t", 2)
+                assert len(hyp.split()) == len(refs[int(i[2:])].split()), (test, line)
+
+
+def test_a_run_of_other_model_code_is_refused(tiny_study, tmp_path):
+    """A seed whose model code's fingerprint differs from the system's runs in the results folder is not trained:
+    the error names the system, both fingerprints and how to go on. Runs without a fingerprint are exempt."""
+    import shutil
+
+    root, argv = tiny_study
+    shutil.copytree(root / "study", tmp_path / "study")
+    shutil.copytree(root / "results", tmp_path / "results")
+    kept = tmp_path / "results" / "transformer" / "seed1" / "result.json"
+    result = json.load(open(kept))
+    ours = result["fingerprint"]
+    result.update(fingerprint="0123456789abcdef", commit="c0ffee", fingerprint_outputs=[
+        v + 1e-3 for v in result["fingerprint_outputs"]])
+    json.dump(result, open(kept, "w"))
+    again = [a if a != str(root / "results") else str(tmp_path / "results") for a in argv]
+    again = [a if a != "transformer,rposnet" else "transformer" for a in again]
+    again[again.index("--seeds") + 1] = "2"
+    r = subprocess.run([sys.executable, "-m", "posmix_fairseq.harness.evaluation.claims", *again, "--out",
+                        str(tmp_path / "study")], capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0
+    assert (f"transformer seed 2: this model code has fingerprint {ours}, but transformer seed 1 ({kept}) was "
+            f"trained with fingerprint 0123456789abcdef (commit c0ffee)") in r.stderr, r.stderr[-3000:]
+    assert "differ by up to 0.001, more than 1e-05" in r.stderr and "git worktree add DIR c0ffee" in r.stderr
+    assert not (tmp_path / "study" / "systems" / "transformer" / "seed2" / "train.log").exists()
 
 
 # ---- the committed study ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from helpers import (build_model, build_model_from_args, mix, mixer_spec, parse_
                      standalone_mixer)
 from posmix_fairseq.harness.testing import stored_arguments
 from posmix_fairseq.models.options import DEFAULTS_VERSION
+from posmix_fairseq.models.upgrades import upgrade_stored_args
 from posmix_fairseq.mixers.engine import DirectWeights, Energy, SoftmaxEnergy
 
 LEGACY = os.path.join(os.path.dirname(__file__), "data", "legacy_checkpoints")
@@ -113,6 +114,20 @@ def test_posnet_embed_options_stored_under_their_old_names_are_renamed():
     assert model.encoder.position_encoding.encoding.w1.weight.shape == (24, 32)
     assert torch.equal(model.decoder.position_encoding.encoding.activation_fn(torch.tensor([-1.0])),
                        torch.tanh(torch.tensor([-1.0])))
+
+
+@pytest.mark.parametrize("version, d_p", [(None, 128), (14, 128), (DEFAULTS_VERSION, 8)])
+def test_posnet_embed_d_p_follows_the_stored_defaults_version(version, d_p):
+    """PosNet-Embed's d_p defaults to D/4 (8 at the tiny D = 32); arguments stored before version 15 with d_p unset
+    keep the 128 they were built with (256 from D = 1024)."""
+    unset = {f"{side}_posnet_embed_dim": None for side in ("encoder", "decoder")}
+    model, _ = build_model_from_args(stored_args(["--arch", "posnet_embed_iwslt_de_en"], version, **unset))
+    for side in (model.encoder, model.decoder):
+        assert side.position_encoding.encoding.kernels.shape[-2:] == (d_p, d_p)
+    big = stored_args(["--arch", "posnet_embed_iwslt_de_en", "--encoder-embed-dim", "1024", "--decoder-embed-dim",
+                       "1024"], 14, **unset)
+    upgrade_stored_args(big)
+    assert (big.encoder_posnet_embed_dim, big.decoder_posnet_embed_dim) == (256, 256)
 
 
 def test_upgrade_steps_are_named_by_what_changed_and_arguments_of_this_code_need_none():

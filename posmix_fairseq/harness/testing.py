@@ -381,6 +381,22 @@ def load_checkpoint(path: str, data_dir: str, source="src", target="tgt"):
     return models_[0].eval(), cfg.model
 
 
+def fixed_batch_log_probs(model, d: Dictionary) -> dict:
+    """{"full": (2, 9, V) log-probs of the teacher-forced forward (eval mode), "incremental": the same, step by
+    step} of one fixed batch: sources of 7 and 11 tokens (left-padded), targets of 9. In float64, whatever the
+    model's dtype. What ``scripts/compare_outputs.py`` compares and the claims study's fingerprint hashes."""
+    src, src_len = random_batch(d, [7, 11], seed=1)
+    tgt, _ = random_batch(d, [9, 9], seed=2)
+    prev = torch.cat([torch.full((2, 1), d.eos()), tgt[:, :-1]], dim=1)
+    with torch.no_grad():
+        full = torch.log_softmax(model(src, src_len, prev)[0].double(), -1)
+        encoder_out, state, steps = model.encoder(src, src_len), {}, []
+        for t in range(prev.size(1)):
+            logits, _ = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+            steps.append(torch.log_softmax(logits[:, -1].double(), -1))
+    return {"full": full, "incremental": torch.stack(steps, 1), "target": tgt}
+
+
 def build_config(name, seed=0):
     """(model in eval mode, dictionary) of one configuration of the every-arch suite or of STORED_CONFIGS."""
     if name in STORED_CONFIGS:

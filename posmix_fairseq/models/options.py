@@ -19,7 +19,7 @@ from ..position_encodings.base import POSITION_ENCODING_REGISTRY
 
 DEFAULTS_VERSION_KEY = "posmix_paper_readings"  # the attribute checkpoints store the defaults version under
 #: the version of the defaults this code builds; upgrade steps with ``defaults_below`` <= it pin former ones
-DEFAULTS_VERSION = 14
+DEFAULTS_VERSION = 15
 LEGACY_READINGS = "posmix_legacy_readings"
 GATING_CHOICES = ("default", "on", "off")
 

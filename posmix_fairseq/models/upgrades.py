@@ -227,6 +227,9 @@ ARGS_UPGRADES: List[ArgsUpgrade] = [
     ArgsUpgrade("K (--<sublayer>-max-relative-position) of hard-coded Gaussian heads is stored only with --<sublayer>-gaussian-impl "
                 "window, the one implementation that reads it (was stored for every implementation)",
                 _drop_unread_conditional_options, defaults_below=13),
+    ArgsUpgrade("PosNet-Embed's d_p defaults to the embedding dim / 4 (was 128, 256 from an embedding dim of 1024)",
+                pin("posnet-embed-dim", lambda args, side: 256 if side.read(args, "embed-dim") >= 1024 else 128,
+                    ENCODINGS), defaults_below=15),
     # last: the values only older checkpoints use leave the command line for stored legacy readings
     ArgsUpgrade("--<sublayer>-relative-sinusoids, --<sublayer>-posnet-kernel, --<side>-rpe-reading and --<sublayer>-t5-adaptive cumulative "
                 "are stored legacy readings (no command line asks for per-head sinusoids or kernels, RecPE's "

@@ -3,7 +3,8 @@ absolute position embedding:
 
     H = Dropout(act((X W_1) (x) Phi) W_2) + X,   ((X W_1) (x) Phi)_j = (x_j W_1) Phi[p_j]
 
-W_1 (D x d_p), W_2 (d_p x D), a kernel Phi[p] (d_p x d_p) per position p below
+W_1 (D x d_p), W_2 (d_p x D), d_p = D / 4 by default (the paper's 128 at D = 512 and 256 at D = 1024, PosNet
+Section 5, "Effect of Positional kernel's dimension"), a kernel Phi[p] (d_p x d_p) per position p below
 ``--<side>-posnet-embed-max-positions`` (a longer sentence is a clear error naming it). p_j is the token's
 TRUE position, and each side has its own PosNet: the paper's code shared one and left the decoder
 without a position signal. act is ReLU, the released code's (the paper names only sigma); that code
@@ -22,7 +23,8 @@ from .base import PositionEncodingSpec, register_position_encoding
     "posnet", description="PosNet-Embed (PosNet Eq. 24): per-position kernels at the embeddings",
     options={
         "posnet-embed-dim": dict(type=POSITIVE_INT, default=None, metavar="D_P",
-                                 help="d_p of PosNet-Embed (default 128; 256 when the embedding dim >= 1024)"),
+                                 help="d_p of PosNet-Embed (default: the embedding dim / 4, the paper's 128 at 512 and 256 at "
+                                      "1024)"),
         "posnet-embed-max-positions": dict(type=POSITIVE_INT, default=256, metavar="P",
                                            help="positions covered by the PosNet-Embed kernel table (default 256)"),
         "posnet-embed-dropout": dict(type=DROPOUT, default=None, metavar="P",
@@ -35,7 +37,7 @@ class PosNetEmbedding(nn.Module):
         super().__init__()
         opts, side = spec.options, spec.side
         d_p = opts["posnet-embed-dim"]
-        d_p = int(d_p) if d_p is not None else (256 if spec.embed_dim >= 1024 else 128)
+        d_p = int(d_p) if d_p is not None else max(1, spec.embed_dim // 4)
         max_positions = int(opts["posnet-embed-max-positions"])
         self.max_positions_option, self.role = side.flag("posnet-embed-max-positions"), side.role
         dropout = opts["posnet-embed-dropout"]

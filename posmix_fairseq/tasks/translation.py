@@ -1,6 +1,7 @@
 """``posmix_translation``: fairseq's ``translation`` task with ``--source-prefix eos``, which starts every
 source sentence with EOS, as the released code of GPA feeds its sources (docs/choices.md, Sources that start
-with EOS). Without a prefix the task is ``translation`` exactly.
+with EOS), and ``--match-target-len``, which decodes every hypothesis at its reference's length
+(``target_length.py``). Without either the task is ``translation`` exactly.
 """
 from dataclasses import dataclass, field
 from typing import Optional
@@ -9,6 +10,8 @@ import torch
 from fairseq import utils
 from fairseq.tasks import TASK_REGISTRY, register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask, load_langpair_dataset
+
+from .target_length import check_generation_options, generate_at_target_length
 
 SOURCE_PREFIXES = ("none", "eos")
 OPTION = "--source-prefix"
@@ -51,6 +54,11 @@ class PosMixTranslationConfig(TranslationConfig):
         metadata={"help": "token before every source sentence: eos (the released code of Gated position-based "
                           "attention starts sources with EOS) or none. Default: the arch's (eos for the "
                           "*_released archs, none otherwise); at generation, the model's"})
+    match_target_len: bool = field(
+        default=False,
+        metadata={"help": "generations should match the reference's length in target pieces (oracle-length "
+                          "decoding): each hypothesis of a sentence has exactly as many pieces as its target in the "
+                          "generated subset; replaces --min-len, --max-len-a and --max-len-b"})
 
 
 class PosMixTranslationTask(TranslationTask):
@@ -80,6 +88,19 @@ class PosMixTranslationTask(TranslationTask):
             truncate_source=self.cfg.truncate_source, num_buckets=self.cfg.num_batch_buckets,
             shuffle=(split != "test"), pad_to_multiple=self.cfg.required_seq_len_multiple,
             prepend_bos_src=self.prefix_token)
+
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, prefix_allowed_tokens_fn=None):
+        if getattr(self.cfg, "match_target_len", False):
+            check_generation_options(args)
+        return super().build_generator(models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs,
+                                       prefix_allowed_tokens_fn=prefix_allowed_tokens_fn)
+
+    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
+        if not getattr(self.cfg, "match_target_len", False):
+            return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
+                                          constraints=constraints)
+        with torch.no_grad():
+            return generate_at_target_length(generator, models, sample, prefix_tokens, constraints)
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         token = self.prefix_token

@@ -16,7 +16,8 @@ by default). The study, the same steps for every system and seed:
 2. ``fairseq-train`` per system and seed until validation stops improving (``--patience`` validations
    without a better validation loss, checked every ``--validate-every`` updates) or ``--max-update``
    updates (0: no cap); the model decoded averages the best checkpoint and the ones after it;
-3. ``fairseq-generate`` with beam search on every test set; rPosNet is also frozen (``posmix-freeze``) and
+3. ``fairseq-generate`` with beam search on every test set, as the model stops and at each reference's
+   length (``--match-target-len``: the oracle-length control); rPosNet is also frozen (``posmix-freeze``) and
    its translations compared with the trained model's;
 4. the scores (sacreBLEU's BLEU with its brevity penalty, length ratio and n-gram precisions, and chrF++)
    of every run, and the verdicts: a two-level bootstrap over seeds and sentences, equivalence tests for
@@ -100,8 +101,8 @@ def plan(opts, lay: data.Layout, runs: List[tuple], todo: List[tuple]) -> str:
         averaged = os.path.join(lay.run_dir(key, seed), "averaged.pt")
         lines += [f"# run {key} seed {seed}: {s.label}" + ("" if (key, seed) in todo else " (kept: done)"),
                   shlex.join(runner.train_cmd(opts, lay, s, seed)), shlex.join(runner.average_cmd(opts, lay, key, seed))]
-        lines += [shlex.join(runner.generate_cmd(opts, lay, s, averaged, t)) + f" > {lay.gen(key, seed, t)}"
-                  for t in TEST_SETS]
+        lines += [shlex.join(runner.generate_cmd(opts, lay, s, averaged, t, oracle)) + f" > {lay.gen(key, seed, t, oracle=oracle)}"
+                  for oracle in (False, True) for t in TEST_SETS]
         if s.freeze:
             lines.append(shlex.join(pipeline.freeze_command(averaged, os.path.join(lay.run_dir(key, seed), "search.pt"))))
     lines.append("# then the scores of every run, the verdicts and the page")

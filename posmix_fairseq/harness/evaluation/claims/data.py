@@ -35,8 +35,11 @@ class Layout:
     def run_dir(self, key: str, seed: int) -> str:
         return os.path.join(self.out, "systems", key, f"seed{seed}")
 
-    def gen(self, key: str, seed: int, test: str, frozen: bool = False) -> str:
-        return os.path.join(self.run_dir(key, seed), f"generate.{test}{'.frozen' if frozen else ''}.txt")
+    def gen(self, key: str, seed: int, test: str, frozen: bool = False, oracle: bool = False) -> str:
+        """fairseq-generate's output on ``test``: of the averaged model, of its search-time model (``frozen``),
+        or of the averaged model at each reference's length (``oracle``: ``--match-target-len``)."""
+        tail = ".frozen" if frozen else ".oracle" if oracle else ""
+        return os.path.join(self.run_dir(key, seed), f"generate.{test}{tail}.txt")
 
     def result(self, key: str, seed: int) -> str:
         return os.path.join(self.run_dir(key, seed), "result.json")

@@ -1,8 +1,10 @@
 """Training, decoding and keeping one run (a system with one seed), and the queue of runs.
 
-A run trains with ``fairseq-train``, averages the best checkpoint with the ones after it, decodes every test
-set with ``fairseq-generate`` (and freezes rPosNet with ``posmix-freeze``), and writes ``result.json``: what
-it measured, what it cost, and where it ran (the commit, the seed, the machine, the load during training).
+A run records the fingerprint of its model code (:mod:`.fingerprint`; a system's seeds share one), trains with
+``fairseq-train``, averages the best checkpoint with the ones after it, decodes every test set with
+``fairseq-generate``, once as it stops and once at each reference's length (``--match-target-len``, the
+oracle-length control), freezes rPosNet with ``posmix-freeze``, and writes ``result.json``: what it measured,
+what it cost, and where it ran (the commit, the fingerprint, the seed, the machine, the load during training).
 Each step skips what an earlier run finished, so a stopped study continues where it stopped. ``--results``
 keeps each finished run (its result and hypotheses, gzipped): small files a repository can commit, from
 which the study continues on another machine and the page is written again.
@@ -21,6 +23,7 @@ from typing import Dict, List, Optional
 
 from ... import pipeline
 from .data import Layout, subset_index
+from .fingerprint import TOLERANCE, difference, same_code
 from .systems import OPTIMISATION, SYSTEMS, TEST_SETS, StudySystem
 
 
@@ -75,10 +78,13 @@ def average_cmd(opts, lay: Layout, key: str, seed: int) -> List[str]:
                                    "--best-and-next", opts.average, "--output", os.path.join(run_dir, "averaged.pt"))
 
 
-def generate_cmd(opts, lay: Layout, system: StudySystem, checkpoint: str, test: str) -> List[str]:
+def generate_cmd(opts, lay: Layout, system: StudySystem, checkpoint: str, test: str, oracle: bool = False) -> List[str]:
+    """fairseq-generate on ``test``; ``oracle``: every hypothesis as long as its reference in pieces (the plugin's
+    ``--match-target-len``, which replaces ``--max-len-b``)."""
+    at_length = ["--task", "posmix_translation", "--match-target-len"] if oracle else []
     return pipeline.generate_command(data_bin(lay, system), checkpoint,
                                      ["--beam", str(opts.beam), "--max-tokens", "4000", "--max-len-b",
-                                      str(opts.max_len_b), *device_flags(opts)], gen_subset=subset_index(test))
+                                      str(opts.max_len_b), *at_length, *device_flags(opts)], gen_subset=subset_index(test))
 
 
 def device_flags(opts) -> List[str]:
@@ -209,6 +215,54 @@ class LoadMonitor:
                 "load_1min_max": round(max(self.samples), 2), "load_samples": len(self.samples)}
 
 
+# ---- one model code per system ----------------------------------------------------------------------
+
+def code_fingerprint(lay: Layout, key: str, seed: int, run) -> dict:
+    """The fingerprint of the model code that trains this run, computed as it trains (``run``: its launcher and
+    threads): {"fingerprint", "fingerprint_outputs"}."""
+    path = os.path.join(lay.run_dir(key, seed), "fingerprint.json")
+    run(pipeline.module_command("posmix_fairseq.harness.evaluation.claims.fingerprint", "--system", key, "--json",
+                                path), log=os.path.join(lay.run_dir(key, seed), "fingerprint.log"))
+    with open(path) as f:
+        return json.load(f)
+
+
+def other_runs(opts, lay: Layout, key: str, seed: int) -> List[tuple]:
+    """(seed, where, record) of the system's other runs: their result.json in --results, else in the study folder
+    (or the train.json of one that is training)."""
+    found: Dict[int, tuple] = {}
+    folders = ([os.path.join(opts.results, key)] if opts.results else []) + [os.path.dirname(lay.run_dir(key, seed))]
+    for folder in folders:
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if not re.fullmatch(r"seed\d+", name) or int(name[4:]) == seed or int(name[4:]) in found:
+                continue
+            for record in ("result.json", "train.json"):
+                path = os.path.join(folder, name, record)
+                if os.path.isfile(path):
+                    with open(path) as f:
+                        found[int(name[4:])] = (int(name[4:]), path, json.load(f))
+                    break
+    return [found[s] for s in sorted(found)]
+
+
+def check_fingerprint(opts, lay: Layout, key: str, seed: int, code: dict) -> None:
+    """Refuses to train a run whose model code differs from the code of the system's other runs (those that
+    recorded a fingerprint): one system's seeds must measure one model."""
+    for other, path, record in other_runs(opts, lay, key, seed):
+        if record.get("fingerprint") and not same_code(code, record):
+            commit_of = record.get("commit", "unknown")
+            gap = difference(code, record)
+            raise RuntimeError(
+                f"{key} seed {seed}: this model code has fingerprint {code['fingerprint']}, but {key} seed {other} "
+                f"({path}) was trained with fingerprint {record['fingerprint']} (commit {commit_of}); their "
+                f"fixed-batch log-probabilities differ by "
+                + (f"up to {gap:.3g}, more than {TOLERANCE:g}" if gap != float("inf") else "an unknown amount")
+                + f". One system's seeds must come from one model code: train this seed with the code of commit "
+                f"{commit_of} (git worktree add DIR {commit_of}; run posmix-claims from DIR), or keep this code's runs of "
+                f"{key} in a results folder of their own (--results), or remove {key}'s runs from "
+                f"{os.path.dirname(os.path.dirname(path))} to train every seed again with this code")
+
+
 # ---- one run ----------------------------------------------------------------------------------------
 
 def run_one(opts, lay: Layout, system: StudySystem, seed: int, core: Optional[int]) -> dict:
@@ -225,8 +279,15 @@ def run_one(opts, lay: Layout, system: StudySystem, seed: int, core: Optional[in
         return pipeline.run(launcher + cmd, env=env, **kw)
 
     train_json = os.path.join(run_dir, "train.json")
-    if not os.path.isfile(train_json):
+    kept = {}  # what an earlier pass recorded (decoding rates, parameters, the frozen model): a test set added later
+    if os.path.isfile(lay.result(key, seed)):  # or the oracle-length control decodes from the kept averaged model
+        with open(lay.result(key, seed)) as f:
+            kept = json.load(f)
+    averaged = os.path.join(run_dir, "averaged.pt")
+    if not os.path.isfile(train_json) and not (kept and os.path.isfile(averaged)):
         code = commit()  # before training: the checkout may move on while it runs
+        code.update(code_fingerprint(lay, key, seed, run))
+        check_fingerprint(opts, lay, key, seed, code)
         train_log = os.path.join(run_dir, "train.log")
         earlier = set_aside_interrupted_log(train_log)  # fairseq-train resumes from the part's last checkpoint
         t0 = time.time()
@@ -244,11 +305,15 @@ def run_one(opts, lay: Layout, system: StudySystem, seed: int, core: Optional[in
             json.dump(trained, f, indent=2)
         log(f"{key} seed {seed}: trained in {trained['train_seconds']:.0f} s (load {trained['load_1min_mean']}), "
             f"best validation at update {trained['best_update']} of {trained['last_update']}")
-    with open(train_json) as f:
-        result = {"system": key, "seed": seed, "label": system.label,
-                  "train_flags": shlex.join(train_cmd(opts, lay, system, seed)[
-                      train_cmd(opts, lay, system, seed).index("--arch"):]), **json.load(f)}
+    trained = {}
+    if os.path.isfile(train_json):
+        with open(train_json) as f:
+            trained = json.load(f)
+    result = {**kept, "system": key, "seed": seed, "label": system.label,
+              "train_flags": shlex.join(train_cmd(opts, lay, system, seed)[
+                  train_cmd(opts, lay, system, seed).index("--arch"):]), **trained}
     decode_missing(opts, lay, system, seed, result, run)
+    decode_at_reference_length(opts, lay, system, seed, result, run)
     with open(lay.result(key, seed), "w") as f:
         json.dump(result, f, indent=2)
     if opts.results:
@@ -282,6 +347,22 @@ def decode_missing(opts, lay: Layout, system: StudySystem, seed: int, result: di
         result["frozen"] = {"same_translations": sum(trained[i] == searched.get(i) for i in trained),
                             "sentences": len(trained), "parameters": model_parameters(frozen, data_bin(lay, system)),
                             "decode_tokens_per_second": decoding_rate(gen_log)}
+
+
+def decode_at_reference_length(opts, lay: Layout, system: StudySystem, seed: int, result: dict, run) -> None:
+    """Decodes the test sets this run has no oracle-length hypotheses of yet: every hypothesis as long as its
+    reference in pieces (``--match-target-len``), so that two systems compare at equal length."""
+    averaged = os.path.join(lay.run_dir(system.key, seed), "averaged.pt")
+    missing = [t for t in TEST_SETS if not os.path.isfile(lay.gen(system.key, seed, t, oracle=True))]
+    if not missing:
+        return
+    t0 = time.time()
+    for test in missing:
+        out = lay.gen(system.key, seed, test, oracle=True)
+        run(generate_cmd(opts, lay, system, averaged, test, oracle=True), stdout=out + ".part",
+            log=os.path.join(lay.run_dir(system.key, seed), f"generate.{test}.oracle.log"))
+        os.replace(out + ".part", out)
+    result["oracle_decode_seconds"] = round(result.get("oracle_decode_seconds", 0) + time.time() - t0, 1)
 
 
 def run_queue(opts, lay: Layout, runs: List[tuple]) -> None:
@@ -338,13 +419,14 @@ def hyp_lines(gen_out: str) -> List[str]:
 
 
 def export_run(opts, lay: Layout, key: str, seed: int) -> None:
-    """The run's result.json and its hypotheses (fairseq-generate's H- lines, gzipped) in --results."""
+    """The run's result.json and its hypotheses (fairseq-generate's H- lines, gzipped) in --results:
+    ``hyp.<set>.txt.gz``, ``hyp.<set>.frozen.txt.gz`` and ``hyp.<set>.oracle.txt.gz`` (at the references'
+    lengths)."""
     target = results_run_dir(opts.results, key, seed)
     os.makedirs(target, exist_ok=True)
     shutil.copyfile(lay.result(key, seed), os.path.join(target, "result.json"))
     for test in TEST_SETS:
-        for frozen in (False, True):
-            gen = lay.gen(key, seed, test, frozen)
+        for gen in (lay.gen(key, seed, test), lay.gen(key, seed, test, frozen=True), lay.gen(key, seed, test, oracle=True)):
             if os.path.isfile(gen):
                 name = os.path.basename(gen).replace("generate.", "hyp.") + ".gz"
                 with gzip.GzipFile(os.path.join(target, name), "wb", compresslevel=9, mtime=0) as f:
@@ -370,7 +452,8 @@ def import_run(opts, lay: Layout, key: str, seed: int) -> bool:
 
 def pending(opts, lay: Layout, runs: List[tuple]) -> List[tuple]:
     """The runs still to train or decode: a run kept in --results (or this study folder) counts as done
-    unless this folder still has its averaged model and a test set is missing (then it decodes it)."""
+    unless this folder still has its averaged model and a test set is missing, as decoded or at the references'
+    lengths (then it decodes it). A run kept without its averaged model stays as it is."""
     todo = []
     for key, seed in runs:
         kept = opts.results and os.path.isfile(os.path.join(results_run_dir(opts.results, key, seed), "result.json"))
@@ -378,7 +461,7 @@ def pending(opts, lay: Layout, runs: List[tuple]) -> List[tuple]:
             import_run(opts, lay, key, seed)
         done = os.path.isfile(lay.result(key, seed))
         averaged = os.path.isfile(os.path.join(lay.run_dir(key, seed), "averaged.pt"))
-        complete = all(os.path.isfile(lay.gen(key, seed, t)) for t in TEST_SETS)
+        complete = all(os.path.isfile(lay.gen(key, seed, t, oracle=oracle)) for t in TEST_SETS for oracle in (False, True))
         if not done or (averaged and not complete):
             todo.append((key, seed))
     return todo

@@ -50,6 +50,9 @@ OPTIMISATION = ("--optimizer adam --adam-betas (0.9,0.98) --lr 1e-3 --lr-schedul
                 "--clip-norm 1.0 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 "
                 "--share-all-embeddings --num-workers 0 --no-progress-bar --no-epoch-checkpoints "
                 "--best-checkpoint-metric loss")
+#: d_p = D / 8: PosNet-Embed's kernels (P d_p^2 + 2 D d_p per side, P = 256) about the share of the model PosNet's
+#: Table 1 adds (+3.41M on 63.08M, 5.4%): 5.8% of the Transformer at D = 64 (docs/choices.md, the claims study)
+POSNET_AT_THE_PAPERS_SHARE = "--encoder-posnet-embed-dim {D/8} --decoder-posnet-embed-dim {D/8}"
 SHAW_PEA = ("--encoder-self-relative-embedding-heads shared --decoder-self-relative-embedding-heads shared "
             "--encoder-self-shaw-value-term on --decoder-self-shaw-value-term on")  # PEA: trainable a^K and a^V
 
@@ -73,8 +76,12 @@ class StudySystem:
     group: int = 2         # the order of training: 0 the Transformer, 1 the GPA and PEA rows' systems, 2 the rest
     uncapped: bool = False  # trains on every training pair (PEA's control), not the length-capped split
 
+    def own_flags(self, dim: int) -> List[str]:
+        """The system's own flags at embedding dim ``dim`` (``{D/8}`` in them: dim // 8)."""
+        return shlex.split(self.flags.replace("{D/8}", str(max(1, dim // 8))))
+
     def train_flags(self, size: str) -> List[str]:
-        return ["--arch", self.arch, *SIZES[size].split(), *shlex.split(self.flags)]
+        return ["--arch", self.arch, *SIZES[size].split(), *self.own_flags(SIZE_DIM[size])]
 
 
 SYSTEMS: Dict[str, StudySystem] = {s.key: s for s in [
@@ -98,7 +105,7 @@ SYSTEMS: Dict[str, StudySystem] = {s.key: s for s in [
                 "--encoder-position-encoding none --position-blind encoder"),
     StudySystem("sh_x", "SH-X", "sh_x_iwslt_de_en"),
     StudySystem("rpehead", "RPEHead", "rpehead_iwslt_de_en"),
-    StudySystem("posnet_embed", "PosNet-Embed", "posnet_embed_iwslt_de_en"),
+    StudySystem("posnet_embed", "PosNet-Embed", "posnet_embed_iwslt_de_en", POSNET_AT_THE_PAPERS_SHARE),
     StudySystem("posnet_attn", "PosNet-Attn", "posnet_attn_iwslt_de_en"),
 ]}
 
