@@ -271,7 +271,9 @@ def evaluate(claims: List[Claim], evidence: Evidence, runs: Optional[List[Run]] 
             finding = truncation_finding(cmp, row.extra["truncation"], (label(c.system), label(c.baseline)),
                                          tuple(rate(evidence, k, c.test) for k in (c.system, c.baseline)), c.test,
                                          tuple(mean_of(evidence, k, c.test, "ratio") for k in (c.system, c.baseline)))
-            if finding and not row.verdict.startswith(INCONCLUSIVE):
+            if finding and row.verdict.startswith(INCONCLUSIVE):  # not decided: said as what differs, not why
+                finding = finding.replace("the finding is when the models stop:", "the models differ in when they stop:")
+            if finding:
                 row.verdict += f"; {finding}"
         row.ours = ours_text(c, cmp, evidence, row)
         if c.paper_relative_change is not None:  # a claim about size: the paper's change against ours
@@ -507,7 +509,7 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
         "cap, `long_heldout_far` beyond). Lengths are counted in the pieces every model reads.",
         f"- **Scale**: {SIZE_TEXT[size]}, Adam, lr 1e-3, inverse-sqrt schedule, {settings['max_tokens']} tokens per "
         f"batch. Training stops when the validation loss has not improved for {settings['patience']} validations "
-        f"({settings['validate_every']} updates apart) or at "
+        f"({validation_interval(settings)} apart) or at "
         + (f"{settings['max_update']:,} updates" if settings["max_update"] else "no update cap")
         + f"; the model decoded averages the best checkpoint and the {settings['average'] - 1} after it, or the "
         f"last {settings['average']} when fewer follow the best (GPA Section 5). Beam {settings['beam']}. "
@@ -561,6 +563,11 @@ def render(study: dict, runs: List[Run], rows: List[RowResult], evidence: Eviden
     return "\n".join(out) + "\n"
 
 
+def validation_interval(settings: dict) -> str:
+    every = settings.get("validate_every")
+    return "one epoch" if every == 0 else f"{every} updates"
+
+
 def converged_text(converged: dict) -> str:
     runs = converged["runs"]
     settings = converged["study"].get("settings", {}) if converged["study"] else {}
@@ -571,8 +578,7 @@ def converged_text(converged: dict) -> str:
     cap = settings.get("max_update")
     return (f"{len(runs)} runs in `{converged['folder']}`, trained until the validation loss has not improved for "
             f"{settings.get('patience', '?')} validations"
-            + (f" ({'one epoch' if settings.get('validate_every') == 0 else str(settings.get('validate_every')) + ' updates'} apart)"
-               if 'validate_every' in settings else "")
+            + (f" ({validation_interval(settings)} apart)" if "validate_every" in settings else "")
             + (f", with a safety cap of {cap:,} updates" if cap else "")
             + f"; {by_patience} of them stopped by patience (a run that reached the cap is not converged, and its "
             "table says so). A row's verdict is the converged study's once each of its systems has its seeds there "

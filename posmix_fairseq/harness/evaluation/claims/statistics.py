@@ -372,7 +372,7 @@ VERDICT_RULE = (
     f"chrF++, the length ratio and the truncation rate (the share of outputs under {TRUNCATION_FRACTION:.0%} of "
     "their reference's tokens), each with its interval. Where the truncation rates differ (the 95% interval of "
     "their Δ excludes 0) on the side of the BLEU gap, the verdict names it as the finding: which model stops "
-    "early, and on what share of the set.",
+    "early, and on what share of the set (an inconclusive row names it as what differs).",
 )
 
 
