@@ -6,6 +6,7 @@ the results folder alone. The statistics and the verdict rule: tests/test_claims
 trains to convergence."""
 import gzip
 import json
+import math
 import os
 import re
 import subprocess
@@ -167,7 +168,7 @@ def tiny_study(tmp_path_factory):
     argv = ["--data-dir", str(root / "raw"), "-s", "src", "-t", "tgt", "--systems", "transformer,rposnet",
             "--seeds", "1", "--vocab-size", "120", "--max-update", "4", "--validate-every", "2", "--patience", "1",
             "--average", "2", "--beam", "1", "--max-len-b", "12", "--size", "tiny", "--max-tokens", "2000",
-            "--bootstrap", "200", "--device", "cpu", "--results", str(root / "results")]
+            "--device", "cpu", "--results", str(root / "results")]
     r = subprocess.run([sys.executable, "-m", "posmix_fairseq.harness.evaluation.claims", *argv, "--out",
                         str(root / "study"), "--page", str(root / "page.md")], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -228,8 +229,12 @@ def test_a_run_records_its_seed_commit_machine_load_and_scores(tiny_study):
     assert result["parameters"]["position_modules"] > 0 and result["frozen"]["parameters"]["position_modules"] == 0
     assert set(result["scores"]) >= {"test", "seen", "long", "concat", "long_heldout"}
     test = result["scores"]["test"]
-    assert set(test) >= {"bleu", "bp", "ratio", "precisions", "bleu_equal_length", "chrf++"}
-    assert test["bleu"] == pytest.approx(test["bp"] * test["bleu_equal_length"], abs=1e-3)
+    assert set(test) >= {"bleu", "bp", "ratio", "precisions", "truncated", "chrf++"}
+    if min(test["precisions"]) > 0:
+        geo = math.exp(sum(math.log(p) for p in test["precisions"]) / 4)
+        assert test["bleu"] == pytest.approx(test["bp"] * geo, abs=2e-3)
+    assert result["sacrebleu_signature"]["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+    assert "nw:2" in result["sacrebleu_signature"]["chrf++"]  # chrF++: word bigrams
     hyps = gzip.open(root / "results" / "transformer" / "seed1" / "hyp.long_heldout.txt.gz", "rt").read().splitlines()
     assert len(hyps) == json.load(open(root / "study" / "bpe" / "prepare.json"))["test_sizes"]["long_heldout"]
 
@@ -240,20 +245,25 @@ def test_the_page_has_every_row_and_one_seed_is_never_a_verdict(tiny_study):
     for c in CLAIMS:
         assert f"| {c.key} |" in page
     gpa1 = [line for line in page.splitlines() if line.startswith("| gpa-1 |")][-1]  # its GPA row, not the headline
-    assert re.search(r"rPosNet [\d.]+ \(1 seed\) vs Transformer .* BLEU on `test`: Δ = [-+][\d.]+ \[[-+][\d.]+, "
-                     r"[-+][\d.]+\]", gpa1)
+    assert re.search(r"rPosNet [\d.]+ \(1 seed\) vs Transformer .* BLEU on `test`: Δ = [-+][\d.]+ "
+                     r"\(no interval: 1 seed\)", gpa1)
     assert "inconclusive at this scale: 1 seed (3 needed)" in gpa1
     assert "not run yet" in next(line for line in page.splitlines() if line.startswith("| hc-1 |"))
-    assert "## Lengths, measured as PEA measured them" in page and "## Every run" in page
+    assert "## Lengths: what fails" in page and "## Every run" in page
+    lengths = page.split("## Lengths: what fails")[1].split("\n## ")[0]
+    assert "| `long` (" in lengths and "no checkpoint kept" in lengths  # no run here kept oracle-length hypotheses
 
 
 def test_the_page_is_written_again_from_the_results_folder_alone(tiny_study, capsys):
     """No data, no study folder: the results folder's hypotheses, references and settings give the same page."""
     root, argv = tiny_study
+    before = {p: p.read_bytes() for p in (root / "results").rglob("*") if p.is_file()}
     status, _, err = in_process(capsys, "--results", str(root / "results"), "--render-only", "--page",
-                                str(root / "again.md"), "--bootstrap", "200", "--out", str(root / "nowhere"))
+                                str(root / "again.md"), "--out", str(root / "nowhere"))
     assert status == 0, err[-3000:]
     assert not (root / "nowhere").exists()
+    after = {p: p.read_bytes() for p in (root / "results").rglob("*") if p.is_file()}
+    assert after == before  # the page only: no result.json is written again
     first, again = (root / "page.md").read_text(), (root / "again.md").read_text()
     assert [line for line in first.splitlines() if line.startswith("| ")] == \
         [line for line in again.splitlines() if line.startswith("| ")]
@@ -315,6 +325,88 @@ def committed_runs():
             for seed in sorted(os.listdir(os.path.join(RESULTS, key)))]
 
 
+def test_render_only_needs_neither_torch_nor_fairseq(tiny_study, tmp_path):
+    root, _ = tiny_study
+    code = ("import sys; from posmix_fairseq.harness.evaluation.claims import main; "
+            f"main(['--results', {str(root / 'results')!r}, '--render-only', '--page', {str(tmp_path / 'p.md')!r}]); "
+            "assert 'torch' not in sys.modules and 'fairseq' not in sys.modules, 'torch imported'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "p.md").read_text().startswith("# The papers' claims, measured")
+
+
+def test_render_only_names_a_damaged_result(tiny_study, tmp_path, capsys):
+    import shutil
+    root, _ = tiny_study
+    results = tmp_path / "results"
+    shutil.copytree(root / "results", results)
+    damaged = results / "rposnet" / "seed1" / "result.json"
+    damaged.write_text(damaged.read_text()[:40])
+    status, _, err = in_process(capsys, "--results", str(results), "--render-only", "--page", str(tmp_path / "p.md"))
+    assert status == 2 and str(damaged) in err and "damaged result.json" in err and "Traceback" not in err
+    assert not (tmp_path / "p.md").exists()
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["--data-dir", "somewhere"], "--data-dir"), (["--vocab-size", "200"], "--vocab-size"),
+    (["--max-update", "10"], "--max-update"), (["--patience", "5"], "--patience"), (["--device", "cpu"], "--device"),
+    (["--rows", "gpa-1"], "--rows"),
+])
+def test_render_only_refuses_the_options_it_would_not_use(tmp_path, capsys, argv, option):
+    status, _, err = in_process(capsys, "--results", str(tmp_path), "--render-only", *argv)
+    assert status == 2 and f"{option} would not be used" in err, err
+
+
+def test_the_converged_column_renders_with_no_some_or_all_seeds(tiny_study, tmp_path, capsys):
+    """An empty converged folder (a BPE model only), and one with runs: every BLEU row shows both columns; the
+    verdict stays the 2,500-update one, labelled, until the row's systems have their seeds."""
+    root, _ = tiny_study
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "spm.model").write_bytes((root / "results" / "spm.model").read_bytes())
+    for folder, expected in ((empty, "no converged run yet"), (root / "results", "converged seeds so far: rPosNet 1 of 3")):
+        status, _, err = in_process(capsys, "--results", str(root / "results"), "--converged-results", str(folder),
+                                    "--render-only", "--page", str(tmp_path / "p.md"))
+        assert status == 0, err[-3000:]
+        page = (tmp_path / "p.md").read_text()
+        headline = page.split("## Headline rows")[1].split("\n## ")[0]
+        assert "ours at 2,500 updates (learning speed)" in headline and "ours converged" in headline
+        gpa1 = next(line for line in page.splitlines() if line.startswith("| gpa-1 |"))
+        assert expected in page and "| at 2,500 updates (learning speed): inconclusive" in gpa1
+        assert "## Every run of the converged study" in page
+
+
+def test_a_row_takes_the_converged_verdict_once_its_systems_have_their_seeds_and_says_when_it_changed():
+    import numpy as np
+
+    from posmix_fairseq.harness.evaluation.claims.catalogue import CLAIM_BY_KEY
+    from posmix_fairseq.harness.evaluation.claims.page import Evidence, Run, combine, evaluate
+    from posmix_fairseq.harness.evaluation.claims.statistics import corpus_scores
+    rng = np.random.default_rng(0)
+    total = np.array([12, 11, 10, 9])
+
+    def trained(key, seed, rate):
+        correct = rng.binomial(total, rate ** np.arange(1, 5), size=(300, 4))
+        stats = np.column_stack([np.full((300, 2), 12.0), correct, np.tile(total, (300, 1))]).astype(float)
+        return Run(key, seed, {"commit": "0" * 40}, {"test": stats}, {"test": corpus_scores(stats)})
+
+    claims = [CLAIM_BY_KEY["recpe-1"]]  # MPRHead better than the Transformer
+    early = [trained("mprhead", s, 0.62) for s in (1, 2, 3)] + [trained("transformer", s, 0.55) for s in range(1, 6)]
+    late = [trained("mprhead", s, 0.55) for s in (1, 2, 3)] + [trained("transformer", s, 0.62) for s in range(1, 6)]
+    rows = evaluate(claims, Evidence(early))
+    assert rows[0].verdict == "holds"
+    partial = Evidence(late[:2] + late[3:])
+    conv = evaluate(claims, partial)
+    combine(rows, conv, partial)
+    assert rows[0].verdict == ("at 2,500 updates (learning speed): holds (converged seeds so far: MPRHead 2 of 3, "
+                               "Transformer (sinusoidal, absolute) 5 of 5)")
+    rows, full = evaluate(claims, Evidence(early)), Evidence(late)
+    conv = evaluate(claims, full)
+    combine(rows, conv, full)
+    assert rows[0].verdict == ("does not hold at this scale (opposite sign) (changed from at 2,500 updates "
+                               "(learning speed): holds)")
+
+
 def test_the_committed_runs_record_what_a_reviewer_checks():
     runs = committed_runs()
     assert runs
@@ -354,7 +446,9 @@ def test_nothing_claims_a_convergence_that_was_not_reached():
             texts["docs/" + name] = open(os.path.join(ROOT, "docs", name), encoding="utf-8").read()
     pattern = re.compile(r"(?<!not )(?<!never )\b(converged|convergence reached|validation plateau|its plateau|"
                          r"until validation stops improving)\b", re.I)
-    allowed = ("GPU",)  # the uncapped GPU grid: a plan, and a column for its results
+    allowed = ("GPU",  # the uncapped GPU grid: a plan, and a column for its results
+               "converged study", "converged seeds", "converged run", "converged verdict", "ours converged",
+               "results-converged", "converged-results")  # the converged study's column: what it holds, by run
     for name, text in texts.items():
         for line in text.splitlines():
             if pattern.search(line) and not any(a in line for a in allowed) and not stopped:
@@ -378,14 +472,14 @@ def test_a_row_that_finished_runs_cannot_fill_names_the_seeds_and_the_command():
     runs = ([Run("shaw", 1, {}, {"test": None})] + [Run("shaw", s, {}, dict(stats)) for s in (2, 3)]
             + [Run("transformer", 1, {}, {"test": None})]
             + [Run("transformer", s, {}, dict(stats)) for s in (2, 3, 4, 5)])
-    text = pending_text([RowResult(claim)], Evidence(runs, resamples=10))
+    text = pending_text([RowResult(claim)], Evidence(runs))
     # every system has its default seeds, but only two Shaw seeds scored the row's set: a fourth seed fills it
     assert text.startswith("Every system has its seeds. pea-7 reads `long_heldout_far`")
     assert "Shaw relative (PEA's: a^K and a^V) has 2 seeds scored on it" in text
     assert "`posmix-claims --data-dir $MULTI30K --rows pea-7 --seeds 4`" in text
     assert "Transformer" not in text  # 4 of its 5 seeds scored the set: enough for a verdict
     # with the third Shaw seed still to train, the default command fills the row: nothing more is said
-    text = pending_text([RowResult(claim)], Evidence(runs[1:], resamples=10))
+    text = pending_text([RowResult(claim)], Evidence(runs[1:]))
     assert text == "Runs still to train (the command above trains them and keeps the finished ones): " \
                    "Shaw relative (PEA's: a^K and a^V): 1; 1 in all."
 
@@ -395,7 +489,7 @@ def test_holm_counts_two_rows_that_test_the_same_comparison_once():
 
     from posmix_fairseq.harness.evaluation.claims.catalogue import CLAIM_BY_KEY
     from posmix_fairseq.harness.evaluation.claims.page import Evidence, Run, evaluate
-    from posmix_fairseq.harness.evaluation.claims.statistics import DOES_NOT_HOLD, HOLDS, corpus_scores, holm
+    from posmix_fairseq.harness.evaluation.claims.statistics import HOLDS, OPPOSITE, corpus_scores, holm
     rng = np.random.default_rng(0)
     total = np.array([12, 11, 10, 9])
 
@@ -407,7 +501,7 @@ def test_holm_counts_two_rows_that_test_the_same_comparison_once():
     runs = [trained(key, seed, rate) for key, rate in (("shaw", 0.62), ("transformer", 0.55), ("rposnet", 0.58),
                                                        ("hc_sa", 0.60)) for seed in (1, 2, 3)]
     # recpe-5 says Shaw beats the Transformer on `test`, posnet-6 that it does not: one null hypothesis
-    rows = evaluate([CLAIM_BY_KEY[k] for k in ("recpe-5", "posnet-6", "gpa-6")], Evidence(runs, resamples=200), runs)
+    rows = evaluate([CLAIM_BY_KEY[k] for k in ("recpe-5", "posnet-6", "gpa-6")], Evidence(runs), runs)
     assert rows[0].claim.hypothesis == rows[1].claim.hypothesis != rows[2].claim.hypothesis
     p = {r.claim.key: r.comparison.p for r in rows}
     two = holm({"shaw": p["recpe-5"], "gaussian": p["gpa-6"]})
@@ -415,4 +509,99 @@ def test_holm_counts_two_rows_that_test_the_same_comparison_once():
     assert rows[2].p_holm == pytest.approx(two["gaussian"])
     # counted as three rows, the correction would be larger
     assert rows[0].p_holm < holm({"a": p["recpe-5"], "b": p["posnet-6"], "c": p["gpa-6"]})["a"]
-    assert (rows[0].verdict, rows[1].verdict) == (HOLDS, DOES_NOT_HOLD)
+    assert (rows[0].verdict, rows[1].verdict) == (HOLDS, OPPOSITE)
+    assert "no commit recorded" in rows[0].seeds  # runs without a commit say so in their row
+
+
+# ---- margins, claims as stated, quotes --------------------------------------------------------------------
+
+def test_every_margin_is_fixed_in_the_catalogue_never_computed_from_results():
+    """Every equivalence and no-worse row has its margin and reason in the catalogue; two studies whose seed
+    spreads differ tenfold give the rows the same margin (the rule text) while their Δ differs."""
+    import numpy as np
+
+    from posmix_fairseq.harness.evaluation.claims.catalogue import CLAIM_BY_KEY
+    from posmix_fairseq.harness.evaluation.claims.page import Evidence, Run, evaluate
+    from posmix_fairseq.harness.evaluation.claims.statistics import corpus_scores
+    for c in CLAIMS:
+        if c.kind in ("bleu", "gap") and c.expect in ("same", "no_worse"):
+            assert isinstance(c.margin, float) and c.margin > 0 and c.margin_source, c.key
+    total = np.array([12, 11, 10, 9])
+
+    def study(spread):
+        rng = np.random.default_rng(1)
+        runs = []
+        for key, rate in (("rposnet", 0.58), ("transformer", 0.58), ("shaw", 0.6)):
+            for seed in range(1, 6):
+                r = rate + spread * rng.normal()
+                correct = rng.binomial(total, r ** np.arange(1, 5), size=(200, 4))
+                stats = np.column_stack([np.full((200, 2), 12.0), correct, np.tile(total, (200, 1))]).astype(float)
+                runs.append(Run(key, seed, {}, {"test": stats}, {"test": corpus_scores(stats)}))
+        return evaluate([CLAIM_BY_KEY["gpa-1"], CLAIM_BY_KEY["gpa-7"]], Evidence(runs), runs)
+
+    narrow, wide = study(0.001), study(0.02)
+    assert [r.rule for r in narrow] == [r.rule for r in wide]
+    assert all("margin 1.00 BLEU" in r.rule for r in narrow)
+    assert narrow[0].comparison.delta != wide[0].comparison.delta
+
+
+def test_the_claims_are_coded_as_the_papers_state_them():
+    """"Almost identical" and "loses nothing" are equivalence; "1-3 BLEU worse" and "the gap worsens" are
+    directions, so a measured opposite sign reads as "does not hold (opposite sign)"."""
+    from posmix_fairseq.harness.evaluation.claims.catalogue import CLAIM_BY_KEY
+    from posmix_fairseq.harness.evaluation.claims.statistics import DOES_NOT_HOLD, OPPOSITE, Comparison, verdict
+    hc1, hc3, hc5, pea5 = (CLAIM_BY_KEY[k] for k in ("hc-1", "hc-3", "hc-5", "pea-5"))
+    assert (hc1.expect, hc1.margin) == ("same", 1.2) and (pea5.expect, pea5.margin) == ("same", 1.0)
+    assert hc3.expect == "worse" and (hc5.kind, hc5.expect) == ("gap", "worse")
+
+    def c(delta, lo, hi):
+        width = (hi - lo) / 2
+        return Comparison(delta, (lo, hi), (lo + 0.15 * width, hi - 0.15 * width), 0.001, width / 2.2, 10.0, (3, 5),
+                          (0.4, 0.3))
+    # HC-SA 2.26 better than BASE: not "almost identical"
+    assert verdict(hc1.expect, hc1.margin, c(2.26, 1.3, 3.2), None).startswith(
+        DOES_NOT_HOLD + ": better than the baseline by more than the margin")
+    # SH-X better where HC says 1-3 BLEU worse; HC-ALL's gap shrinking where HC says it grows
+    assert verdict(hc3.expect, 0.0, c(1.87, 0.9, 2.8), 0.01) == OPPOSITE
+    assert verdict(hc5.expect, 0.0, c(2.62, 0.8, 4.4), 0.01) == OPPOSITE
+    # sinusoidal Shaw better by more than the margin: it does not "lose nothing" in PEA's sense of "very similar"
+    assert verdict(pea5.expect, pea5.margin, c(1.87, 1.1, 2.6), None).startswith(DOES_NOT_HOLD + ": better")
+
+
+def test_the_quotes_give_the_papers_figure_for_the_comparison_each_row_makes():
+    from posmix_fairseq.harness.evaluation.claims.catalogue import CLAIM_BY_KEY
+    pea = paper_text(PAPER_CITATIONS["PEA"])
+    # relative against absolute, both trained short: "4.4% to 11.9% BLEU" (abstract and conclusion)
+    assert "(4.4% to 11.9% BLEU) when translating a sentence that is longer than any observed training" in pea
+    for key in ("pea-6", "pea-7"):
+        c = CLAIM_BY_KEY[key]
+        assert (c.system, c.baseline) == ("shaw", "transformer") and not SYSTEMS["transformer"].uncapped
+        assert "relative against absolute, both trained on ≤ 75 tokens" in c.paper_figure and "4.4% to 11.9%" in c.paper_figure
+        assert "a very biased selection" in c.paper_figure and "a very biased selection" in pea
+    # PEA's 6.2 is absolute on ≤ 75 against absolute on ≤ 100, never against relative
+    assert "For sequences longer than 100 tokens this difference grows to 6.2% BLEU" in pea
+    assert "absolute on ≤ 75 loses 6.2 against absolute on ≤ 100" in CLAIM_BY_KEY["pea-7"].paper_figure
+    assert "trails it by 6.2" not in CLAIM_BY_KEY["pea-7"].paper_figure
+    assert "conclude that it is most likely noise" in pea and "most likely noise" in CLAIM_BY_KEY["pea-5"].paper_figure
+    hc = paper_text(PAPER_CITATIONS["HC"])
+    assert "bins by reference length" in hc and "source length" in CLAIM_BY_KEY["hc-5"].paper_figure
+    assert {c.key for c in CLAIMS if c.derived} == {"recpe-3", "posnet-5", "posnet-6"}
+    from posmix_fairseq.harness.evaluation.claims.page import HEADLINE
+    assert not {c.key for c in CLAIMS if c.derived} & set(HEADLINE)
+
+
+def test_table8_arithmetic_is_the_models_own_count_and_gpas_figures():
+    """gpa-5's figures at the paper's sizes come from Table 8's formula (the page needs no model): the formula
+    equals the count of the Base rPosNet built on the meta device, and gives GPA's 23% and 24% at N = 128."""
+    from posmix_fairseq.harness.evaluation.claims.catalogue import GPA_TABLE8_SIZES
+    from posmix_fairseq.harness.evaluation.claims.page import table8_largest_positions, table8_saving
+    from posmix_fairseq.harness.recipes.meta_model import meta_model
+    d, h, k = GPA_TABLE8_SIZES["Base"]
+    counts = []
+    for frozen in ([], ["--encoder-frozen-energy-positions", "128", "--decoder-frozen-energy-positions", "128"]):
+        layer = meta_model(["--arch", "rposnet_wmt_en_de", "--share-all-embeddings", *frozen], 1000).encoder.layers[0]
+        counts.append(sum(p.numel() for p in layer.self_attn.parameters() if p.dim() >= 2))
+    assert table8_saving(d, h, k, 128) == pytest.approx(100 * (1 - counts[1] / counts[0]), abs=1e-9)
+    assert round(table8_saving(d, h, k, 128)) == 23 and int(table8_saving(*GPA_TABLE8_SIZES["Big"], 128)) == 24
+    n = table8_largest_positions(d, h, k)
+    assert table8_saving(d, h, k, n) > 20 >= table8_saving(d, h, k, n + 1)

@@ -5,6 +5,7 @@ seeds, and the page that gives each claim its verdict (``docs/reproduction.md``)
     posmix-claims --data-dir DIR --out claims --results R    # prepare, train, decode, score, write the page
     posmix-claims --data-dir DIR --rows gpa-1,pea-2          # only the systems those rows compare
     posmix-claims --results R --render-only --page P         # the page from the results folder alone
+    posmix-claims --results R --converged-results C --render-only --page P   # and the converged study's column
     posmix-claims --data-dir DIR --device cuda --jobs 16 --max-update 0 --results R-gpu   # the uncapped grid: patience stops each run
 
 DIR holds raw parallel text ``{train, val|valid|dev, test*}.{src,tgt}[.gz]`` (Multi30k's raw release; de->en
@@ -19,9 +20,10 @@ by default). The study, the same steps for every system and seed:
 3. ``fairseq-generate`` with beam search on every test set, as the model stops and at each reference's
    length (``--match-target-len``: the oracle-length control); rPosNet is also frozen (``posmix-freeze``) and
    its translations compared with the trained model's;
-4. the scores (sacreBLEU's BLEU with its brevity penalty, length ratio and n-gram precisions, and chrF++)
-   of every run, and the verdicts: a two-level bootstrap over seeds and sentences, equivalence tests for
-   equality, Holm's correction over the directional rows (:mod:`.statistics`);
+4. the scores (sacreBLEU's BLEU with its brevity penalty, length ratio and n-gram precisions, chrF++, and
+   the truncation rate) of every run, and the verdicts: t intervals over seeds with the test set's shared
+   sentence variance, equivalence tests for equality, Holm's correction over the directional rows
+   (:mod:`.statistics`);
 5. the page: one row per claim (:mod:`.catalogue`), the paper's figure beside ours (:mod:`.page`).
 
 The modules: :mod:`.systems` (what trains), :mod:`.catalogue` (the claims), :mod:`.data` (splits and test
@@ -35,7 +37,7 @@ from typing import Dict, List, Optional
 
 from ... import pipeline
 from ...command import NON_NEGATIVE_INT, POSITIVE_INT, Number, UsageError, add_language_options, build_parser as \
-    command_parser, console
+    command_parser, console, replace_file
 from . import data, runner
 from .catalogue import CLAIM_BY_KEY
 from .systems import SECONDS_PER_UPDATE, SIZES, gpu_seconds_per_update, SYSTEMS, TEST_SETS, OPTIMISATION, study_order
@@ -164,8 +166,8 @@ def build_parser():
     p.add_argument("--rows", help="comma list of rows (e.g. gpa-1,hc-2): only the systems they compare")
     p.add_argument("--systems", help=f"comma list of systems: {', '.join(SYSTEMS)}")
     p.add_argument("--seeds", type=NON_NEGATIVE_INT, default=0,
-                   help="train seeds 1..N of each system (0: each system's own count, 5 for the Transformer whose "
-                        "spread sets the margins, 3 for the others)")
+                   help="train seeds 1..N of each system (0: each system's own count, 5 for the Transformer, the "
+                        "baseline of most rows, 3 for the others)")
     p.add_argument("--plan", action="store_true", help="print every command and the time it needs; run nothing")
     p.add_argument("--render-only", action="store_true",
                    help="write the page from the results folder (--results) alone: nothing is trained or decoded")
@@ -201,20 +203,40 @@ def build_parser():
                         "thread, or one run's measured time on an H200 shared by --jobs runs)")
     p.add_argument("--expected-updates", type=POSITIVE_INT, default=8000,
                    help="--plan's estimate of the updates a run takes when --max-update is 0 (no cap)")
-    p.add_argument("--bootstrap", type=POSITIVE_INT, default=2000,
-                   help="resamples of the two-level bootstrap (seeds, then sentences)")
+    p.add_argument("--converged-results", metavar="DIR",
+                   help="the converged study's results folder (runs stopped by patience): every BLEU row shows its "
+                        "column beside the 2,500-update one, and takes its verdict once the row's systems have their "
+                        "seeds there (the page only)")
     return p
 
 
 def check_options(opts) -> None:
-    """What the parser's ranges cannot say: options that bound each other."""
+    """What the parser's ranges cannot say: options that bound each other, and options a mode does not use."""
+    if opts.render_only and not opts.results:
+        raise UsageError("--render-only writes the page from a results folder: give --results")
+    if opts.render_only:
+        unused = [flag for flag, dest in RENDER_UNUSED if getattr(opts, dest) != DEFAULTS[dest]]
+        if unused:
+            raise UsageError(f"--render-only writes the page from the results folders alone: {', '.join(unused)} "
+                             "would not be used (the settings are the results folder's own); leave "
+                             f"{'it' if len(unused) == 1 else 'them'} out")
     if opts.average > opts.patience + 1:
         raise UsageError(f"--average must be in 1..--patience + 1 = {opts.patience + 1}: the best checkpoint and "
                          f"the ones after it that training keeps (got {opts.average})")
     if opts.max_update and opts.validate_every > opts.max_update:
         raise UsageError(f"--validate-every {opts.validate_every} is more than --max-update {opts.max_update}")
-    if opts.render_only and not opts.results:
-        raise UsageError("--render-only writes the page from a results folder: give --results")
+    if opts.converged_results and not opts.results:
+        raise UsageError("--converged-results is a second column beside --results: give --results too")
+
+
+#: the options a page written from the results folders does not use: (flag, dest)
+RENDER_UNUSED = (("--data-dir", "data_dir"), ("--data-name", "data_name"), ("--rows", "rows"),
+                 ("--systems", "systems"), ("--seeds", "seeds"), ("--plan", "plan"), ("--vocab-size", "vocab_size"),
+                 ("--max-train-len", "max_train_len"), ("--max-tokens", "max_tokens"), ("--max-update", "max_update"),
+                 ("--validate-every", "validate_every"), ("--patience", "patience"), ("--average", "average"),
+                 ("--beam", "beam"), ("--max-len-b", "max_len_b"), ("--size", "size"), ("--jobs", "jobs"),
+                 ("--threads", "threads"), ("--device", "device"), ("--seconds-per-update", "seconds_per_update"),
+                 ("--expected-updates", "expected_updates"), ("-s", "src"), ("-t", "tgt"))
 
 
 def resolve_device(opts) -> None:
@@ -231,11 +253,11 @@ def resolve_device(opts) -> None:
 def main(argv: Optional[List[str]] = None):
     opts = build_parser().parse_args(argv)
     check_options(opts)
+    if opts.render_only:  # the settings are the results folder's own; torch is never imported
+        return write_page(opts)
     keys = selected_systems(opts)
     resolve_device(opts)
     lay = data.Layout(opts.out)
-    if opts.render_only:  # the settings are the results folder's own
-        return write_page(opts)
     if opts.results:
         check_results_folder(opts)
     if not opts.data_dir:
@@ -278,20 +300,18 @@ def write_study(opts, info: dict) -> None:
     path = os.path.join(opts.results, "study.json")
     stored = json.load(open(path)) if os.path.isfile(path) else {}
     prepare = {k: v for k, v in info.items() if k != "source_lengths"}
-    with open(path, "w") as f:
-        json.dump({"settings": settings(opts), "prepare": prepare, "data_name": opts.data_name,
-                   "first_run": stored.get("first_run", time.strftime("%Y-%m-%d"))}, f, indent=2)
+    replace_file(path, json.dumps({"settings": settings(opts), "prepare": prepare, "data_name": opts.data_name,
+                                   "first_run": stored.get("first_run", time.strftime("%Y-%m-%d"))}, indent=2).encode())
 
 
 def write_page(opts) -> int:
     # the page's module reads sacreBLEU and numpy: only when a page is written
     from . import page
 
-    text = page.render_from_results(opts)
+    text = page.render_from_results(opts, store=not opts.render_only)
     target = opts.page or os.path.join(opts.out, "reproduction.md")
     os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-    with open(target, "w", encoding="utf-8") as f:
-        f.write(text)
+    replace_file(target, text.encode("utf-8"))  # atomic: a killed render leaves the old page whole
     runner.log(f"page: {target}")
     return 0
 
@@ -304,4 +324,5 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+DEFAULTS = vars(build_parser().parse_args([]))
 cli = console(main, "posmix-claims")
