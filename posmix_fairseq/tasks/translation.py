@@ -51,6 +51,11 @@ class PosMixTranslationConfig(TranslationConfig):
         metadata={"help": "token before every source sentence: eos (the released code of Gated position-based "
                           "attention starts sources with EOS) or none. Default: the arch's (eos for the "
                           "*_released archs, none otherwise); at generation, the model's"})
+    allow_dictionary_mismatch: bool = field(
+        default=False,
+        metadata={"help": "load a model (fairseq-generate, --restore-file) whose stored dictionaries' fingerprint "
+                          "differs from this task's dictionaries: only when both dictionaries mean the same words "
+                          "(default: such a model is refused)"})
 
 
 class PosMixTranslationTask(TranslationTask):
