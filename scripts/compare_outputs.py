@@ -14,11 +14,12 @@ Run ``save`` from a checkout of each commit (``git worktree add /tmp/base COMMIT
 ``PYTHONPATH=/tmp/base python scripts/compare_outputs.py save /tmp/out-base``); ``--only NAME``
 (repeatable) restricts ``save`` to some configurations.
 """
-import argparse
 import os
-import sys
 
 import torch
+
+from posmix_fairseq.harness import checkpoint_files
+from posmix_fairseq.harness.command import CommandError, UsageError, build_parser, check_output_dir, run
 
 OUTPUTS = "outputs.pt"
 
@@ -39,18 +40,23 @@ def save(outdir, only=None):
     if only:
         unknown = [n for n in only if n not in names]
         if unknown:
-            raise SystemExit(f"--only: unknown configuration(s) {', '.join(unknown)}; valid: {', '.join(names)}")
+            raise UsageError(f"--only: unknown configuration(s) {', '.join(unknown)}; valid: {', '.join(names)}")
         names = list(only)
+    check_output_dir(outdir, "OUTDIR")  # before the minutes of building every configuration
     torch.set_num_threads(1)  # one summation order everywhere
     outputs = {name: config_outputs(name) for name in names}
     os.makedirs(outdir, exist_ok=True)
-    torch.save(outputs, os.path.join(outdir, OUTPUTS))
+    checkpoint_files.save_atomic(outputs, os.path.join(outdir, OUTPUTS), option="OUTDIR")
     print(f"{len(outputs)} configurations -> {os.path.join(outdir, OUTPUTS)}")
 
 
 def compare(a_dir, b_dir, tolerance=0.0) -> int:
-    a = torch.load(os.path.join(a_dir, OUTPUTS), weights_only=False)
-    b = torch.load(os.path.join(b_dir, OUTPUTS), weights_only=False)
+    for label, folder in (("A", a_dir), ("B", b_dir)):
+        if not os.path.isdir(folder):
+            raise CommandError(f"{label} {folder}: " + ("is a file; give a folder save wrote" if os.path.exists(folder)
+                                                        else "no such directory"))
+    a = checkpoint_files.load(os.path.join(a_dir, OUTPUTS), "A ")  # a dict of tensors: read weights-only
+    b = checkpoint_files.load(os.path.join(b_dir, OUTPUTS), "B ")
     worst, failed = 0.0, []
     for name in sorted(a):
         if name not in b:
@@ -75,14 +81,14 @@ def compare(a_dir, b_dir, tolerance=0.0) -> int:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = build_parser("compare_outputs.py", __doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     s = commands.add_parser("save", help="save every configuration's outputs under OUTDIR")
-    s.add_argument("outdir")
+    s.add_argument("outdir", metavar="OUTDIR", help="the folder to write outputs.pt in (created)")
     s.add_argument("--only", action="append", metavar="NAME", help="only this configuration (repeatable)")
     c = commands.add_parser("compare", help="max abs diff per configuration; exit 1 if any differs")
-    c.add_argument("a")
-    c.add_argument("b")
+    c.add_argument("a", metavar="DIR", help="a folder save wrote (the reference)")
+    c.add_argument("b", metavar="DIR", help="another folder save wrote")
     c.add_argument("--tolerance", type=float, default=0.0, metavar="T",
                    help="the largest max abs diff that passes (default 0: bit-identical outputs)")
     args = parser.parse_args(argv)
@@ -94,5 +100,10 @@ def main(argv=None):
     return compare(args.a, args.b, args.tolerance)
 
 
+def exit_with_status(argv=None):
+    """``main`` for the error handler: its result is the exit status (1: the outputs differ)."""
+    raise SystemExit(main(argv))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(run(exit_with_status, "compare_outputs.py"))

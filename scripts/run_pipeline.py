@@ -18,7 +18,6 @@ the training split, BLEU/chrF are computed on detokenized output against the raw
 second test set is PEA's concatenated test set (consecutive test pairs joined).
 Every step runs the real fairseq command line, as a user would.
 """
-import argparse
 import json
 import os
 import re
@@ -26,7 +25,8 @@ import time
 
 import posmix_fairseq
 from posmix_fairseq.harness import pipeline
-from posmix_fairseq.harness.command import NON_NEGATIVE_INT, POSITIVE_INT, add_language_options
+from posmix_fairseq.harness.command import (NON_NEGATIVE_INT, POSITIVE_INT, CommandError, UsageError,
+                                            add_language_options, build_parser, check_output_dir, replace_file, run)
 
 SMALL = ("--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 "
          "--encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 --encoder-attention-heads 4 "
@@ -41,6 +41,8 @@ STRESS = {  # what each corpus stresses, printed above the table
             "than the training sentences). Small models and few updates: early training, not a ranking "
             "(docs/reproduction.md compares the papers' systems over several seeds).",
 }
+#: the smallest invocation tests/test_entry_points.py starts from (--data-dir needs the languages)
+EXAMPLE_ARGUMENTS = {None: ["-s", "en", "-t", "de"]}
 SYSTEMS = {  # label -> fairseq-train flags
     "Transformer": ["--arch", "posmix_transformer_iwslt_de_en"],
     "rPosNet": ["--arch", "rposnet_iwslt_de_en"],
@@ -106,7 +108,7 @@ def system_flags(name):
     if ARCH_MODEL_REGISTRY.get(name) is not None and ARCH_MODEL_REGISTRY[name].__module__.startswith(
             posmix_fairseq.__name__):
         return ["--arch", name]
-    raise SystemExit(f"--systems: {name!r} is neither one of {', '.join(SYSTEMS)} nor a posmix architecture")
+    raise UsageError(f"--systems: {name!r} is neither one of {', '.join(SYSTEMS)} nor a posmix architecture")
 
 
 def hypotheses(generate_out, n, sp):
@@ -137,12 +139,27 @@ def table_text(results: dict, max_update: int) -> str:
     return "\n".join(rows)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", help="raw parallel text (default: the embedded synthetic corpus)")
+def check_raw_data(data_dir, src, tgt):
+    """Every split of the raw corpus in ``data_dir`` is there, before any work (a CommandError names what is not)."""
+    from posmix_fairseq.harness.raw_text import SPLIT_NAMES, find_split  # sentencepiece: only with --data-dir
+
+    if not os.path.isdir(data_dir):
+        raise CommandError(f"--data-dir {data_dir}: " + ("is a file; give the folder of the raw corpus"
+                                                         if os.path.exists(data_dir) else "no such directory"))
+    for names in SPLIT_NAMES.values():
+        for lang in (src, tgt):
+            try:
+                find_split(data_dir, names, lang)
+            except FileNotFoundError as e:
+                raise CommandError(f"--data-dir {e}") from None
+
+
+def main(argv=None):
+    p = build_parser("run_pipeline.py", __doc__)
+    p.add_argument("--data-dir", metavar="DIR", help="raw parallel text (default: the embedded synthetic corpus)")
     add_language_options(p, source_default="src", target_default="tgt", dests=("src", "tgt"),
                          what=" (with --data-dir: the suffix of its files)")
-    p.add_argument("--out", default=os.path.join("runs", "quickstart"),
+    p.add_argument("--out", default=os.path.join("runs", "quickstart"), metavar="DIR",
                    help="the job's folder, relative to the current directory (default: runs/quickstart)")
     p.add_argument("--max-update", type=POSITIVE_INT, default=600)
     p.add_argument("--max-tokens", type=POSITIVE_INT, default=4096)
@@ -156,11 +173,14 @@ def main():
                    help="skip posmix-freeze (by default every system with aPosNet/rPosNet energies is frozen and decoded)")
     p.add_argument("--systems", default=",".join(SYSTEMS),
                    help=f"comma list of {', '.join(SYSTEMS)} or posmix arch names (e.g. hc_sa_iwslt_de_en)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     systems = {name: system_flags(name) for name in args.systems.split(",")}
     if args.data_dir and (args.src, args.tgt) == ("src", "tgt"):
         p.error("--data-dir needs -s/--source-lang and -t/--target-lang (the language suffixes of its files, e.g. "
                 "-s en -t de)")
+    check_output_dir(args.out, "--out")
+    if args.data_dir:
+        check_raw_data(args.data_dir, args.src, args.tgt)
 
     out = os.path.abspath(args.out)
     raw, data_bin = os.path.join(out, "raw"), os.path.join(out, "data-bin")
@@ -177,8 +197,8 @@ def main():
         texts, sp = prepare_bpe(args.data_dir, args.src, args.tgt, raw, args.vocab_size, args.max_train_sentences)
         joined = concatenate_pairs(texts[("test", args.src)], texts[("test", args.tgt)])
         for lang, lines in zip((args.src, args.tgt), joined):
-            with open(os.path.join(raw, f"long.{lang}"), "w", encoding="utf-8") as f:
-                f.writelines(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines)
+            replace_file(os.path.join(raw, f"long.{lang}"),
+                         "".join(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines))
         references = {"test": texts[("test", args.tgt)], "long": joined[1]}
         stress = STRESS["real"]
     else:
@@ -206,8 +226,7 @@ def main():
             pipeline.generate(data_bin, checkpoint, gen_out, ["--beam", str(args.beam), "--max-tokens", "4000", "--cpu"],
                               gen_subset=subset, log=gen_log)
             hyps = hypotheses(gen_out, len(references[test]), sp)
-            with open(os.path.join(out, f"hyp.{stem}.txt"), "w", encoding="utf-8") as f:
-                f.writelines(h + "\n" for h in hyps)
+            replace_file(os.path.join(out, f"hyp.{stem}.txt"), "".join(h + "\n" for h in hyps))
             outputs[test] = gen_out
             scores[f"bleu_{test}"] = sacrebleu.corpus_bleu(hyps, [references[test]]).score
             if test == "test":
@@ -251,10 +270,8 @@ def main():
         results[f"{name} frozen"] = dict(frozen_scores, same_translations=f"{same}/{total}")
 
     table = table_text(results, args.max_update)
-    with open(os.path.join(out, "results.md"), "w") as f:
-        f.write(stress + "\n\n" + table + "\n")
-    with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
+    replace_file(os.path.join(out, "results.md"), stress + "\n\n" + table + "\n")
+    replace_file(os.path.join(out, "results.json"), json.dumps(results, indent=2))
     print()
     print(stress)
     print()
@@ -266,4 +283,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run(main, "run_pipeline.py"))

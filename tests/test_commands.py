@@ -1,8 +1,7 @@
 """Every console script behaves as one family of commands (posmix_fairseq.harness.command): plain-text
---help in which every option says what it does, --version, exit statuses 0 / 1 / 2, and a one-line error
-naming the file for each kind of bad file argument, without a traceback. The entry points are read from
-setup.py and run in this process with sys.argv set, as the installed wrapper runs them
-(``sys.exit(entry())``)."""
+--help in which every option says what it does, --version, exit statuses 0 / 1 / 2. The entry points are read
+from setup.py and run in this process with sys.argv set, as the installed wrapper runs them
+(``sys.exit(entry())``). Bad files, for every file argument of every command: tests/test_entry_points.py."""
 import ast
 import importlib
 import os
@@ -106,7 +105,6 @@ def test_help_states_each_default(monkeypatch, capsys):
 
 # ---- bad files ----------------------------------------------------------------------------------
 
-BAD_KINDS = ("empty", "directory", "missing", "not_utf8")
 
 
 def make_bad(tmp_path, kind):
@@ -133,53 +131,6 @@ def good(tmp_path):
     (tmp_path / "out").mkdir()
     return {"GEN": str(g), "REF": str(tmp_path / "ref.txt"), "DATA": str(data), "CKPT": str(tmp_path / "model.pt"),
             "OUT": str(tmp_path / "out"), "OUTFILE": str(tmp_path / "out" / "x.pt")}
-
-
-# every file argument of every command; BAD stands for the bad file. Commands with no file argument
-# (posmix-reproduce's outputs are directories it creates; the benchmarks other than posmix-bench-gpu)
-# are not listed.
-FILE_ARGUMENTS = {
-    "posmix-score systems": ["BAD", "--metrics", "bleu"],
-    "posmix-score --hyp": ["--hyp", "BAD", "--ref", "REF", "--metrics", "bleu"],
-    "posmix-score --ref": ["GEN", "--ref", "BAD", "--metrics", "bleu"],
-    "posmix-score --untranslated": ["GEN", "--untranslated", "BAD", "--metrics", "bleu"],
-    "posmix-length-bins systems": ["BAD", "--bins", "2"],
-    "posmix-length-bins --key-file": ["GEN", "--key-file", "BAD"],
-    "posmix-ngram-orders systems": ["BAD", "--baseline", "GEN"],
-    "posmix-ngram-orders --baseline": ["GEN", "--baseline", "BAD"],
-    "posmix-ngram-orders --ref": ["GEN", "--baseline", "GEN", "--names", "a", "b", "--ref", "BAD"],
-    "posmix-concat-testset --src": ["--src", "BAD", "--tgt", "REF", "-s", "de", "-t", "en", "--out", "OUT"],
-    "posmix-concat-testset --tgt": ["--src", "REF", "--tgt", "BAD", "-s", "de", "-t", "en", "--out", "OUT"],
-    "posmix-average --inputs": ["--inputs", "BAD", "--output", "OUTFILE"],
-    "posmix-freeze IN.pt": ["BAD", "OUTFILE"],
-    "posmix-plot positions": ["positions", "BAD", "--out", "OUT"],
-    "posmix-plot hc-fig2": ["hc-fig2", "BAD", "--out", "OUT"],
-    "posmix-plot posnet-fig2": ["posnet-fig2", "BAD.json", "--out", "OUT"],
-    "posmix-decode-speed --path": ["DATA", "--path", "BAD"],
-    "posmix-attention --path": ["DATA", "--path", "BAD", "--out", "OUT"],
-    "posmix-contrastive --path": ["DATA", "--path", "BAD", "--set", "REF"],
-    "posmix-contrastive --set": ["DATA", "--path", "CKPT", "--set", "BAD"],
-    "posmix-bench-gpu --merge": ["--merge", "BAD", "--json", "OUTFILE"],
-}
-
-
-# an empty list of untranslated sentences is a valid --untranslated file
-VALID = {("posmix-score --untranslated", "empty")}
-
-
-@pytest.mark.parametrize("case,kind", [(c, k) for c in sorted(FILE_ARGUMENTS) for k in BAD_KINDS if (c, k) not in VALID])
-def test_a_bad_file_is_named_in_one_line_without_traceback(case, kind, tmp_path, good, monkeypatch, capsys):
-    name = case.split()[0]
-    bad = make_bad(tmp_path, kind)
-    if "BAD.json" in FILE_ARGUMENTS[case]:  # a command that reads JSON by its suffix
-        os.rename(bad, bad + ".json") if os.path.exists(bad) else None
-        bad += ".json"
-    args = [bad if a in ("BAD", "BAD.json") else good.get(a, a) for a in FILE_ARGUMENTS[case]]
-    status, out, err = run_entry(name, args, monkeypatch, capsys)
-    assert status == 1, (case, kind, status, err)
-    assert "Traceback" not in err and "Traceback" not in out
-    assert bad in err, f"{case} with a {kind} file: {err!r}"
-    assert err.startswith(f"{name}: "), err
 
 
 def test_debug_shows_the_traceback(tmp_path, monkeypatch, capsys):

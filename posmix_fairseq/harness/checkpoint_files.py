@@ -12,13 +12,13 @@ target that is (through links) one of the command's inputs is refused before any
 import io
 import os
 import pickle
-import tempfile
 import zipfile
 from typing import Callable, Iterable, Mapping
 
 import torch
 
 from ..fairseq_checkpoints import allow_fairseq_checkpoints
+from . import command
 from .command import same_file
 
 
@@ -86,7 +86,7 @@ def load_fairseq(path: str, option: str = "") -> dict:
         return checkpoint_utils.load_checkpoint_to_cpu(path)
     except pickle.UnpicklingError as e:
         raise _refusal(option + path, e) from None
-    except (EOFError, RuntimeError, zipfile.BadZipFile) as e:
+    except (EOFError, OSError, RuntimeError, zipfile.BadZipFile) as e:
         raise CheckpointFileError(f"{option}{path}: not a readable checkpoint ({type(e).__name__}: "
                                   f"{str(e).splitlines()[0] if str(e) else ''}); it may be truncated or not a "
                                   "torch.save file") from None
@@ -141,41 +141,12 @@ def check_output(path: str, inputs: Iterable[str] = (), option: str = "output") 
 
 def write_atomic(path: str, writer: Callable[[io.BufferedWriter], None], inputs: Iterable[str] = (),
                  option: str = "output") -> str:
-    """Calls ``writer(file)`` on a temporary file in ``path``'s directory, flushes it to disk and renames it
-    over ``path``. On any error (or a kill) ``path`` keeps its old content and the temporary file is removed
-    (a kill can leave a ``.<name>.*.tmp`` beside it, never a partial ``path``)."""
+    """:func:`posmix_fairseq.harness.command.write_atomic` (a temporary file renamed over ``path``) once ``path``
+    is checked (:func:`check_output`: not a directory, not one of ``inputs``); its directory is created."""
     inputs = list(inputs)
     check_output(path, inputs, option)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    # the target itself may be a link: write where it points, so the link stays a link
-    target = os.path.realpath(path) if os.path.islink(path) else os.path.abspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            writer(f)
-            f.flush()
-            os.fsync(f.fileno())
-        if os.path.exists(target):
-            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    try:
-        dir_fd = os.open(os.path.dirname(target), os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)  # the rename itself survives a power loss
-        finally:
-            os.close(dir_fd)
-    except OSError:  # pragma: no cover  (directories cannot be fsynced on some file systems)
-        pass
-    return path
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return command.write_atomic(path, writer)
 
 
 def save_atomic(obj, path: str, inputs: Iterable[str] = (), option: str = "output") -> str:

@@ -4,7 +4,11 @@ Exit statuses follow sacreBLEU's and argparse's convention: 0 success, 1 a failu
 on (a bad file, a bad value found while working), 2 a usage error (a bad option or combination).
 ``run(main, prog)`` turns :class:`CommandError` / :class:`UsageError`, and the ``ValueError``,
 ``OSError`` and ``UnicodeDecodeError`` that reading files raises, into one line ``prog: message`` on
-stderr, without a traceback unless ``--debug`` is given. Every parser made by :func:`build_parser`
+stderr, without a traceback unless ``--debug`` is given; any other exception is one line naming its type (an
+input no check caught). Every console script and every script under ``scripts/`` runs through it
+(``tests/test_entry_points.py``). Text inputs are read by one reader (:func:`read_text`: UTF-8 checked with
+the line of a bad byte, a byte-order mark dropped, CRLF and CR read as LF), and every file a command writes
+over is written by one writer (:func:`write_atomic`: a temporary file renamed over it). Every parser made by :func:`build_parser`
 prints plain-text help (reST markup stripped) with each option's default, and has ``--version``,
 ``--quiet`` and ``--debug``. A file argument ``-`` is stdin (inputs) or stdout (outputs).
 
@@ -236,6 +240,28 @@ def build_parser(prog: str, doc: Optional[str], **kwargs) -> CommandParser:
     return parser
 
 
+# -- devices -----------------------------------------------------------------------------------------
+
+def device_option(text: str) -> str:
+    """An argparse ``type`` for ``--device``: ``cpu``, or ``cuda``/``cuda:N`` where torch sees a GPU; a CUDA
+    device on a host without one is argparse's usage error (exit status 2) naming the option, before any work."""
+    kind, _, index = str(text).partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
+        raise argparse.ArgumentTypeError(f"{text!r}: give cpu, cuda or cuda:N")
+    if kind == "cuda":
+        import torch  # only for a CUDA device: this module imports no torch (--help, posmix-score on text)
+
+        if not torch.cuda.is_available():
+            why = "this torch was built without CUDA" if torch.version.cuda is None else "no GPU is visible"
+            raise argparse.ArgumentTypeError(f"{text}: CUDA is not available here ({why}); use --device cpu")
+        if index and int(index) >= torch.cuda.device_count():
+            raise argparse.ArgumentTypeError(f"{text}: there are {torch.cuda.device_count()} GPU(s) (cuda:0 ...)")
+    return text
+
+
+device_option.__name__ = "device"
+
+
 # -- files -------------------------------------------------------------------------------------------
 
 def _label(path: str, option: Optional[str]) -> str:
@@ -257,6 +283,19 @@ def check_input_file(path: str, option: Optional[str] = None, allow_empty: bool 
     if not allow_empty and os.path.getsize(path) == 0:
         raise CommandError(f"{label}: the file is empty")
     return path
+
+
+def load_sentencepiece(path: str, option: str = "--spm-model"):
+    """The SentencePiece model in ``path`` (checked as ``check_input_file``); a file sentencepiece cannot read is
+    a :class:`CommandError` naming the option and the file."""
+    check_input_file(path, option)
+    import sentencepiece as spm  # only with a model given: scoring plain text does not load it
+
+    try:
+        return spm.SentencePieceProcessor(model_file=path)
+    except (OSError, RuntimeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CommandError(f"{option} {path}: not a SentencePiece model ({first})") from None
 
 
 def same_file(a: str, b: str) -> bool:
@@ -329,10 +368,20 @@ def check_data_dir(path: str, option: Optional[str] = None) -> str:
     return path
 
 
+BOM = "\ufeff"
+
+
+def strip_bom(text: str) -> str:
+    """``text`` without a leading byte-order mark (U+FEFF, which editors on Windows write first): left in, it
+    would be part of the first word (the first sentence then scores as a different sentence)."""
+    return text[1:] if text.startswith(BOM) else text
+
+
 def decode_utf8(data: bytes, name: str) -> str:
-    """``data`` as text; a :class:`CommandError` naming ``name`` and the line of the first bad byte."""
+    """``data`` as text, without a leading byte-order mark (:func:`strip_bom`); a :class:`CommandError` naming
+    ``name`` and the line of the first bad byte."""
     try:
-        return data.decode("utf-8")
+        return strip_bom(data.decode("utf-8"))
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise CommandError(f"{name}: line {line} is not UTF-8 (byte 0x{data[e.start]:02x}); convert the file, "
@@ -341,7 +390,8 @@ def decode_utf8(data: bytes, name: str) -> str:
 
 def read_text(path: str, option: Optional[str] = None, allow_empty: bool = False) -> str:
     """The UTF-8 text of ``path`` (``-``: stdin; ``.gz``: gunzipped), checked as ``check_input_file``,
-    with its line ends read as Python's text files read them (``\\r\\n`` and ``\\r`` become ``\\n``)."""
+    without a byte-order mark, with its line ends read as Python's text files read them (``\\r\\n`` and
+    ``\\r`` become ``\\n``): the one reader of every command that reads text for scoring or data."""
     check_input_file(path, option, allow_empty)
     if path == "-":
         text = decode_utf8(sys.stdin.buffer.read(), "<stdin>")
@@ -375,21 +425,45 @@ def read_json(path: str, option: Optional[str] = None, what: str = "JSON"):
                            f"expected {what}") from None
 
 
-def replace_file(path: str, data: bytes) -> None:
-    """Writes ``data`` to a temporary file in ``path``'s directory (links followed), flushes it to disk and
-    renames it over ``path``: a crash or a kill mid-write leaves the old file whole."""
-    target = os.path.realpath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix="." + os.path.basename(target) + ".")
+def write_atomic(path: str, writer: Callable[[io.BufferedWriter], None]) -> str:
+    """Calls ``writer(file)`` on a temporary file in ``path``'s directory, flushes it to disk and renames it over
+    ``path`` (``os.replace``): a crash or a kill mid-write leaves the old file whole (at worst a
+    ``.<name>.*.tmp`` beside it, never a partial ``path``). A ``path`` that is a link is written where it points
+    (the link stays); a new file gets the permissions ``open`` would give it, a replaced one keeps its own. The one
+    writer of every file the commands write over."""
+    target = os.path.realpath(path) if os.path.islink(path) else os.path.abspath(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target))
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            writer(f)
             f.flush()
             os.fsync(f.fileno())
+        if os.path.exists(target):
+            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+    try:
+        dir_fd = os.open(os.path.dirname(target), os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # the rename itself survives a power loss
+        finally:
+            os.close(dir_fd)
+    except OSError:  # pragma: no cover  (directories cannot be fsynced on some file systems)
+        pass
+    return path
+
+
+def replace_file(path: str, data) -> str:
+    """Writes ``data`` (bytes, or text as UTF-8) to ``path`` through :func:`write_atomic`."""
+    data = data.encode("utf-8") if isinstance(data, str) else data
+    return write_atomic(path, lambda f: f.write(data))
 
 
 def write_json(path: str, value, option: Optional[str] = "--json", inputs: Sequence[str] = ()) -> None:
@@ -465,7 +539,7 @@ def run(main: Callable[[Optional[Sequence[str]]], object], prog: str, argv: Opti
         if isinstance(e.code, str):
             if debug and e.__context__ is not None:  # the error the command turned into this message
                 traceback.print_exception(e.__context__, file=sys.stderr)
-            message = e.code if e.code.startswith(f"{prog}:") else f"{prog}: {e.code}"
+            message = e.code if e.code.startswith((f"{prog}:", f"{prog} ")) else f"{prog}: {e.code}"
             print(message, file=sys.stderr)
             return EXIT_FAILURE
         return int(e.code or 0)
@@ -480,6 +554,12 @@ def run(main: Callable[[Optional[Sequence[str]]], object], prog: str, argv: Opti
         message = error_message(e)
         message = message if message.startswith(f"{prog}:") else f"{prog}: {message}"
         print(f"{message}\n{prog}: (--debug shows where)", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as e:  # what no check turned into a message: one line still, the traceback with --debug
+        if debug:
+            raise
+        print(f"{prog}: {type(e).__name__}: {error_message(e)}\n{prog}: an unexpected error (an input no check "
+              "caught, or a bug); --debug shows where", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
 

@@ -22,7 +22,7 @@ from ..core.placement import PLACEMENTS, SIDES
 from ..mixers import MIXER_REGISTRY
 from ..models.architectures import SIZES, VARIANTS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .command import CommandError, build_parser, console
+from .command import CommandError, build_parser, console, replace_file
 from .testing import parse_model_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -170,8 +170,7 @@ def stale_pages(root: str = ROOT, write: bool = False) -> List[str]:
         if new != text:
             stale.append(page)
             if write:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(new)
+                replace_file(path, new)
     return stale
 
 

@@ -4,12 +4,15 @@ so every analysis works with every architecture and takes fairseq-generate's own
 import contextlib
 import logging
 import os
+import pickle
+import zipfile
 from typing import List, Sequence
 
 import torch
 
 import posmix_fairseq
 
+from .checkpoint_files import CheckpointFileError
 from .command import silence_library_noise
 
 
@@ -56,8 +59,15 @@ def _load_for_inference(data_dir: str, checkpoint: str, extra: Sequence[str], su
     utils.import_user_module(cfg.common)
     task = tasks.setup_task(cfg.task)
     overrides = eval(cfg.common_eval.model_overrides)  # noqa: S307  (fairseq-generate does the same)
-    models, _ = checkpoint_utils.load_model_ensemble(utils.split_paths(cfg.common_eval.path), arg_overrides=overrides,
-                                                     task=task)
+    try:
+        models, _ = checkpoint_utils.load_model_ensemble(utils.split_paths(cfg.common_eval.path),
+                                                         arg_overrides=overrides, task=task)
+    except (EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError) as e:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if isinstance(e, RuntimeError) and not any(w in text for w in ("PytorchStreamReader", "zip archive", "unpickl")):
+            raise  # not a reading error: the model's own
+        raise CheckpointFileError(f"--path {checkpoint}: not a readable checkpoint ({type(e).__name__}: {text}); it may "
+                                  "be truncated or not a torch.save file") from None
     for m in models:
         m.eval()
         m.prepare_for_inference_(cfg)

@@ -26,6 +26,9 @@ it did for the trained model and an output beyond the target table is a clear er
 within it). The choice and its trade-off are printed, and a warning whenever the
 search-time model has more parameters than the trained one.
 
+With ``--data DIR``, the model is loaded with DIR's dictionaries: dictionaries other than those it was trained
+with (the fingerprint its checkpoint stores) are refused, unless ``--allow-dictionary-mismatch`` (same sizes only).
+
 Exit status: 0 written; 1 a failure (a checkpoint or data directory that cannot be used); 2 a usage error,
 bad option values included (``--max-positions 0``, or SOURCE,TARGET above a side's limit); 3 nothing to
 freeze (no aPosNet/rPosNet sublayer, or already frozen: nothing written), which a script can tell from a
@@ -51,6 +54,7 @@ from .. import register
 from ..binarized_data import longest_sentences
 from ..core.placement import PLACEMENTS, SIDES
 from ..core.protocols import Table8Parameters
+from ..data_fingerprint import OPTION as DICTIONARY_OPTION
 from ..mixers import MIXER_REGISTRY, frozen_mixers
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..models.layers import sublayers
@@ -89,13 +93,16 @@ def table_sides(args):
     return sides
 
 
-def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Optional[Dict] = None):
-    """(state, task, model): the checkpoint as fairseq-generate loads it (its task's dictionaries)."""
+def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Optional[Dict] = None,
+                 allow_dictionary_mismatch: bool = False):
+    """(state, task, model): the checkpoint as fairseq-generate loads it (its task's dictionaries, which must be
+    those it was trained with unless ``allow_dictionary_mismatch``), its weights checked (``check_tensors``)."""
     register()  # the model classes and the task the checkpoint names
 
     if not os.path.isfile(checkpoint):
         raise ValueError(f"{checkpoint}: no such checkpoint")
     state = checkpoint_files.load_fairseq(checkpoint, "IN.pt ")
+    check_tensors(state["model"], f"{checkpoint} (trained weights)")  # damaged data first: nothing else reads true
     cfg = state["cfg"]
     if data is not None:
         cfg["task"].data = data
@@ -120,6 +127,7 @@ def load_trained(checkpoint: str, data: Optional[str] = None, task_overrides: Op
             + ", ".join(f"{p.flag('mixer')} {p.read(args, 'mixer', 'mha')}" for p in PLACEMENTS))
     task = tasks.setup_task(cfg["task"])
     model = task.build_model(args)
+    model.allow_dictionary_mismatch = allow_dictionary_mismatch or getattr(model, "allow_dictionary_mismatch", False)
     model.load_state_dict(state["model"], strict=True, model_cfg=args)
     model.float().eval()
     return state, task, model
@@ -364,13 +372,13 @@ class FreezeResult(NamedTuple):
 
 
 def freeze_checkpoint(src: str, dst: str, max_positions=None, data: Optional[str] = None,
-                      task_overrides: Optional[Dict] = None, tables_as_max_positions: bool = False) -> FreezeResult:
+                      task_overrides: Optional[Dict] = None, tables_as_max_positions: bool = False,
+                      allow_dictionary_mismatch: bool = False) -> FreezeResult:
     """Writes the search-time checkpoint ``dst`` (atomically; refused when it is ``src``, links followed).
     The trained weights and the frozen tables are checked for NaN, inf and absurd magnitudes
     (``checkpoint_files.check_tensors``): fairseq checkpoints carry no checksum."""
     check_output(dst, [src], "OUT.pt")
-    state, task, model = load_trained(src, data, task_overrides)
-    check_tensors(state["model"], f"{src} (trained weights)")
+    state, task, model = load_trained(src, data, task_overrides, allow_dictionary_mismatch)
     args = state["cfg"]["model"]
     task_cfg = state["cfg"]["task"]
     sizes, choice = choose_table_sizes(args, str(task_cfg.data), getattr(task_cfg, "source_lang", None),
@@ -409,6 +417,9 @@ def main(argv: Optional[List[str]] = None):
                    help="make the tables' sizes the search-time model's max positions: fairseq refuses longer "
                         "sentences and stops outputs within the target table (default: the trained model's max "
                         "positions; a sentence or output beyond a table is an error)")
+    p.add_argument(DICTIONARY_OPTION, action="store_true",
+                   help="freeze with --data whose dictionaries differ from those the model was trained with (of the "
+                        "same sizes): only when they mean the same words (default: refused)")
     a = p.parse_args(argv)
     check_checkpoint(a.input, "IN.pt")
     check_output_file(a.output, "OUT.pt", parent_must_exist=False)
@@ -416,7 +427,8 @@ def main(argv: Optional[List[str]] = None):
         check_data_dir(a.data, "--data")
     try:
         result = freeze_checkpoint(a.input, a.output, a.max_positions, a.data,
-                                   tables_as_max_positions=a.tables_as_max_positions)
+                                   tables_as_max_positions=a.tables_as_max_positions,
+                                   allow_dictionary_mismatch=a.allow_dictionary_mismatch)
     except NothingToFreeze as e:
         print(f"posmix-freeze: {e}", file=sys.stderr)
         raise SystemExit(NOTHING_TO_FREEZE)

@@ -17,6 +17,8 @@ import subprocess
 import sys
 from typing import Callable, Iterable, List, Optional, Sequence
 
+from .command import write_atomic
+
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USER_DIR = os.path.join(PACKAGE_ROOT, "posmix_fairseq")
 
@@ -70,11 +72,14 @@ def run(cmd: Sequence[str], log: Optional[str] = None, stdout: Optional[str] = N
         if path:
             os.makedirs(os.path.dirname(path), exist_ok=True)
     if stdout:
-        with open(stdout, "w", encoding="utf-8") as out, open(log or os.devnull, "w", encoding="utf-8") as err:
-            proc = subprocess.run(cmd, stdout=out, stderr=err if log else None, env=full_env)
-        if proc.returncode != 0:
-            raise StepFailed(proc.returncode, f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
-                             + (f"--- {log} ---\n{_tail(log)}" if log else ""))
+        def write(out):  # into a temporary file renamed over ``stdout`` once the command succeeded
+            with open(log or os.devnull, "w", encoding="utf-8") as err:
+                proc = subprocess.run(cmd, stdout=out, stderr=err if log else None, env=full_env)
+            if proc.returncode != 0:
+                raise StepFailed(proc.returncode, f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
+                                 + (f"--- {log} ---\n{_tail(log)}" if log else ""))
+
+        write_atomic(stdout, write)
         return ""
     lines: List[str] = []
     sink = open(log, "w", encoding="utf-8") if log else None

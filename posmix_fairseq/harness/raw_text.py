@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Tuple
 
 import sentencepiece as spm
 
-from .command import read_text_lines
+from .command import read_text_lines, write_atomic
 from .command import NON_NEGATIVE_INT, Number
 
 SPLIT_NAMES = {"train": ["train"], "valid": ["valid", "val", "dev"], "test": ["test"]}
@@ -42,16 +42,16 @@ def prepare_bpe(data_dir: str, src: str, tgt: str, out_dir: str, vocab_size: int
         for lang in (src, tgt):
             texts[("train", lang)] = texts[("train", lang)][:max_train]
     joint = os.path.join(out_dir, "spm_train.txt")
-    with open(joint, "w", encoding="utf-8") as f:
-        for lang in (src, tgt):
-            f.writelines(line + "\n" for line in texts[("train", lang)])
+    write_atomic(joint, lambda f: f.writelines((line + "\n").encode("utf-8") for lang in (src, tgt)
+                                               for line in texts[("train", lang)]))
     spm.SentencePieceTrainer.train(input=joint, model_prefix=os.path.join(out_dir, "spm"), vocab_size=vocab_size,
                                    model_type="bpe", character_coverage=1.0, num_threads=2,
                                    bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_file=os.path.join(out_dir, "spm.model"))
     for (split, lang), lines in texts.items():
-        with open(os.path.join(out_dir, f"{split}.{lang}"), "w", encoding="utf-8") as f:
-            f.writelines(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines)
+        write_atomic(os.path.join(out_dir, f"{split}.{lang}"),
+                     lambda f: f.writelines((" ".join(sp.encode(line, out_type=str)) + "\n").encode("utf-8")
+                                            for line in lines))
     return texts, sp
 
 

@@ -16,7 +16,7 @@ import argparse
 import os
 import random
 from typing import Dict, List, Tuple
-from .command import NON_NEGATIVE_INT, POSITIVE_INT
+from .command import NON_NEGATIVE_INT, POSITIVE_INT, replace_file
 
 CATEGORIES = {"noun": 48, "verb": 28, "adj": 24, "adv": 10, "det": 4, "prep": 6, "conj": 3}
 SYLLABLES = ["ka", "lo", "mi", "nu", "re", "sa", "ti", "vo", "ze", "bu", "da", "fe", "gi", "ho", "ju", "pe"]
@@ -106,6 +106,13 @@ SPLITS = {"train": (20000, 11), "valid": (500, 12), "test": (500, 13)}
 LONG_SPLIT = ("long", 300, 14)  # name, pairs, seed offset
 
 
+def write_pairs(out_dir: str, split: str, src: str, tgt: str, pairs) -> None:
+    """``out_dir/<split>.<src>`` and ``.<tgt>``, one sentence a line, each written whole."""
+    pairs = list(pairs)
+    for lang, side in ((src, 0), (tgt, 1)):
+        replace_file(os.path.join(out_dir, f"{split}.{lang}"), "".join(pair[side] + "\n" for pair in pairs))
+
+
 def write_corpus(out_dir: str, seed: int = 1, sizes: Dict[str, int] = None, src: str = "src", tgt: str = "tgt",
                  long_split: bool = False):
     """Write {train,valid,test}.{src,tgt} to ``out_dir`` (with ``long_split``, also long.{src,tgt}: sources longer
@@ -115,21 +122,14 @@ def write_corpus(out_dir: str, seed: int = 1, sizes: Dict[str, int] = None, src:
     prefixes = {}
     for split, (default_n, split_seed) in SPLITS.items():
         n = (sizes or {}).get(split, default_n)
-        with open(os.path.join(out_dir, f"{split}.{src}"), "w") as fs, \
-                open(os.path.join(out_dir, f"{split}.{tgt}"), "w") as ft:
-            for s, t in grammar.sentences(n, seed * 1000 + split_seed):
-                fs.write(s + "\n")
-                ft.write(t + "\n")
+        write_pairs(out_dir, split, src, tgt, grammar.sentences(n, seed * 1000 + split_seed))
         prefixes[split] = os.path.join(out_dir, split)
     if long_split:
         with open(os.path.join(out_dir, f"train.{src}")) as f:
             longest = max(len(line.split()) for line in f)
         name, default_n, split_seed = LONG_SPLIT
-        with open(os.path.join(out_dir, f"{name}.{src}"), "w") as fs, \
-                open(os.path.join(out_dir, f"{name}.{tgt}"), "w") as ft:
-            for s, t in grammar.long_sentences((sizes or {}).get(name, default_n), seed * 1000 + split_seed, longest):
-                fs.write(s + "\n")
-                ft.write(t + "\n")
+        write_pairs(out_dir, name, src, tgt,
+                    grammar.long_sentences((sizes or {}).get(name, default_n), seed * 1000 + split_seed, longest))
         prefixes[name] = os.path.join(out_dir, name)
     return prefixes
 

@@ -9,8 +9,8 @@ from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 from ..core.placement import PLACEMENTS, SELF_ATTENTION, SIDES
 from ..mixers import MIXER_REGISTRY
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
-from .options import (default_mixers, made_by_this_code, posmix_base_architecture, store_option_values,
-                      stored_defaults_version)
+from .options import (check_not_newer, default_mixers, made_by_this_code, posmix_base_architecture,
+                      store_option_values, stored_defaults_version)
 from .posmix_transformer import PosMixTransformerModel  # noqa: F401  (registers the model first)
 from . import upgrades
 
@@ -223,6 +223,7 @@ def upgrading_stored_arguments(architecture):
     @functools.wraps(architecture)
     def registered(args):
         version = stored_defaults_version(args)
+        check_not_newer(version)
         if not made_by_this_code(args):
             upgrades.upgrade_stored_args(args)
         architecture(args)

@@ -81,6 +81,14 @@ def stored_defaults_version(args) -> int:
     return getattr(args, DEFAULTS_VERSION_KEY, None) or 0
 
 
+def check_not_newer(version: int) -> None:
+    """Refuses arguments stored by newer code: they may name options this code does not know, and building
+    them with this code's defaults would give another model without a word."""
+    if version > DEFAULTS_VERSION:
+        raise ValueError(f"the model was saved by a newer posmix_fairseq (defaults version {version}; this code reads "
+                         f"up to {DEFAULTS_VERSION}): upgrade posmix_fairseq to load it")
+
+
 def made_by_this_code(args) -> bool:
     return stored_defaults_version(args) >= DEFAULTS_VERSION
 

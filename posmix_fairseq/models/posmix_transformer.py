@@ -14,6 +14,7 @@ from ..core.positions import PositionFrame
 from ..fairseq_bf16 import Bf16Inference
 from ..fairseq_patches import EmbeddingStageSlot
 from ..binarized_data import training_length_ratio
+from ..data_fingerprint import attach_fingerprint, check_state_dict
 from ..mixers import MIXER_REGISTRY
 from ..mixers.engine.frozen_energy import FROZEN_OPTION, TABLES_AS_LIMITS
 from ..position_encodings.base import POSITION_ENCODING_REGISTRY
@@ -158,11 +159,13 @@ class PosMixTransformerModel(Bf16Inference, TransformerModel):
             args.length_ratio = training_length_ratio(task.cfg.data, task.cfg.source_lang, task.cfg.target_lang)
             logger.info("length ratio gamma = %.6f (mean source / mean target length of the training "
                         "data); stored in the checkpoint as --length-ratio", args.length_ratio)
-        return super().build_model(args, task)
+        return attach_fingerprint(super().build_model(args, task), task)
 
     def upgrade_state_dict_named(self, state_dict, name):
-        """Parameters stored by older code are renamed (:mod:`.upgrades`), then fairseq's upgrades run."""
+        """Parameters stored by older code are renamed (:mod:`.upgrades`), the stored dictionaries' fingerprint
+        is checked (:mod:`posmix_fairseq.data_fingerprint`), then fairseq's upgrades run."""
         upgrade_stored_parameters(self, state_dict, name)
+        check_state_dict(self, state_dict, name + "." if name else "")
         super().upgrade_state_dict_named(state_dict, name)
 
     @classmethod

@@ -59,6 +59,11 @@ class PosMixTranslationConfig(TranslationConfig):
         metadata={"help": "generations should match the reference's length in target pieces (oracle-length "
                           "decoding): each hypothesis of a sentence has exactly as many pieces as its target in the "
                           "generated subset; replaces --min-len, --max-len-a and --max-len-b"})
+    allow_dictionary_mismatch: bool = field(
+        default=False,
+        metadata={"help": "load a model (fairseq-generate, --restore-file) whose stored dictionaries' fingerprint "
+                          "differs from this task's dictionaries: only when both dictionaries mean the same words "
+                          "(default: such a model is refused)"})
 
 
 class PosMixTranslationTask(TranslationTask):

@@ -32,7 +32,7 @@ from posmix_fairseq.harness.freeze import freeze_model  # noqa: E402
 from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args, random_batch  # noqa: E402
 from . import operator_counts  # noqa: E402
 from ..command import (POSITIVE_INT, Number, NumberList, UsageError, build_parser as command_parser,  # noqa: E402
-                       console)
+                       console, device_option)
 
 MODELS = {  # name -> (arch, frozen)
     "Transformer": ("posmix_transformer", False),
@@ -137,7 +137,7 @@ def main(argv=None):
                         "leaves little arithmetic: a step's time is then mostly the host's (Python and dispatch), "
                         "what a GPU step at small batches waits on")
     p.add_argument("--threads", type=POSITIVE_INT, default=1, help="torch CPU threads")
-    p.add_argument("--device", default="cpu", help="cpu (the paper's Table 4) or cuda")
+    p.add_argument("--device", default="cpu", type=device_option, help="cpu (the paper's Table 4) or cuda")
     p.add_argument("--operators", action="store_true",
                    help="count what one search step asks of the device instead of timing it: operators, scalar "
                         "reads and, on CUDA, kernels and their device time per step, each model's operators as a "

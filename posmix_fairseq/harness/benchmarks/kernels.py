@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from posmix_fairseq import kernels
 from posmix_fairseq.kernels import dispatch
 from ..command import build_parser as command_parser, console
-from ..command import NON_NEGATIVE_INT, POSITIVE_INT, NumberList
+from ..command import NON_NEGATIVE_INT, POSITIVE_INT, NumberList, device_option
 
 
 def timed(fn, device, repeats, warmup):
@@ -223,7 +223,7 @@ def decode_table(args, device, dtype, triton_ok):
 
 def parse_args(argv=None):
     ap = command_parser("posmix-bench-kernels", __doc__)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", type=device_option,
                     help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default=None,
                     help="default bfloat16 on cuda, float32 on cpu")

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args
 from ..command import build_parser as command_parser, console
-from ..command import NON_NEGATIVE_INT, POSITIVE_INT, Number, UsageError
+from ..command import NON_NEGATIVE_INT, POSITIVE_INT, Number, UsageError, device_option
 from ..evaluation.claims import SIZES as CLAIMS_SIZES
 
 #: name -> (model flags, default vocabulary)
@@ -228,7 +228,7 @@ def main(argv=None):
     p.add_argument("--reps", type=POSITIVE_INT, default=3,
                    help="repetitions (each times every arch in turn); figures are their median and range")
     p.add_argument("--threads", type=POSITIVE_INT, default=2, help="torch CPU threads")
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--device", default="cpu", type=device_option, help="cpu or cuda")
     p.add_argument("--model-args", default="",
                    help="extra fairseq model flags for every arch, e.g. '--encoder-layers 3'")
     p.add_argument("--profile", action="store_true",

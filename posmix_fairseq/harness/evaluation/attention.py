@@ -33,7 +33,7 @@ from ...models.layers import sublayers
 from ..fairseq_loading import batches, first_sentences, load_for_inference
 from .sentence_attention import SentenceAttention
 from ..command import (FIGURE_FORMATS, NON_NEGATIVE_INT, NumberList, build_parser as command_parser, check_checkpoints,
-                        check_data_dir, check_output_dir, console)
+                        check_data_dir, check_output_dir, console, open_output, replace_file)
 
 KINDS = tuple(placement.name for placement in PLACEMENTS)
 
@@ -169,7 +169,7 @@ def analyse(data_dir: str, checkpoint: str, subset: str = "test", max_sentences:
 
 def main(argv: Optional[List[str]] = None):
     p = command_parser("posmix-attention", __doc__)
-    p.add_argument("data", help="the binarized data: fairseq-preprocess --destdir")
+    p.add_argument("data", metavar="DIR", help="the binarized data: fairseq-preprocess --destdir")
     p.add_argument("--path", required=True, metavar="FILE", help="checkpoint whose attention is analysed")
     p.add_argument("--subset", default="test", help="the split of the binarized data to analyse")
     p.add_argument("--max-sentences", type=NON_NEGATIVE_INT, default=0, help="stop after the batch reaching N sentences (0: all)")
@@ -191,14 +191,14 @@ def main(argv: Optional[List[str]] = None):
         raise SystemExit(f"posmix-attention: {e}")
     if not rows:
         raise SystemExit("posmix-attention: no attention module of this model returned weights")
-    with open(os.path.join(a.out, "argmax_distance.csv"), "w", newline="") as f:
+    with open_output(os.path.join(a.out, "argmax_distance.csv"), "--out", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
         w.writerows(rows)
     for kind, vals in offdiag.items():
         if vals:
-            with open(os.path.join(a.out, f"offdiag.{kind}.txt"), "w") as f:
-                f.writelines(f"{vals.get(i, float('nan'))}\n" for i in range(max(vals) + 1))
+            replace_file(os.path.join(a.out, f"offdiag.{kind}.txt"),
+                         "".join(f"{vals.get(i, float('nan'))}\n" for i in range(max(vals) + 1)))
     print("| sublayer | layer | head | mean argmax distance | mean abs | share |d|>=2 |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['sublayer']} | {r['layer']} | {r['head']} | {r['mean_argmax_distance']:+.2f} | "

@@ -28,7 +28,9 @@ or ``checkpoint<epoch>.pt`` (ordered by epoch); ``--kind`` picks one family when
 are memory-mapped: choosing the best reads each one's ``extra_state``, not its weights or Adam's state,
 and the average holds one running sum. Checkpoints are read weights-only (a file that needs more to
 unpickle is refused, even one the selection would not average), checkpoints whose stored model options
-differ are refused (naming the option), weights with NaN, inf or absurd values are refused, and the output
+differ are refused (naming the option), and so are checkpoints trained with other dictionaries (their stored
+fingerprints, ``data_fingerprint``, differ; ``--allow-dictionary-mismatch`` averages those of the same sizes, and
+the fingerprint is the newest checkpoint's, never averaged) and entries of other shapes (named), weights with NaN, inf or absurd values are refused, and the output
 (never one of the inputs) is written atomically. The recipes' ``--task translation_window`` keeps only the
 interval checkpoints such an average can use, without their optimizer state.
 """
@@ -41,12 +43,17 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from ... import register
+from ...data_fingerprint import KEY as FINGERPRINT, OPTION as DICTIONARY_OPTION, mismatch
 from ..checkpoint_files import CheckpointFileError, check_output, check_tensors, load_mapped, save_atomic
 from ..command import (POSITIVE_INT, CommandError, UsageError, build_parser as command_parser, check_checkpoint,
                        check_output_file, console)
 
 UPDATE_RE = re.compile(r"^checkpoint_(\d+)_(\d+)\.pt$")
 EPOCH_RE = re.compile(r"^checkpoint(\d+)\.pt$")
+
+
+#: the smallest invocation per file option that tests/test_entry_points.py starts from (--dir selects with --last)
+EXAMPLE_ARGUMENTS = {"--dir": ["--last", "1"]}
 
 
 def list_checkpoints(directory: str, kind: str = "auto") -> List[str]:
@@ -154,13 +161,36 @@ def check_same_model_options(reference: Dict[str, object], options: Dict[str, ob
                              "options) can be averaged")
 
 
-def average_checkpoints(paths: List[str]) -> dict:
+def check_same_dictionaries(reference: Optional[torch.Tensor], stored: Optional[torch.Tensor], path: str, first: str,
+                            allow: bool = False) -> None:
+    """Refuses to average checkpoints trained with different dictionaries (their stored fingerprints differ):
+    the same row of two embeddings is then two different words. ``allow``: only when both mean the same words."""
+    if reference is None or stored is None:
+        return
+    text = mismatch(reference.tolist(), stored.tolist(), first, path)
+    if text and (not allow or "other sizes" in text):
+        raise ValueError(text.replace("pass --allow", "pass posmix-average --allow"))
+
+
+def check_same_shape(name: str, total: torch.Tensor, p: torch.Tensor, path: str, first: str) -> None:
+    """Refuses entries of other shapes (an embedding of another dictionary's size), naming both files."""
+    if total.shape != p.shape:
+        why = (" (its dictionaries have other sizes: checkpoints trained on other data)" if "embed_tokens" in name
+               or "output_projection" in name else "")
+        raise ValueError(f"{path}: its {name} has shape {tuple(p.shape)}, {first}'s {tuple(total.shape)}{why}; only "
+                         "checkpoints of one model (one training run's options and data) can be averaged")
+
+
+def average_checkpoints(paths: List[str], allow_dictionary_mismatch: bool = False) -> dict:
+    """The average of ``paths`` (their stored dictionaries must agree, unless ``allow_dictionary_mismatch``; the
+    stored fingerprint is the newest checkpoint's, never averaged)."""
     if not paths:
         raise ValueError("no checkpoints to average")
     sums: Dict[str, torch.Tensor] = collections.OrderedDict()
     keys = None
     new_state = None
     reference = None
+    dictionaries = None
     for path in paths:
         state = load_mapped(path)
         new_state = state  # metadata of the newest (last) checkpoint
@@ -178,14 +208,25 @@ def average_checkpoints(paths: List[str]) -> dict:
         elif list(params.keys()) != keys:
             raise ValueError(f"{path}: its parameters differ from {paths[0]}'s ({len(params)} vs {len(keys)} keys); "
                              "only checkpoints of one model can be averaged")
+        if dictionaries is None:
+            dictionaries = params.get(FINGERPRINT)
+        check_same_dictionaries(dictionaries, params.get(FINGERPRINT), path, paths[0], allow_dictionary_mismatch)
         for k, p in params.items():
+            if k == FINGERPRINT:
+                continue
             p = p.detach()
+            if k in sums:
+                check_same_shape(k, sums[k], p, path, paths[0])
             acc = p.to(torch.float64) if p.is_floating_point() else p.clone()
             sums[k] = acc if k not in sums else sums[k] + acc
     averaged = collections.OrderedDict()
     ref = new_state["model"]
     new_state.pop("last_optimizer_state", None)  # the average never resumes training
-    for k, total in sums.items():
+    for k in ref:
+        if k == FINGERPRINT:
+            averaged[k] = ref[k].clone()  # the newest checkpoint's dictionaries
+            continue
+        total = sums[k]
         if total.is_floating_point():
             averaged[k] = (total / len(paths)).to(ref[k].dtype)
         else:
@@ -216,6 +257,9 @@ def main(argv: Optional[List[str]] = None):
                    help="checkpoint family in --dir")
     p.add_argument("--output", required=True, metavar="FILE",
                    help="where to write the averaged checkpoint (fairseq's name)")
+    p.add_argument(DICTIONARY_OPTION, action="store_true",
+                   help="average checkpoints whose stored dictionaries differ (of the same sizes): only when they mean "
+                        "the same words; the average keeps the newest checkpoint's (default: refused)")
     a = p.parse_args(argv)
     fairseq_count = a.num_update_checkpoints or a.num_epoch_checkpoints
     if a.checkpoint_upper_bound is not None and not fairseq_count:
@@ -259,7 +303,7 @@ def main(argv: Optional[List[str]] = None):
                 chosen, how_text = select_best_and_next(paths, a.best_and_next)
         for path in chosen:
             check_checkpoint(path, "--inputs" if a.inputs else None)
-        state = average_checkpoints(chosen)
+        state = average_checkpoints(chosen, a.allow_dictionary_mismatch)
         save_atomic(state, a.output, inputs=chosen, option="--output")
     except CommandError:
         raise

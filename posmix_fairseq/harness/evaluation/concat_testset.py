@@ -15,11 +15,10 @@ group.
 import os
 from typing import List, Optional, Tuple
 
-import sentencepiece as spm
-
 from ..raw_text import read_lines
 from .length_bins import assign
-from ..command import POSITIVE_INT, NumberList, build_parser as command_parser, check_input_file, check_output_dir, console
+from ..command import (POSITIVE_INT, NumberList, build_parser as command_parser, check_input_file, check_output_dir,
+                      console, load_sentencepiece, replace_file)
 
 
 def concatenate_pairs(src: List[str], tgt: List[str]) -> Tuple[List[str], List[str]]:
@@ -58,7 +57,7 @@ def main(argv: Optional[List[str]] = None):
         src, tgt = concatenate_pairs(read_lines(a.src, "--src", allow_empty=False),
                                      read_lines(a.tgt, "--tgt", allow_empty=False))
         if a.spm_model:
-            sp = spm.SentencePieceProcessor(model_file=a.spm_model)
+            sp = load_sentencepiece(a.spm_model, "--spm-model")
             lens = [len(sp.encode(s)) for s in src]
         else:
             lens = [len(s.split()) for s in src]
@@ -68,8 +67,7 @@ def main(argv: Optional[List[str]] = None):
     os.makedirs(a.out, exist_ok=True)
 
     def write(name, lines):
-        with open(os.path.join(a.out, name), "w", encoding="utf-8") as f:
-            f.writelines(line + "\n" for line in lines)
+        replace_file(os.path.join(a.out, name), "".join(line + "\n" for line in lines))
 
     write(f"concat.{a.source_lang}", src)
     write(f"concat.{a.target_lang}", tgt)

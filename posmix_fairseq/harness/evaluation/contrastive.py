@@ -28,13 +28,12 @@ tokenised when no model is given. The real set (Sennrich 2017, 97,000 contrastiv
 from collections import defaultdict
 from typing import Dict, List, Optional
 
-import sentencepiece as spm
 import torch
 
 from ..recipes.prepare_data import Normaliser
 from ..fairseq_loading import encode_lines, load_for_inference
 from ..command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_input_file,
-                        check_output_file, console, open_output, read_json, write_json)
+                        check_output_file, console, load_sentencepiece, open_output, read_json, write_json)
 
 #: evaluate.py's distance bins: each distance 0 ... 15, everything beyond in ">15"
 LAST_DISTANCE_BIN = 15
@@ -118,7 +117,7 @@ def evaluate(data_dir, checkpoint, set_path, spm_model=None, per_token=False, ex
         norm_src, norm_tgt = Normaliser(src, moses, lowercase), Normaliser(tgt, moses, lowercase)
         sources, targets = [norm_src(s) for s in sources], [norm_tgt(t) for t in targets]
     if spm_model:
-        sp = spm.SentencePieceProcessor(model_file=spm_model)
+        sp = load_sentencepiece(spm_model, "--spm-model")
         sources = [" ".join(sp.encode(s, out_type=str)) for s in sources]
         targets = [" ".join(sp.encode(t, out_type=str)) for t in targets]
     cfg, task, models = load_for_inference(data_dir, checkpoint, ["--score-reference", *extra], subset="none")
@@ -142,7 +141,7 @@ def format_tables(by_cat, by_dist) -> str:
 
 def main(argv: Optional[List[str]] = None):
     p = command_parser("posmix-contrastive", __doc__)
-    p.add_argument("data", help="fairseq-preprocess --destdir (for the dictionaries)")
+    p.add_argument("data", metavar="DIR", help="fairseq-preprocess --destdir (for the dictionaries)")
     p.add_argument("--path", required=True, metavar="FILE", help="checkpoint(s), ':'-separated for an ensemble")
     p.add_argument("--set", required=True, metavar="FILE",
                    help="LingEval97's lingeval97.json (https://github.com/rsennrich/lingeval97)")

@@ -31,7 +31,7 @@ import torch
 from ..fairseq_loading import batches, load_for_inference
 from ..command import (build_parser as command_parser, check_checkpoints, check_data_dir, check_output_file,
                         console, write_json)
-from ..command import NON_NEGATIVE_INT, POSITIVE_INT
+from ..command import NON_NEGATIVE_INT, POSITIVE_INT, device_option
 
 SETTINGS = {
     "gpa-4": dict(beam=12, runs=10, batch_size=1, device="cpu", threads=1, unit="tokens/s",
@@ -140,13 +140,13 @@ def measure_decode_speed(data_dir: str, checkpoint: str, runs: int = 10, beam: i
 
 def main(argv: Optional[List[str]] = None):
     p = command_parser("posmix-decode-speed", __doc__)
-    p.add_argument("data", help="the binarized data: fairseq-preprocess --destdir")
+    p.add_argument("data", metavar="DIR", help="the binarized data: fairseq-preprocess --destdir")
     p.add_argument("--path", required=True, metavar="FILE", help="checkpoint to decode with")
     p.add_argument("--setting", choices=sorted(SETTINGS), default="gpa-4",
                    help="the paper table whose measurement to make (default gpa-4); the flags below override it")
     p.add_argument("--runs", type=POSITIVE_INT, help="timed decoding runs (default: the --setting's)")
     p.add_argument("--beam", type=POSITIVE_INT, help="beam size (default: the --setting's)")
-    p.add_argument("--device", choices=["cpu", "cuda"], help="where to decode (default: the --setting's)")
+    p.add_argument("--device", choices=["cpu", "cuda"], type=device_option, help="where to decode (default: the --setting's)")
     p.add_argument("--subset", default="test", help="the split of the binarized data to decode")
     p.add_argument("--max-sentences", type=NON_NEGATIVE_INT, default=0, help="decode only the first N sentences (0: all)")
     p.add_argument("--batch-size", type=NON_NEGATIVE_INT, help="sentences per batch (0: fairseq's --max-tokens batching)")

@@ -28,7 +28,7 @@ text detokenised by your own step.
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-import sentencepiece as spm
+from ..command import load_sentencepiece
 
 #: SentencePiece's word-boundary symbol (U+2581 LOWER ONE EIGHTH BLOCK)
 SPM_BOUNDARY = "\u2581"
@@ -60,10 +60,7 @@ class Detokenizer:
             raise ValueError(f"--remove-bpe {self.remove_bpe}: valid values are {', '.join(REMOVE_BPE_CHOICES)}")
         self.remove_bpe = self.remove_bpe or None
         if self.spm_model:
-            try:
-                self._sp = spm.SentencePieceProcessor(model_file=self.spm_model)
-            except (OSError, RuntimeError) as e:
-                raise ValueError(f"--spm-model {self.spm_model}: cannot load a SentencePiece model ({e})") from e
+            self._sp = load_sentencepiece(self.spm_model, "--spm-model")
         if self.moses_lang:
             try:
                 # sacremoses loads in half a second: only with --moses-detok

@@ -29,7 +29,7 @@ import posmix_fairseq
 from ..checkpoint_files import load_fairseq, write_text_atomic
 from ..command import build_parser as command_parser, console
 from ..paper_tables import TABLES
-from ..command import POSITIVE_INT
+from ..command import POSITIVE_INT, check_output_file, device_option
 
 SIZE_SUFFIX = {"small": "iwslt_de_en", "base": "wmt_en_de", "big": "wmt_en_de_big"}
 
@@ -155,10 +155,12 @@ def main(argv: Optional[List[str]] = None):
     p.add_argument("--length", type=POSITIVE_INT, default=50, help="tokens per sentence, source and target (default 50)")
     p.add_argument("--repeats", type=POSITIVE_INT, default=10, help="timed forwards (default 10, as the paper)")
     p.add_argument("--vocab", type=POSITIVE_INT, default=32000, help="dictionary size of arch-built systems")
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--device", default="cpu", type=device_option, help="cpu or cuda")
     p.add_argument("--threads", type=POSITIVE_INT, default=1, help="torch CPU threads (default 1)")
-    p.add_argument("--json", help="write the timings here (posmix-plot posnet-fig2 reads it)")
+    p.add_argument("--json", metavar="FILE", help="write the timings here (posmix-plot posnet-fig2 reads it)")
     a = p.parse_args(argv)
+    if a.json:
+        check_output_file(a.json, "--json")  # before the timings, not after them
     try:
         systems = table_systems(a.table, a.size) if a.table else []
         systems += [parse_system(s) for s in a.system]

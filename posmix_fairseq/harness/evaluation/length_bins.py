@@ -19,6 +19,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import score as score_mod
+from .score import EXAMPLE_ARGUMENTS  # noqa: F401  (posmix-score's parser: its examples, for tests/test_entry_points.py)
 from .detok import has_bpe_markers, has_spm_pieces
 from .generate_output import read_generate_output
 from ..command import check_input_file, checked_text, console, plain_text, write_json

@@ -26,8 +26,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..command import (UsageError, build_parser as command_parser, check_input_file, check_output_file, console,
-                        open_output, read_text, read_text_lines, same_file)
+from ..command import (CommandError, UsageError, build_parser as command_parser, check_input_file, check_output_file,
+                        console, open_output, read_text, read_text_lines, same_file)
 from .detok import REMOVE_BPE_CHOICES, Detokenizer, check_plain
 from .generate_output import GenerateOutput, read_generate_output
 from .metrics import (ALL_METRICS, BLEU_TOKENIZERS, LEARNED_METRICS, SACREBLEU_METRICS, BleurtScorer, CometScorer,
@@ -36,6 +36,9 @@ from .significance import paired_approximate_randomization, paired_bootstrap, sa
 from ..command import NON_NEGATIVE_INT, Number, POSITIVE_INT
 
 SACREBLEU_ORDER = ["BLEU", "chrF2++", "chrF2", "TER"]
+#: the smallest invocations tests/test_entry_points.py starts from, per file option ({GEN_OUT}, {FILE}: good inputs)
+EXAMPLE_ARGUMENTS = {None: ["{GEN_OUT}", "--metrics", "bleu"], "--hyp": ["--ref", "{FILE}", "--metrics", "bleu"],
+                     "--baseline-hyp": ["--hyp", "{FILE}", "--ref", "{FILE}", "--metrics", "bleu"]}
 RAW_HINT = "pass the raw text (the recipes' prep/raw/test.LANG), not the subword-encoded file"
 
 
@@ -134,10 +137,14 @@ def side_text(systems: List[System], path: Optional[str], kind: str, detok: Deto
 def read_untranslated(path: str) -> Tuple[List[int], str]:
     """(ids, reason) from a recipe's generate stage (JSON with "ids" and "reason") or one id per line."""
     text = read_text(path, "--untranslated", allow_empty=True)
-    if text.lstrip().startswith("{"):
-        data = json.loads(text)
-        return sorted(int(i) for i in data["ids"]), data.get("reason") or "not translated"
-    return sorted(int(x) for x in text.split()), "not translated"
+    try:
+        if text.lstrip().startswith("{"):
+            data = json.loads(text)
+            return sorted(int(i) for i in data["ids"]), data.get("reason") or "not translated"
+        return sorted(int(x) for x in text.split()), "not translated"
+    except (ValueError, KeyError, TypeError) as e:
+        raise CommandError(f"--untranslated {path}: not a list of sentence ids ({type(e).__name__}: {e}); give a "
+                           "recipe's untranslated.<name>.json or one id per line") from None
 
 
 def unique_names(paths: List[str], given: Optional[List[str]]) -> List[str]:
@@ -353,7 +360,7 @@ def build_parser():
     p.add_argument("--ref", metavar="FILE", help="reference text file (raw; default: the T- lines of the first output)")
     p.add_argument("--src", metavar="FILE", help="source text file (raw; COMET reads it; default: the S- lines)")
     p.add_argument("--names", nargs="+", help="display names: the systems in order, then the baselines")
-    p.add_argument("--spm-model", help="SentencePiece model: join its pieces back (lines that still hold pieces)")
+    p.add_argument("--spm-model", metavar="FILE", help="SentencePiece model: join its pieces back (lines that still hold pieces)")
     add_remove_bpe(p)
     p.add_argument("--moses-detok", metavar="LANG", help="Moses-detokenise for this target language")
     p.add_argument("--use-detok-lines", action="store_true", help="score fairseq's D- lines as they are")
@@ -368,7 +375,7 @@ def build_parser():
     p.add_argument("--comet-model", action="append", metavar="MODEL",
                    help="a COMET-family model (COMET, CometKiwi, XCOMET): a directory as COMET stores it, its .ckpt, "
                         "or a name in the local Hugging Face cache; repeat for several")
-    p.add_argument("--bleurt-checkpoint", help="local bleurt-pytorch model directory (e.g. BLEURT-20)")
+    p.add_argument("--bleurt-checkpoint", metavar="DIR", help="local bleurt-pytorch model directory (e.g. BLEURT-20)")
     p.add_argument("--batch-size", type=POSITIVE_INT, default=16, help="COMET/BLEURT sentences per batch")
     p.add_argument("--gpus", type=Number(int, 0, 1), default=None,
                    help="COMET/BLEURT on 1 GPU or 0 (CPU); default: the GPU when CUDA is visible")
@@ -422,6 +429,12 @@ def check_common_args(args, prog: str):
         raise UsageError("--csv - and --json - both ask for stdout; write one of them to a file")
     if args.untranslated:
         check_input_file(args.untranslated, "--untranslated", allow_empty=True)
+    for flag, path in (("--ref", args.ref), ("--src", args.src), ("--spm-model", args.spm_model)):
+        if path:
+            check_input_file(path, flag)
+    if args.bleurt_checkpoint and "bleurt" not in str(args.metrics).lower():  # else the scorer says what is wrong
+        raise UsageError(f"--bleurt-checkpoint {args.bleurt_checkpoint}: read only by --metrics bleurt, which is not "
+                         f"asked for (--metrics {args.metrics}); it would be ignored")
     entries = ([(p, False, False) for p in args.gen_out] + [(p, False, True) for p in args.hyp]
                + [(p, True, False) for p in args.baseline] + [(p, True, True) for p in args.baseline_hyp])
     if not entries:

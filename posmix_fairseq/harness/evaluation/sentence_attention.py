@@ -21,6 +21,8 @@ from typing import Dict, List, Optional
 
 import torch
 
+from ..command import replace_file
+
 QUERY_SIDE = {"encoder_self": "source", "decoder_self": "target", "decoder_cross": "target"}
 KEY_SIDE = {"encoder_self": "source", "decoder_self": "decoder_input", "decoder_cross": "source"}
 DIRECTORY = "attention_maps"
@@ -61,7 +63,6 @@ class SentenceAttention:
         paths = []
         for sid, entry in sorted(self.sentences.items()):
             path = os.path.join(d, f"sentence{sid}.json")
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(entry, f)
+            replace_file(path, json.dumps(entry))
             paths.append(path)
         return paths

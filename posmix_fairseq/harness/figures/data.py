@@ -152,7 +152,7 @@ def table_scores(table: str, scores_dir: Optional[str], pairs: Sequence[Tuple[st
                 values[label] = metric_of(system_scores(path), metric, path)
     for label, path in pairs:
         if label not in labels:
-            raise FigureInputError(f"{option} {label}=...: not a system of {table}; its systems are: "
+            raise FigureInputError(f"{option} {label}={path}: {label!r} is not a system of {table}; its systems are: "
                                    f"{'; '.join(labels)}")
         values[label] = metric_of(system_scores(path, label), metric, path)
     if not values:

@@ -26,7 +26,7 @@ from typing import List, Optional
 from . import gpa, hc, posnet, style
 from .attention_maps import draw_files
 from ..command import (HelpFormatter, build_parser as command_parser, check_checkpoint, check_data_dir,
-                        console)
+                        check_output_dir, console, replace_file)
 from .data import (FigureInputError, argmax_rows, contrastive_by_distance, length_bins, metric_of, parse_pairs,
                    pick_system, read_json, system_scores, table_scores)
 from ..command import FIGURE_FORMATS, NON_NEGATIVE_INT, POSITIVE_INT, NumberList
@@ -54,8 +54,7 @@ def cmd_positions(a):
         queries = a.query_positions or None
         data = extract(load_model(a.source, a.data), a.positions, queries, checkpoint=a.source)
         os.makedirs(a.out, exist_ok=True)
-        with open(a.json or os.path.join(a.out, "positions.json"), "w", encoding="utf-8") as f:
-            json.dump(data, f)
+        replace_file(a.json or os.path.join(a.out, "positions.json"), json.dumps(data))
     return draw(data, a.out, _formats(a.formats))
 
 
@@ -154,7 +153,7 @@ def build_parser():
         return s
 
     s = add("attention", cmd_attention, "attention per sentence and sublayer (posmix-attention --heatmaps' JSON files)")
-    s.add_argument("files", nargs="+", help="attention_maps/sentence<ID>.json files")
+    s.add_argument("files", nargs="+", metavar="FILE", help="attention_maps/sentence<ID>.json files")
     s.add_argument("--single-heads", action="store_true", help="also one figure per layer and head")
     s = add("positions", cmd_positions, "what a position-based model learned, from a checkpoint (trained or frozen) "
                                         "or a positions.json this command wrote")
@@ -191,7 +190,7 @@ def build_parser():
     s.add_argument("--metric", default="BLEU", help="the metric drawn, as posmix-score names it")
     s = add("hc-fig7", cmd_hc_fig7,
             "HC Fig. 7: cross-attention heads in one layer vs spread (posmix-reproduce --table hc-fig7)")
-    s.add_argument("--scores-dir", help="posmix-reproduce's OUT/hc-fig7 (scores.<system>.json)")
+    s.add_argument("--scores-dir", metavar="DIR", help="posmix-reproduce's OUT/hc-fig7 (scores.<system>.json)")
     s.add_argument("--score", action="append", default=[], metavar="LABEL=PATH",
                    help="a system by its hc-fig7 label, e.g. '2 heads, 1 per layer=scores.json'")
     s.add_argument("--metric", default="BLEU", help="the metric drawn, as posmix-score names it")
@@ -201,7 +200,7 @@ def build_parser():
     s.add_argument("--metric", default="BLEU", help="the metric drawn, as posmix-score names it")
     s = add("gpa-fig2", cmd_gpa_fig2,
             "GPA Fig. 2: each approach with and without gating (posmix-reproduce --table gpa-6)")
-    s.add_argument("--scores-dir", help="posmix-reproduce's OUT/gpa-6 (scores.<system>.json)")
+    s.add_argument("--scores-dir", metavar="DIR", help="posmix-reproduce's OUT/gpa-6 (scores.<system>.json)")
     s.add_argument("--score", action="append", default=[], metavar="LABEL=PATH",
                    help="a system by its gpa-6 label, e.g. 'rPosNet gating on=scores.json'")
     s.add_argument("--metric", default="COMET", help="COMET (the paper's), BLEU or BLEURT are in Table 6")
@@ -219,6 +218,7 @@ def build_parser():
 
 def main(argv: Optional[List[str]] = None):
     a = build_parser().parse_args(argv)
+    check_output_dir(a.out, "--out")  # before any input is read
     try:
         with style.resolution(a.dpi):
             result = a.fn(a)

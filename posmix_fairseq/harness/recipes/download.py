@@ -50,7 +50,7 @@ import zipfile
 from dataclasses import dataclass, replace
 from typing import IO, Dict, Iterable, List, Optional, Tuple
 
-from ..command import add_language_options, check_languages
+from ..command import add_language_options, check_languages, strip_bom, write_atomic
 from .settings import TASKS
 
 FB = "http://dl.fbaipublicfiles.com/fairseq/data"
@@ -283,7 +283,8 @@ IN_LINE_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 def read_lines(stream: IO[bytes], name: str) -> List[str]:
     """The lines of a binary stream, split at newlines (LF) only (a CR before one is dropped), each decoded as
-    UTF-8: a :class:`DownloadError` names ``name`` and the line of the first byte that is not."""
+    UTF-8, without a byte-order mark: a :class:`DownloadError` names ``name`` and the line of the first byte that
+    is not."""
     lines = []
     for number, raw in enumerate(stream, 1):  # a binary stream's lines end at b"\n" only
         try:
@@ -295,7 +296,7 @@ def read_lines(stream: IO[bytes], name: str) -> List[str]:
             line = line[:-1]
         if line.endswith("\r"):
             line = line[:-1]
-        lines.append(line)
+        lines.append(strip_bom(line) if number == 1 else line)
     return lines
 
 
@@ -520,11 +521,15 @@ def collect(entries: List[Source], src: str, tgt: str, cache: str,
 def write_lines(path: str, lines: Iterable[str]) -> int:
     """Writes one line per sentence; returns how many held an in-line break (written as a space)."""
     changed = 0
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
+
+    def write(f):
+        nonlocal changed
         for line in lines:
             fixed = one_line(line)
             changed += fixed != line
-            f.write(fixed + "\n")
+            f.write((fixed + "\n").encode("utf-8"))
+
+    write_atomic(path, write)
     return changed
 
 

@@ -23,7 +23,7 @@ from typing import Dict, List
 
 import sentencepiece as spm
 
-from ..command import add_language_options, check_languages
+from ..command import add_language_options, check_languages, write_atomic
 from ..raw_text import SPLIT_NAMES, find_split, read_lines
 from ..command import NON_NEGATIVE_INT, Number
 
@@ -65,8 +65,7 @@ class Normaliser:
 
 def train_spm(lines: List[str], prefix: str, vocab_size: int, model_type: str, lang_chars: float = 1.0):
     path = prefix + ".input.txt"
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(x + "\n" for x in lines)
+    write_atomic(path, lambda f: f.writelines((x + "\n").encode("utf-8") for x in lines))
     spm.SentencePieceTrainer.train(input=path, model_prefix=prefix, vocab_size=vocab_size, model_type=model_type,
                                    character_coverage=lang_chars, num_threads=2, bos_id=-1, eos_id=-1, pad_id=-1,
                                    unk_id=0, minloglevel=2, input_sentence_size=2_000_000, shuffle_input_sentence=True,
@@ -96,8 +95,8 @@ def prepare(raw: str, out: str, src: str, tgt: str, vocab_size: int, model_type:
         lines = texts[("test", lang)]
         if sennrich_wmt16 and lang == "ro":
             lines = [romanian(x) for x in lines]
-        with open(os.path.join(out, "raw", f"test.{lang}"), "w", encoding="utf-8") as f:
-            f.writelines(x + "\n" for x in lines)
+        write_atomic(os.path.join(out, "raw", f"test.{lang}"),
+                     lambda f: f.writelines((x + "\n").encode("utf-8") for x in lines))
     norm = {lang: Normaliser(lang, moses, lowercase, sennrich_wmt16) for lang in (src, tgt)}
     texts = {(s, lang): [norm[lang](x) for x in lines] for (s, lang), lines in texts.items()}
     cover = 0.9995 if {src, tgt} & {"zh", "ja"} else 1.0
@@ -110,8 +109,9 @@ def prepare(raw: str, out: str, src: str, tgt: str, vocab_size: int, model_type:
                           model_type, cover)
         models = {src: joint, tgt: joint}
     for (split, lang), lines in texts.items():
-        with open(os.path.join(out, f"{split}.{lang}"), "w", encoding="utf-8") as f:
-            f.writelines(" ".join(models[lang].encode(x, out_type=str)) + "\n" for x in lines)
+        write_atomic(os.path.join(out, f"{split}.{lang}"),
+                     lambda f: f.writelines((" ".join(models[lang].encode(x, out_type=str)) + "\n").encode("utf-8")
+                                            for x in lines))
     return {lang: (os.path.join(out, f"spm.{lang}.model") if separate else os.path.join(out, "spm.model"))
             for lang in (src, tgt)}
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from .. import pipeline
+from ..command import replace_file
 from ..paper_tables import PAPER_NUMBERS, TABLES, paper_short_name
 from .plan import build_model, dictionary_sizes
 from .settings import PAPER_NAMES, TASKS, resolve, subword_deviation
@@ -233,8 +234,7 @@ def main(argv=None) -> int:
         if current != text:
             stale.append(path)
             if not a.check:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(text)
+                replace_file(path, text)
     verb = "differ from their plans" if a.check else "rewritten"
     print(f"{len(stale)} README(s) {verb}" + (": " + ", ".join(stale) if stale else ""))
     return 1 if a.check and stale else 0

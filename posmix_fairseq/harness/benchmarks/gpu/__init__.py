@@ -31,7 +31,8 @@ import time
 import torch
 
 from ...command import (CommandError, Number, UsageError, build_parser as command_parser, check_input_file,
-                        check_output_file, console, read_json)
+                        check_output_dir, check_output_file, console, device_option, read_json,
+                        replace_file)
 from . import decoding, kernel_tests, quality, sublayer, training
 from .defaults import suggestions
 
@@ -127,10 +128,7 @@ def load(path, option="--json"):
 def save(path, results):
     if path:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(results, f, indent=1)
-        os.replace(tmp, path)
+        replace_file(path, json.dumps(results, indent=1))
 
 
 #: the identity of a row per section: rows of one section from several files are joined (later
@@ -210,7 +208,8 @@ def run_section(name, mode, device, dtype, args, overrides, log):
         return training.run(mode, device, log, work, overrides)
     if name == "decode":
         return decoding.run(mode, device, dtype, log, overrides)
-    return quality.run(mode, device, log, work, args.multi30k, overrides, args.quality_prepare_only)
+    multi30k = args.multi30k or os.environ.get("POSMIX_MULTI30K")
+    return quality.run(mode, device, log, work, multi30k, overrides, args.quality_prepare_only)
 
 
 def parse_args(argv=None):
@@ -220,20 +219,20 @@ def parse_args(argv=None):
     mode.add_argument("--dry-run-cpu", action="store_true", help="tiny sizes on the CPU (CI): not a measurement")
     ap.add_argument("--sections", default=None,
                     help=f"comma list of {', '.join(SECTIONS)} (default: {', '.join(DEFAULT_SECTIONS)})")
-    ap.add_argument("--json", default=None, help="results file: written after every section, resumed from")
-    ap.add_argument("--markdown", default=None, help="also write the Markdown tables here")
+    ap.add_argument("--json", default=None, metavar="FILE", help="results file: written after every section, resumed from")
+    ap.add_argument("--markdown", default=None, metavar="FILE", help="also write the Markdown tables here")
     ap.add_argument("--redo", action="store_true", help="run the sections even if --json already holds them")
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="merge these results (no run) into --json/--markdown")
-    ap.add_argument("--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "posmix-bench-gpu"),
+    ap.add_argument("--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "posmix-bench-gpu"), metavar="DIR",
                     help="scratch folder: corpora, checkpoints, generate outputs")
-    ap.add_argument("--multi30k", default=os.environ.get("POSMIX_MULTI30K"),
+    ap.add_argument("--multi30k", default=None, metavar="DIR",
                     help="quality: the raw Multi30k folder (default $POSMIX_MULTI30K)")
     ap.add_argument("--quality-prepare-only", action="store_true",
                     help="quality: prepare the binarized data in --work and stop (no GPU needed)")
     ap.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
                     help="override a section setting, VALUE as JSON: sublayer.dims=[1024], train.updates=300, "
                          "train.precisions=[\"fp16\"], decode.beams=[12], quality.systems=[\"rPosNet\"], ...")
-    ap.add_argument("--device", default=None, help="default: cuda (cpu with --dry-run-cpu)")
+    ap.add_argument("--device", default=None, type=device_option, help="default: cuda (cpu with --dry-run-cpu)")
     return ap.parse_args(argv)
 
 
@@ -255,6 +254,10 @@ def main(argv=None) -> int:
     for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
         if path:
             check_output_file(path, flag, parent_must_exist=False)
+    check_output_dir(args.work, "--work")
+    if args.multi30k and not os.path.isdir(args.multi30k):
+        raise CommandError(f"--multi30k {args.multi30k}: " + ("is a file; give the raw Multi30k folder"
+                                                              if os.path.exists(args.multi30k) else "no such directory"))
     if args.merge:
         run(args)
         return 0
@@ -281,7 +284,7 @@ def run(args) -> dict:
         text = markdown(results)
         print(text)
         if args.markdown:
-            open(args.markdown, "w").write(text)
+            replace_file(args.markdown, text)
         return results
     mode = "dry" if args.dry_run_cpu else "quick" if args.quick else "full"
     device = torch.device(args.device or ("cpu" if mode == "dry" or args.quality_prepare_only else "cuda"))
@@ -322,7 +325,7 @@ def run(args) -> dict:
         print(f"[{name}] done in {section['elapsed_s']:.0f} s", flush=True)
     text = markdown(results)
     if args.markdown:
-        open(args.markdown, "w").write(text)
+        replace_file(args.markdown, text)
     failed = failed_sections(results, names)
     print(f"\nposmix-bench-gpu: finished; {'failed sections: ' + ', '.join(failed) if failed else 'all sections ran'}"
           + (f"; results in {args.json}" if args.json else ""))

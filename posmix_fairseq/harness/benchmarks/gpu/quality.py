@@ -22,6 +22,7 @@ import os
 import re
 
 from posmix_fairseq.harness import pipeline
+from posmix_fairseq.harness.command import read_text_lines, replace_file
 from posmix_fairseq.harness.raw_text import prepare_bpe
 
 from .training import TINY_FLAGS, child, launcher
@@ -52,11 +53,11 @@ def prepare(raw, work, cfg, log):
         for split in ("valid", "test"):
             for lang in ("de", "en"):
                 path = os.path.join(bpe, f"{split}.{lang}")
-                lines = open(path, encoding="utf-8").readlines()[: cfg["test_lines"]]
-                open(path, "w", encoding="utf-8").writelines(lines)
-    with open(os.path.join(bpe, "test.ref.en"), "w", encoding="utf-8") as f:  # raw references
-        lines = texts[("test", "en")]
-        f.writelines(line + "\n" for line in (lines[: cfg["test_lines"]] if cfg["test_lines"] else lines))
+                lines = read_text_lines(path)[: cfg["test_lines"]]
+                replace_file(path, "".join(line + "\n" for line in lines))
+    lines = texts[("test", "en")]  # the raw references
+    replace_file(os.path.join(bpe, "test.ref.en"),
+                 "".join(line + "\n" for line in (lines[: cfg["test_lines"]] if cfg["test_lines"] else lines)))
     pipeline.preprocess("de", "en", data, f"{bpe}/train", f"{bpe}/valid", f"{bpe}/test",
                         workers=min(8, os.cpu_count() or 1), in_process=True)  # it needs no GPU and no isolation
     for name in os.listdir(bpe):  # what the GPU run needs of it: the SentencePiece model, the references
@@ -95,8 +96,7 @@ def generate(data, checkpoint, out_path, cfg, device):
     if device.type == "cpu":
         flags += ["--cpu"]
     output, _ = child(pipeline.generate_command(data, checkpoint, flags, launcher=launcher("generate")))
-    with open(out_path, "w", encoding="utf-8") as f:
-        f.write(output)
+    replace_file(out_path, output)
     return {int(m.group(1)): m.group(2) for m in re.finditer(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
 
 

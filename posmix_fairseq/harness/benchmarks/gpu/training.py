@@ -20,6 +20,7 @@ import statistics
 import time
 
 from posmix_fairseq.harness import pipeline
+from posmix_fairseq.harness.command import replace_file
 
 WINDOW = ["--encoder-self-rposnet-impl", "window", "--decoder-self-rposnet-impl", "window"]
 SYSTEMS = {  # name -> (fairseq flags, environment: POSMIX_GPU_DEFAULTS sets the gating kernels)
@@ -47,12 +48,13 @@ def synthetic_corpus(raw_dir, sentences, vocab=8000, seed=1, valid=200):
     rng.shuffle(mapping)
     os.makedirs(raw_dir, exist_ok=True)
     for split, n in (("train", sentences), ("valid", valid)):
-        with open(os.path.join(raw_dir, f"{split}.src"), "w") as src, \
-                open(os.path.join(raw_dir, f"{split}.tgt"), "w") as tgt:
-            for _ in range(n):
-                words = [rng.randrange(vocab) for _ in range(rng.randint(10, 50))]
-                src.write(" ".join(f"w{w}" for w in words) + "\n")
-                tgt.write(" ".join(f"w{mapping[w]}" for w in reversed(words)) + "\n")
+        src, tgt = [], []
+        for _ in range(n):
+            words = [rng.randrange(vocab) for _ in range(rng.randint(10, 50))]
+            src.append(" ".join(f"w{w}" for w in words) + "\n")
+            tgt.append(" ".join(f"w{mapping[w]}" for w in reversed(words)) + "\n")
+        replace_file(os.path.join(raw_dir, f"{split}.src"), "".join(src))
+        replace_file(os.path.join(raw_dir, f"{split}.tgt"), "".join(tgt))
 
 
 def launcher(verb):
