@@ -1,7 +1,8 @@
 """``posmix_translation``: fairseq's ``translation`` task with ``--source-prefix eos``, which starts every
 source sentence with EOS, as the released code of GPA feeds its sources (docs/choices.md, Sources that start
-with EOS), and ``--match-target-len``, which decodes every hypothesis at its reference's length
-(``target_length.py``). Without either the task is ``translation`` exactly.
+with EOS), ``--match-target-len``, which decodes every hypothesis at its reference's length
+(``target_length.py``), and ``--allow-dictionary-mismatch``, which loads a model whose stored dictionaries'
+fingerprint differs from the task's (``data_fingerprint.py``). Without them the task is ``translation`` exactly.
 """
 from dataclasses import dataclass, field
 from typing import Optional
