@@ -1,11 +1,12 @@
 """``posmix-bench-decode --operators``: what one beam-search step asks of the device (benchmarks/operator_counts.py),
-checked against the operators each model's layers must make at a step."""
+checked against the operators each model's layers must make at a step; and where a step's wall time goes
+(benchmarks/step_time.py): the shares are printed per model and sum to the whole."""
 from types import SimpleNamespace
 
 import pytest
 from torch.autograd import DeviceType
 
-from posmix_fairseq.harness.benchmarks import decode, operator_counts
+from posmix_fairseq.harness.benchmarks import decode, operator_counts, step_time
 from posmix_fairseq.harness.testing import make_dictionary
 from test_commands import run_entry
 
@@ -14,7 +15,7 @@ from test_commands import run_entry
 def steps():
     dictionary = make_dictionary(996)
     models = {name: decode.build(name, "iwslt_de_en", dictionary, 32, embed_dim=64)
-              for name in ("Transformer", "rPosNet")}
+              for name in ("Transformer", "rPosNet", "aPosNet")}
     layers = {name: len(model.decoder.layers) for name, model in models.items()}
     return decode.operators_setting(models, dictionary, beam=5, batch=2, src_len=12, out_len=30), layers
 
@@ -41,6 +42,17 @@ def test_an_rposnet_step_projects_no_queries_or_keys(steps):
     assert step["linear"] == 7 * layers["rPosNet"] + 1
     assert step["gelu"] == 2 * layers["rPosNet"]
     assert step["softmax"] == layers["rPosNet"]
+
+
+def test_an_aposnet_step_computes_its_sinusoids_once_and_copies_no_more_than_the_transformer(steps):
+    """aPosNet's queries and keys read the decoder's sinusoidal table n~ (GPA Eq. 8) at the step's positions: every
+    layer and both of W^Q n~ and W^K m~ read one tensor of positions, so the rows are computed once per step (one sin,
+    one cos), and its integer positions enter the product without a conversion of their own: the dtype copies of
+    a step are the Transformer's (fairseq's search and decoder), none of the mixer's."""
+    counts, _ = steps
+    step = counts["aPosNet"]["by_operator"]
+    assert step["sin"] == 1 and step["cos"] == 1
+    assert step.get("_to_copy", 0) <= counts["Transformer"]["by_operator"].get("_to_copy", 0)
 
 
 def test_the_counts_read_kernels_and_scalar_reads_as_a_gpu_profile_gives_them():
@@ -83,3 +95,32 @@ def test_a_width_the_heads_do_not_divide_is_a_usage_error(monkeypatch, capsys):
     status, _, err = run_entry("posmix-bench-decode", ["--model-size", "iwslt_de_en", "--embed-dim", "30", "--runs",
                                                        "2"], monkeypatch, capsys)
     assert status == 2 and "--embed-dim 30: give a multiple of the iwslt_de_en models' 8 heads" in err
+
+
+def test_the_step_shares_are_printed_per_model_and_sum_to_the_whole(monkeypatch, capsys):
+    """The second table: per model, the wall ms per step and the shares of the decoder, the reordering, the encoder
+    and the search, measured in the timed decodes themselves; the ratios of single runs beside the ratio of means."""
+    status, out, _ = run_entry("posmix-bench-decode", [
+        "--models", "Transformer,rPosNet frozen", "--beams", "2", "--runs", "2", "--vocab", "200", "--model-size",
+        "iwslt_de_en", "--embed-dim", "32"], monkeypatch, capsys)
+    header = "| output | beam | batch | model | ms/step | decoder % | reorder % | encoder % | search % |"
+    assert status == 0 and header in out
+    speed_rows = [line.split(" | ") for line in out.split(header)[0].splitlines() if line.startswith("| typical")]
+    assert [row[3] for row in speed_rows] == ["Transformer", "rPosNet frozen"]
+    assert speed_rows[0][7:] == ["1.00", "1.00 (1.00-1.00) |"]
+    share_rows = [line.split(" | ") for line in out.split(header)[1].splitlines() if line.startswith("| typical")]
+    assert [row[3] for row in share_rows] == ["Transformer", "rPosNet frozen"]
+    for row in share_rows:
+        ms, *parts = (float(cell.strip(" |")) for cell in row[4:])
+        assert ms > 0 and all(share >= 0 for share in parts) and parts[0] > 0
+        assert abs(sum(parts) - 100) < 0.3  # each share rounded to 0.1
+
+
+def test_the_shares_are_of_the_whole_decode_and_refuse_calls_longer_than_it():
+    seconds = {"decoder": 0.6, "reorder": 0.1, "encoder": 0.05}
+    share = step_time.shares(seconds, total=1.0, steps=10)
+    assert share == pytest.approx({"decoder": 60, "reorder": 10, "encoder": 5, "search": 25, "step_ms": 100})
+    with pytest.raises(ValueError, match="within the decode"):
+        step_time.shares(seconds, total=0.5, steps=10)
+    with pytest.raises(ValueError, match="must be positive"):
+        step_time.shares(seconds, total=1.0, steps=0)

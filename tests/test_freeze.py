@@ -99,6 +99,56 @@ def test_frozen_models_pass_the_exactness_suite(name, check, monkeypatch):
     check((f"frozen {name}", CONFIGS[name]))
 
 
+@pytest.mark.parametrize("frozen", [True, False], ids=["frozen", "trained"])
+def test_an_aposnet_decoding_step_reads_one_table_row_and_gives_dense_mixings_numbers(frozen, monkeypatch):
+    """aPosNet decoder self-attention in fairseq's beam search (one token per call from the first): each step reads
+    one row of its energy table (mixers/paths/absolute_table_decoding.py), and the translations, scores and
+    positional scores are dense mixing's: to the bit from a frozen table, within 1e-6 from a trained model's table
+    (W^Q n~ once per position, not once per token). A decode whose first call starts past position 0 (its keys are
+    not the positions 0..t) mixes densely."""
+    from fairseq.sequence_generator import SequenceGenerator
+    from posmix_fairseq.mixers.paths import absolute_table_decoding as path
+    trained, search, d = trained_and_frozen(CONFIGS["aposnet_ungated_mha_cross"])
+    model = search if frozen else trained
+    served, serves = [], path.AbsoluteTableDecoding.serves
+
+    def recorded(self, mixer, call):  # whether the path serves each decoding step
+        answer = serves(self, mixer, call)
+        if call.decoding_step:
+            served.append(answer)
+        return answer
+
+    monkeypatch.setattr(path.AbsoluteTableDecoding, "serves", recorded)
+    src, src_len = random_batch(d, [5, 12, 8], seed=6)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": src_len}}
+    generator = SequenceGenerator([model], d, beam_size=3, max_len_b=12)
+    with torch.no_grad():
+        by_table = generator.forward(sample)
+        assert served and all(served)
+        monkeypatch.setattr(path.AbsoluteTableDecoding, "serves", lambda self, mixer, call: False)
+        by_dense = generator.forward(sample)
+    for table_hypotheses, dense_hypotheses in zip(by_table, by_dense):
+        for a, b in zip(table_hypotheses, dense_hypotheses):
+            assert torch.equal(a["tokens"], b["tokens"])
+            for key in ("score", "positional_scores"):
+                assert torch.equal(a[key], b[key]) if frozen else torch.allclose(a[key], b[key], rtol=1e-6, atol=1e-6)
+
+    def steps_from_position_2(state):
+        with torch.no_grad():
+            encoder_out = model.encoder(src, src_len)
+            return [model.decoder(prev[:, :t + 1], encoder_out=encoder_out, incremental_state=state)[0]
+                    for t in range(2, prev.size(1))]
+
+    tgt, _ = random_batch(d, [6, 6, 6], seed=2)
+    prev = torch.cat([torch.full((3, 1), d.eos()), tgt[:, :-1]], dim=1)
+    dense_steps = steps_from_position_2({})
+    monkeypatch.setattr(path.AbsoluteTableDecoding, "serves", serves)
+    state = {}
+    assert all(torch.equal(a, b) for a, b in zip(steps_from_position_2(state), dense_steps))
+    constants = model.decoder.layers[0].self_attn._get_decode_constants(state)
+    assert constants[path.FORM_KEY] is False and path.TABLE_KEY not in constants
+
+
 @pytest.mark.parametrize("flags, original", [
     (placement_flags("aposnet", True, False, False), "would have extrapolated: its position table is sinusoidal"),
     (placement_flags("rposnet", False, True, False), "would have handled it: its learned position table has 64"),

@@ -11,7 +11,7 @@ from fairseq.modules import MultiheadAttention
 from helpers import (build_model, mix, mixer_spec, parse_model_args, random_batch, standalone_mixer,
                      standalone_resources)
 from posmix_fairseq.harness.testing import ParseRefusal
-from posmix_fairseq.core.position_tables import sinusoidal_encoding
+from posmix_fairseq.core.position_tables import SinusoidalPositionTable, interleaved_sinusoids, sinusoidal_encoding
 from posmix_fairseq.core.positions import clipped_relative_index
 from posmix_fairseq.mixers import MIXER_REGISTRY, build_mixer
 from posmix_fairseq.mixers.alibi import alibi_slopes
@@ -194,6 +194,33 @@ def test_parameter_counts_match_table8_formulas(name, gated):
                                  d=d, h=h, **PAPER_READINGS.get(name, {})))
         got = sum(p.numel() for p in mixer.parameters())
         assert got == expected_params(name, gated, d, h, k), (name, gated, d)
+
+
+@pytest.mark.parametrize("layout", ["concatenated", "interleaved"])
+def test_a_sinusoidal_table_reads_one_tensor_of_positions_once_and_a_changed_one_again(layout):
+    """The layers of a side read the shared table at one tensor of positions per forward: its rows are computed
+    once and given again for that tensor, with the bits of a fresh encoding (the integer positions enter the
+    product in float32, as .float() gave them); a tensor changed in place, or another one, is read again, inference
+    tensors (read once per object: they keep no version); a copy of the table keeps no rows."""
+    import copy
+    table = SinusoidalPositionTable(16, layout)
+
+    def fresh(positions):
+        floats = positions.float()
+        return sinusoidal_encoding(floats, 16) if layout == "concatenated" else interleaved_sinusoids(floats, 16, 16)
+
+    positions = torch.tensor([[0, 1, 2, 3], [0, 0, 1, 2]])
+    rows = table(positions)
+    assert torch.equal(rows, fresh(positions)) and table(positions) is rows
+    positions[1, 3] = 700
+    again = table(positions)
+    assert again is not rows and torch.equal(again, fresh(positions)) and again[1, 3].abs().sum() > 0
+    other = positions.clone()
+    assert table(other) is not again and torch.equal(table(other), again)
+    with torch.inference_mode():
+        frozen = torch.arange(5)[None]
+        assert table(frozen) is table(frozen) and torch.equal(table(frozen), fresh(frozen))
+    assert copy.deepcopy(table)._last is None
 
 
 def test_position_tables_are_shared_across_layers_not_duplicated():

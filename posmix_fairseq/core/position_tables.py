@@ -30,17 +30,30 @@ def refer_to_shared(owner: nn.Module, name: str, module: Optional[nn.Module]) ->
     object.__setattr__(owner, name, module)
 
 
-def sinusoidal_encoding(positions: Tensor, dim: int) -> Tensor:
+def sinusoidal_encoding(positions: Tensor, dim: int, freqs: Optional[Tensor] = None) -> Tensor:
     """Vaswani et al. (2017) sinusoids of (possibly negative) integer positions, fairseq layout
-    [sin(p w_0..w_{d/2-1}) | cos(...)] with w_i = 10000^(-i/(d/2-1)); odd dim gets a zero column."""
-    half = dim // 2
-    scale = math.log(10000) / max(half - 1, 1)
-    freqs = torch.exp(torch.arange(half, dtype=torch.float32, device=positions.device) * -scale)
-    angles = positions.float().unsqueeze(-1) * freqs
+    [sin(p w_0..w_{d/2-1}) | cos(...)] with w_i = 10000^(-i/(d/2-1)); odd dim gets a zero column.
+    ``freqs``: the w_i as :func:`sinusoid_frequencies` gives them on the positions' device (computed if None)."""
+    if freqs is None:
+        freqs = sinusoid_frequencies(dim, positions.device)
+    angles = float_positions(positions).unsqueeze(-1) * freqs
     enc = torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
     if dim % 2 == 1:
         enc = torch.cat([enc, enc.new_zeros(*enc.shape[:-1], 1)], dim=-1)
     return enc
+
+
+def sinusoid_frequencies(dim: int, device) -> Tensor:
+    """The (dim // 2,) frequencies w_i of :func:`sinusoidal_encoding`, float32."""
+    half = dim // 2
+    scale = math.log(10000) / max(half - 1, 1)
+    return torch.exp(torch.arange(half, dtype=torch.float32, device=device) * -scale)
+
+
+def float_positions(positions: Tensor) -> Tensor:
+    """Integer positions as the float32 product with a float32 tensor reads them: left integer, the product
+    converts them inside its own kernel (exactly below 2^24) without a conversion operator of its own."""
+    return positions if not positions.is_floating_point() or positions.dtype == torch.float32 else positions.float()
 
 
 #: layouts of a sinusoidal absolute table: fairseq's [sin | cos], or sine and cosine interleaved
@@ -50,18 +63,41 @@ ABSOLUTE_SINUSOIDS = ("concatenated", "interleaved")
 class SinusoidalPositionTable(nn.Module):
     """Fixed sinusoidal absolute position embeddings, defined for any length, in ``layout``
     ``concatenated`` (fairseq's [sin | cos], :func:`sinusoidal_encoding`) or ``interleaved`` (the layout
-    of Vaswani et al. (2017) and of the released code of GPA, :func:`interleaved_sinusoids`)."""
+    of Vaswani et al. (2017) and of the released code of GPA, :func:`interleaved_sinusoids`).
+
+    The layers of a side share the table and read it at the positions of the same forward call, one tensor: the
+    rows of the last positions read are kept and given again while that tensor is unchanged (the same object and
+    the same version), so a side computes them once per call, not once per layer (a decoding step: once per step).
+    An inference tensor keeps no version: one is read once per object (the positions a side's route computes for
+    a call are never changed in place)."""
 
     def __init__(self, dim: int, layout: str = "concatenated"):
         super().__init__()
         if layout not in ABSOLUTE_SINUSOIDS:
             raise ValueError(f"unknown sinusoid layout {layout!r}; valid: {', '.join(ABSOLUTE_SINUSOIDS)}")
         self.dim, self.layout = dim, layout
+        self._freqs: Dict[torch.device, Tensor] = {}  # by device, computed there: the same bits as computed per call
+        self._last = None  # (positions, (their version or None, inference mode), rows)
 
     def forward(self, positions: Tensor) -> Tensor:
+        # rows made in inference mode are given again only there (autograd cannot save inference tensors)
+        version = (None if positions.is_inference() else positions._version, torch.is_inference_mode_enabled())
+        last = self._last
+        if last is not None and last[0] is positions and last[1] == version:
+            return last[2]
         if self.layout == "interleaved":
-            return interleaved_sinusoids(positions, self.dim, self.dim)
-        return sinusoidal_encoding(positions, self.dim)
+            rows = interleaved_sinusoids(positions, self.dim, self.dim)
+        else:
+            freqs = self._freqs.get(positions.device)
+            if freqs is None:
+                with torch.inference_mode(False):  # kept for calls in and outside inference mode
+                    freqs = self._freqs[positions.device] = sinusoid_frequencies(self.dim, positions.device)
+            rows = sinusoidal_encoding(positions, self.dim, freqs)
+        self._last = (positions, version, rows)
+        return rows
+
+    def __getstate__(self):  # a copy or a pickle keeps no rows of a past call
+        return {**super().__getstate__(), "_freqs": {}, "_last": None}
 
 
 class LearnedPositionTable(nn.Module):
@@ -134,7 +170,7 @@ def interleaved_sinusoids(positions: Tensor, dim: int, d_model: int) -> Tensor:
     (PEA Eqs. 1-2; Vaswani et al. 2017): PE_{p,2i} = sin(p / 10000^(2i/d_model)), PE_{p,2i+1} =
     cos(p / 10000^(2i/d_model)), every pair of dimensions the sine and cosine of one frequency."""
     i = torch.arange((dim + 1) // 2, dtype=torch.float32, device=positions.device)
-    angles = positions.float().unsqueeze(-1) / torch.pow(10000.0, 2 * i / d_model)
+    angles = float_positions(positions).unsqueeze(-1) / torch.pow(10000.0, 2 * i / d_model)
     return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).flatten(-2)[..., :dim]
 
 

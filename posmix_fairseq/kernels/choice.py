@@ -7,6 +7,7 @@ the sublayer's option (``--S-rposnet-impl``: a value on every device, or ``trito
 Calls run through :meth:`SublayerKernels.run`, so what ``repr(model)`` and :func:`kernel_summary` print is
 what runs, a Triton kernel that failed and its PyTorch replacement included.
 """
+import functools
 import json
 import os
 import warnings
@@ -94,8 +95,12 @@ class DeviceKernels:
 
     parts: Tuple[Tuple[str, PartChoice], ...] = ()
 
+    @functools.cached_property
+    def _by_name(self) -> Dict[str, PartChoice]:  # read at every call of a sublayer: built once
+        return dict(self.parts)
+
     def of(self, part: Part) -> Optional[PartChoice]:
-        return dict(self.parts).get(part.name)
+        return self._by_name.get(part.name)
 
     def value(self, part: Part) -> str:
         return getattr(self.of(part), "value", "")  # "": a part the sublayer does not have
@@ -115,6 +120,17 @@ class SublayerKernels:
         self.option = f"{flag} {given}" if given else ""
         self.forced = self.option if forced else ""
         self.proven = set()  # the parts whose Triton kernel has run here: its errors are errors
+        self._note_triton()
+
+    def _note_triton(self) -> None:
+        """``triton_parts``: the names of the parts some device runs by the Triton kernels (a call of any other part
+        goes straight to PyTorch: :meth:`by_torch`)."""
+        self.triton_parts = frozenset(name for kernels in (self.cpu, self.gpu) for name, choice in kernels.parts
+                                      if choice.kernels == "triton")
+
+    def by_torch(self, part: Part) -> bool:
+        """Whether ``part`` runs by PyTorch on every device (no Triton kernel to try, nothing to fall back from)."""
+        return part.name not in self.triton_parts
 
     def on(self, device: torch.device) -> DeviceKernels:
         return self.gpu if common.on_gpu(device) else self.cpu
@@ -128,7 +144,7 @@ class SublayerKernels:
         on ``device``, else ``torch_call()``. Where the defaults chose Triton, a kernel that cannot run, or fails
         before it has run once here, makes this part of this sublayer PyTorch from then on (a kernel that has
         run propagates its failures); where the option forced Triton, the error propagates."""
-        if getattr(self.on(device).of(part), "kernels", "torch") != "triton":
+        if part.name not in self.triton_parts or getattr(self.on(device).of(part), "kernels", "torch") != "triton":
             return torch_call()
         try:
             out = triton_call()
@@ -145,6 +161,7 @@ class SublayerKernels:
         why = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
         self.gpu = DeviceKernels(tuple((name, replace(choice, kernels="torch", failed=why) if name == part.name
                                         else choice) for name, choice in self.gpu.parts))
+        self._note_triton()
         warnings.warn(f"posmix_fairseq: a sublayer's Triton kernel for its {part.name} failed ({why}); that "
                       f"sublayer runs its {part.name} by PyTorch from now on (kernel_summary(model) says which; "
                       "docs/gpu.md: what Triton needs at run time)", dispatch.TritonFallbackWarning, stacklevel=3)

@@ -14,6 +14,7 @@ from ..core.position_tables import refer_to_shared
 from .engine import (AbsoluteTableEnergy, EnergyMixingAttention, FrozenAbsoluteEnergy, MixerSpec, PositionQueries,
                      SideResources, absolute_table_options, register_mixer, shared_table, split_heads, table_norm,
                      xavier_linear)
+from .paths.absolute_table_decoding import AbsoluteTableDecoding
 from .paths.position_table import PositionTableMixing
 
 
@@ -53,4 +54,4 @@ class AbsolutePositionEnergy(PositionQueries, AbsoluteTableEnergy):
                 options=absolute_table_options("sinusoidal"))
 def build_aposnet(spec: MixerSpec, resources: SideResources):
     return EnergyMixingAttention(spec, resources, spec.energy(AbsolutePositionEnergy, resources),
-                                 paths=[PositionTableMixing()])
+                                 paths=[AbsoluteTableDecoding(), PositionTableMixing()])

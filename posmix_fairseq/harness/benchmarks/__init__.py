@@ -8,7 +8,8 @@ console entry point (also ``python -m posmix_fairseq.harness.benchmarks.<name>``
   sublayer, training, decoding, quality), Markdown tables and JSON.
 - :mod:`.search_attention` (``posmix-bench-search-attention``): search-time rPosNet sublayers
   (window form, constant-state step) against fairseq's MHA.
-- :mod:`.decode` (``posmix-bench-decode``): whole-model beam-search decoding speed.
+- :mod:`.decode` (``posmix-bench-decode``): whole-model beam-search decoding speed, and where a step's time goes
+  (:mod:`.step_time`: the model's decoder, the beam's reordering, the encoder, fairseq's search).
 - :mod:`.train_step` (``posmix-bench-train-step``): whole-model training-step time.
 - :mod:`.gaussian_window` (``posmix-bench-gaussian-window``): the hard-coded Gaussian mixer, full
   vs window.

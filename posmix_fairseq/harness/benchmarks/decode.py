@@ -15,8 +15,11 @@ model decodes exactly the same number of steps: fairseq's SequenceGenerator with
 = the output length (EOS forbidden before it, forced at it). One run decodes --batches batches of
 random source sentences; the models take turns within each run (round-robin), so a load change
 on the shared cores hits all of them alike. Tokens = generated tokens of the best hypotheses (EOS
-included). Reported: mean ± std and variance of tokens/s over the runs, and each model's ratio to
-the Transformer (ratio of means). ``--operators`` counts instead what one step asks of the device: operators,
+included). Reported: mean ± std and variance of tokens/s over the runs, each model's ratio to
+the Transformer (ratio of means), and the median and range of the ratios of single runs (each run's models
+decode one after the other). A second table gives where a step's wall time goes, measured in the same decodes
+(benchmarks/step_time.py): the share inside the model's decoder, the beam's reordering of the model's state, the
+encoder, and fairseq's search around them. ``--operators`` counts instead what one step asks of the device: operators,
 scalar reads and, on CUDA, kernels per step (benchmarks/operator_counts.py), from decoding half the output length
 and the whole of it.
 """
@@ -31,6 +34,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa
 from posmix_fairseq.harness.freeze import freeze_model  # noqa: E402
 from posmix_fairseq.harness.testing import build_model_from_args, make_dictionary, parse_model_args, random_batch  # noqa: E402
 from . import operator_counts  # noqa: E402
+from .step_time import PARTS, TimedEnsemble, shares  # noqa: E402
 from ..command import (POSITIVE_INT, Number, NumberList, UsageError, build_parser as command_parser,  # noqa: E402
                        console, device_option)
 
@@ -77,13 +81,17 @@ def decode(generator, model, batches):
 
 
 def bench_setting(models, dictionary, beam, batch, src_len, out_len, runs, n_batches, device="cpu"):
+    """({model: tokens/s of each run}, tokens per run, {model: step_time.shares of all its timed decodes})."""
     batches = [tuple(t.to(device) for t in random_batch(dictionary, [src_len] * batch, seed=100 + i))
                for i in range(n_batches)]
-    generators = {name: SequenceGenerator([m], dictionary, beam_size=beam, max_len_a=0, max_len_b=out_len,
-                                          min_len=out_len) for name, m in models.items()}
+    ensembles = {name: TimedEnsemble([m]) for name, m in models.items()}
+    generators = {name: SequenceGenerator(ensembles[name], dictionary, beam_size=beam, max_len_a=0,
+                                          max_len_b=out_len, min_len=out_len) for name in models}
     for name, m in models.items():  # untimed warm-up pass
         decode(generators[name], m, batches[:1])
+        ensembles[name].reset()
     speeds = {name: [] for name in models}
+    seconds = {name: 0.0 for name in models}
     tokens = {}
     for _ in range(runs):
         for name, m in models.items():
@@ -92,7 +100,15 @@ def bench_setting(models, dictionary, beam, batch, src_len, out_len, runs, n_bat
             if n != tokens[name] or n != tokens[next(iter(models))]:
                 raise RuntimeError(f"{name} decoded {n} tokens, not the same number as the others")
             speeds[name].append(n / secs)
-    return speeds, tokens[next(iter(models))]
+            seconds[name] += secs
+    step_shares = {name: shares(ensembles[name].seconds, seconds[name], ensembles[name].steps) for name in models}
+    return speeds, tokens[next(iter(models))], step_shares
+
+
+def run_ratios(speeds, base):
+    """(median, lowest, highest) of one model's per-run ratios to the ``base`` model's tokens/s in the same runs."""
+    ratios = [s / b for s, b in zip(speeds, base)]
+    return statistics.median(ratios), min(ratios), max(ratios)
 
 
 def operators_setting(models, dictionary, beam, batch, src_len, out_len, device="cpu"):
@@ -154,6 +170,7 @@ def main(argv=None):
             p.error(f"--sizes: {s!r} is not one of {', '.join(SIZES)}")
     dictionary = make_dictionary(a.vocab - 4)
     width = "" if a.embed_dim is None else f" at D = {a.embed_dim}"
+    share_rows = []
     if a.operators:
         print(f"{a.device.upper()}: what one beam-search step asks of the device, {a.model_size} models{width} with "
               f"random weights, vocabulary {a.vocab}; per step: (decoding the output length - decoding half of it) / "
@@ -164,8 +181,8 @@ def main(argv=None):
         print(f"{a.device.upper()} decoding, {a.model_size} models{width} with random weights, vocabulary {a.vocab}, "
               f"{a.threads} thread(s), {a.runs} runs of {a.batches} batch(es); tokens/s mean ± std (variance); "
               "ratio = mean / Transformer's\n")
-        print("| output | beam | batch | model | tokens/run | tokens/s | variance | ratio |\n"
-              "|---|---:|---:|---|---:|---:|---:|---:|")
+        print("| output | beam | batch | model | tokens/run | tokens/s | variance | ratio | ratio per run: median "
+              "(range) |\n|---|---:|---:|---|---:|---:|---:|---:|---|")
     for size in sizes:
         src_len, out_len = SIZES[size]
         positions = max(src_len, out_len) + 2
@@ -176,15 +193,27 @@ def main(argv=None):
                     steps = operators_setting(models, dictionary, beam, batch, src_len, out_len, a.device)
                     print_operators(size, out_len, beam, batch, steps, a.device)
                     continue
-                speeds, tokens = bench_setting(models, dictionary, beam, batch, src_len, out_len, a.runs, a.batches,
-                                               a.device)
+                speeds, tokens, step_shares = bench_setting(models, dictionary, beam, batch, src_len, out_len, a.runs,
+                                                            a.batches, a.device)
                 base = statistics.fmean(speeds[names[0]])
                 for n in names:
                     s = speeds[n]
                     mean = statistics.fmean(s)
+                    median, low, high = run_ratios(s, speeds[names[0]])
                     print(f"| {size} ({out_len}) | {beam} | {batch} | {n} | {tokens} | {mean:.1f} ± "
-                          f"{statistics.stdev(s):.1f} | {statistics.variance(s):.2f} | {mean / base:.2f} |", flush=True)
+                          f"{statistics.stdev(s):.1f} | {statistics.variance(s):.2f} | {mean / base:.2f} | "
+                          f"{median:.2f} ({low:.2f}-{high:.2f}) |", flush=True)
+                    share = step_shares[n]
+                    share_rows.append(f"| {size} ({out_len}) | {beam} | {batch} | {n} | {share['step_ms']:.2f} | "
+                                      + " | ".join(f"{share[part]:.1f}" for part in PARTS) + " |")
         del models
+    if share_rows:
+        print("\nWhere a step's wall time goes, in the same decodes (% of the decode; ms/step = wall time / decoder "
+              "steps): decoder = the model's decoder step (forward_decoder), reorder = the beam's reordering of the "
+              "model's state, encoder = once per batch, search = fairseq's beam search around them\n")
+        print("| output | beam | batch | model | ms/step | decoder % | reorder % | encoder % | search % |\n"
+              "|---|---:|---:|---|---:|---:|---:|---:|---:|")
+        print("\n".join(share_rows), flush=True)
     return 0
 
 cli = console(main, "posmix-bench-decode")

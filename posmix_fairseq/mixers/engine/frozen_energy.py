@@ -171,3 +171,12 @@ class FrozenAbsoluteEnergy(FrozenTable, AbsoluteTableEnergy):
         self.check_positions(torch.tensor([num_query_positions - 1]), query_role)
         self.check_positions(torch.tensor([num_key_positions - 1]), key_role)
         return self.table[:, :num_query_positions, :num_key_positions]
+
+    def decoding_row(self, position: int, keys: int) -> Tensor:
+        """(H, keys) energies E[h, position, m] of the keys m < ``keys``: a decoding step's row, read without a
+        device read (``position`` and ``keys`` are host-known); the errors of :meth:`check_positions`."""
+        query_role, key_role = self._roles
+        if (self.training and torch.is_grad_enabled()) or position >= self.table.size(1) or keys > self.table.size(2):
+            self.check_positions(torch.tensor([position]), query_role)
+            self.check_positions(torch.tensor([keys - 1]), key_role)
+        return self.table[:, position, :keys]

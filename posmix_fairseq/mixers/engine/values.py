@@ -23,6 +23,13 @@ def gated(module: nn.Module, device, triton_call, torch_call):
     return torch_call() if sublayer is None else sublayer.run(device, GATING, triton_call, torch_call)
 
 
+def by_torch(module: nn.Module) -> bool:
+    """Whether ``module``'s gating runs by PyTorch on every device: then it calls PyTorch directly (a decoding
+    step makes these calls in every layer, at every step: no closures and no dispatch by device)."""
+    sublayer = module.sublayer_kernels
+    return sublayer is None or sublayer.by_torch(GATING)
+
+
 class Values(nn.Module):
     def __init__(self, projection: nn.Module, embed_dim: int, num_heads: int, gated: bool):
         super().__init__()
@@ -41,10 +48,13 @@ class Values(nn.Module):
         """(B, H, S, D_h) projected (and, gated, normalised) values of the new keys (their positions and
         padding are (B, S))."""
         v = self.projection(value)
-        if self.norm is not None:
-            norm = self.norm
-            v = gated(self, v.device, lambda: kernels.gelu_layernorm(v, norm.weight, norm.bias, norm.eps, "triton"),
-                      lambda: norm(F.gelu(v)))
+        norm = self.norm
+        if norm is not None:
+            if by_torch(self):
+                v = norm(F.gelu(v))
+            else:
+                v = gated(self, v.device, lambda: kernels.gelu_layernorm(v, norm.weight, norm.bias, norm.eps,
+                                                                         "triton"), lambda: norm(F.gelu(v)))
         return split_heads(v, self.num_heads)
 
     def relative_term(self, weights: Tensor, query_positions: Tensor, key_positions: Tensor) -> Optional[Tensor]:
@@ -64,5 +74,7 @@ class ContextGate(nn.Module):
         """(T, B, D) gated contexts of the (T, B, H, D_h) heads' ``context``, a view in any layout: PyTorch's
         product reads it in place (no copy into (T, B, D) first)."""
         gate = self.gate_proj(query)
+        if by_torch(self):
+            return (F.gelu(gate).view(context.shape) * context).flatten(2)
         return gated(self, context.device, lambda: kernels.gelu_gate(context.flatten(2), gate, "triton"),
                      lambda: (F.gelu(gate).view(context.shape) * context).flatten(2))
