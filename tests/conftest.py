@@ -21,9 +21,26 @@ LONGEST_FIRST = ("test_cli_end_to_end.py", "test_multi30k_learning.py", "test_cl
                  "test_figures.py", "test_frozen_generate_settings.py")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--mixer", metavar="NAME", help="run only the checks of the mixer NAME: its generated checks (every "
+                     "configuration, option and CLI case whose model uses it), its own equation tests, and the docs, "
+                     "floors, budget and house checks (tests/mixer_checks.py; scripts/check_mixer.sh NAME)")
+
+
+def pytest_configure(config):
+    if config.getoption("--mixer"):
+        from mixer_checks import check_name  # reads the registries: only when asked
+
+        check_name(config.getoption("--mixer"))
+
+
 def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))  # stable: file order kept
+    if config.getoption("--mixer"):
+        from mixer_checks import select  # parses every configuration: only when asked
+
+        select(items, config, config.getoption("--mixer"))
 
 @pytest.fixture(scope="session")
 def tiny_learned_metrics(tmp_path_factory):

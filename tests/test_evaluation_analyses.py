@@ -170,8 +170,12 @@ def test_length_bins_match_sacrebleu_on_each_bin(tmp_path, capsys):
     _gen_file(tmp_path / "base.txt", refs, base, srcs)
     result = length_bins.main([str(tmp_path / "sys.txt"), "--baseline", str(tmp_path / "base.txt"), "--by", "src",
                                "--bins", "3,6", "--metrics", "bleu,chrf"])
-    assert [r["bin"] for r in result] == ["<= 3", "4-6", "> 6"]
-    for r, (lo, hi) in zip(result, [(0, 3), (4, 6), (7, 99)]):
+    assert [r["bin"] for r in result["bins"]] == ["<= 3", "4-6", "> 6"]
+    bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
+    for metric in (bleu, chrf):
+        metric.corpus_score(hyps, [refs])
+    assert result["signatures"] == {"BLEU": str(bleu.get_signature()), "chrF2": str(chrf.get_signature())}
+    for r, (lo, hi) in zip(result["bins"], [(0, 3), (4, 6), (7, 99)]):
         idx = [i for i, s in enumerate(srcs) if lo <= len(s.split()) <= hi]
         assert r["sentences"] == len(idx)
         assert r["sys/BLEU"] == pytest.approx(sacrebleu.corpus_bleu([hyps[i] for i in idx], [[refs[i] for i in idx]]).score)

@@ -257,6 +257,36 @@ def test_paired_tests_reproduce_sacrebleu_over_its_statistics(metric_cls):
     assert (ours.p_value, ours.mean, ours.ci) == (expected.p_value, expected.mean, expected.ci)
 
 
+@pytest.mark.parametrize("n", [1, 2, 39, 40, 41, 79, 80, 500, 1000])
+def test_the_bootstrap_interval_is_sacrebleus_estimate_ci(n):
+    """The 95% half-width is half the distance between the n//40-th smallest and largest of n resampled scores
+    (sacreBLEU's estimate_ci, which paired_bootstrap calls), at every n, ties included."""
+    from sacrebleu.significance import estimate_ci
+
+    rng = np.random.default_rng(n)
+    scores = np.round(rng.normal(30, 2, n), 1)  # rounded: ties
+    ordered, low = np.sort(scores), n // 40
+    assert float(estimate_ci(scores)[1]) == float(0.5 * (ordered[n - low - 1] - ordered[low]))
+    segments = rng.normal(0.5, 0.2, 12)
+    resampled = segments[np.random.default_rng(7).choice(12, size=(n, 12), replace=True)].mean(axis=1)
+    ordered = np.sort(resampled)
+    expected = 0.5 * (ordered[n - low - 1] - ordered[low])
+    assert paired_bootstrap(segments, n_samples=n, seed=7).ci == pytest.approx(expected, rel=1e-12, abs=1e-15)
+
+
+def test_removing_subword_units_is_fairseqs_post_process():
+    """detok.py repeats fairseq's post_process (so that posmix-score on text loads no torch): the same text for
+    subword-nmt markers and SentencePiece pieces, at the ends of lines, doubled and spaced oddly."""
+    from fairseq.data.data_utils import post_process
+    from posmix_fairseq.harness.evaluation.detok import join_pieces, remove_subword_nmt
+
+    lines = ["ein Mann@@ s@@ chaft geht", "end@@", "@@ start", "a @@ b@@  c", "", "  spaced  out@@ ", "x@@@@ y",
+             "\u2581Ein \u2581Mann \u2581ge ht .", "\u2581\u2581a  b\u2581", " \u2581lead ing ", "no pieces"]
+    for line in lines:
+        assert remove_subword_nmt(line) == post_process(line, "subword_nmt"), line
+        assert join_pieces(line) == post_process(line, "sentencepiece"), line
+
+
 def test_segment_tests_on_known_cases_and_an_exact_permutation_test():
     rng = np.random.default_rng(0)
     sys_scores, base_scores = rng.normal(0.3, 1, 10), rng.normal(0, 1, 10)
@@ -413,12 +443,32 @@ def test_the_commands_use_only_sacrebleus_public_api():
         assert sacrebleu_private_uses(open(path, encoding="utf-8").read()) == [], path
 
 
-def test_ngram_orders_chrf_per_order():
-    """Identical text: 100 at every order; a changed word: below 100 at every order."""
+def test_ngram_orders_per_order_with_sacrebleus_signatures(tmp_path, capsys):
+    """Identical text (up to case, with --lowercase): 100 at every order; a changed word: below 100 at every order;
+    each order's sacreBLEU signature is recorded (case:lc for chrF and BLEU alike)."""
+    from sacrebleu.metrics import BLEU, CHRF
+
     from posmix_fairseq.harness.evaluation import ngram_orders
 
     refs = ["the cat sat on the mat", "a dog ran in the park"]
-    same = ngram_orders.chrf_by_order(refs, refs, [1, 6, 12], [1, 2, 3])
-    assert same == {"char": [100.0, 100.0, 100.0], "word": [100.0, 100.0, 100.0]}
-    other = ngram_orders.chrf_by_order(["the cat sat on the rug", "a dog ran in the park"], refs, [1, 6], [1, 2])
-    assert all(0 < x < 100 for x in other["char"] + other["word"])
+
+    def generated(name, hyps):
+        (tmp_path / name).write_text("".join(f"S-{i}\tx\nT-{i}\t{ref}\nH-{i}\t-1.0\t{hyp}\n"
+                                             for i, (ref, hyp) in enumerate(zip(refs, hyps))))
+        return str(tmp_path / name)
+
+    same, other = generated("same.txt", [r.upper() for r in refs]), generated("other.txt", ["the cat sat on the rug", refs[1]])
+    result = ngram_orders.main([same, "--baseline", other, "--names", "same", "other", "--lowercase", "--char-orders",
+                                "1,6,12", "--word-orders", "1-3", "--bleu-orders", "1,4"])
+    for key in ("chrf_char_orders", "chrf_word_orders", "bleu_orders"):
+        assert result[key]["scores"]["same"] == pytest.approx([100.0] * len(result[key]["orders"])), key
+        assert all(0 < x < 100 for x in result[key]["scores"]["other"]), key
+    expected = {"chrf_char_orders": [CHRF(char_order=n, word_order=2, lowercase=True) for n in (1, 6, 12)],
+                "chrf_word_orders": [CHRF(char_order=6, word_order=n, lowercase=True) for n in (1, 2, 3)],
+                "bleu_orders": [BLEU(max_ngram_order=n, lowercase=True) for n in (1, 4)]}
+    for key, metrics in expected.items():
+        for metric in metrics:
+            metric.corpus_score(refs, [refs])
+        assert result[key]["signatures"] == [str(metric.get_signature()) for metric in metrics], key
+        assert all("case:lc" in signature and "nrefs:1" in signature for signature in result[key]["signatures"])
+    assert f"sacreBLEU signature at n = 1: {result['bleu_orders']['signatures'][0]}" in capsys.readouterr().out

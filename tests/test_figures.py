@@ -197,7 +197,7 @@ def test_score_based_figures_hc_fig3_hc_fig7_gpa_fig2_posnet_fig3(outputs, tmp_p
 
 
 def test_length_bin_figures_hc_fig4_fig6_fig8(outputs, tmp_path):
-    bins = json.load(open(os.path.join(outputs["dir"], "bins.ref.json")))
+    bins = json.load(open(os.path.join(outputs["dir"], "bins.ref.json")))["bins"]
     fig = plot.main(["hc-fig4", os.path.join(outputs["dir"], "bins.ref.json"), "--baseline", "reversed",
                      "--out", str(tmp_path)])
     assert_written(str(tmp_path), "hc_fig4")
@@ -208,14 +208,14 @@ def test_length_bin_figures_hc_fig4_fig6_fig8(outputs, tmp_path):
     fig = plot.main(["hc-fig6", os.path.join(outputs["dir"], "bins.decoder_cross.json"), "--title", "cross",
                      "--out", str(tmp_path)])
     assert_written(str(tmp_path), "hc_fig6")
-    cross = json.load(open(os.path.join(outputs["dir"], "bins.decoder_cross.json")))
+    cross = json.load(open(os.path.join(outputs["dir"], "bins.decoder_cross.json")))["bins"]
     assert lines_of(panels(fig)[0])["reversed"][1] == pytest.approx([r["reversed/BLEU"] for r in cross])
     fig = plot.main(["hc-fig8", "--panel", f"encoder self={os.path.join(outputs['dir'], 'bins.encoder_self.json')}",
                      "--panel", f"cross={os.path.join(outputs['dir'], 'bins.decoder_cross.json')}",
                      "--out", str(tmp_path)])
     assert_written(str(tmp_path), "hc_fig8")
     assert [ax.get_title() for ax in panels(fig)] == ["encoder self", "cross"]
-    enc = json.load(open(os.path.join(outputs["dir"], "bins.encoder_self.json")))
+    enc = json.load(open(os.path.join(outputs["dir"], "bins.encoder_self.json")))["bins"]
     assert lines_of(panels(fig)[0])["last"][1] == pytest.approx([r["last/BLEU"] for r in enc])
     with pytest.raises(SystemExit, match=r"--baseline 'BASE': .* has the systems last, reversed"):
         plot.main(["hc-fig4", os.path.join(outputs["dir"], "bins.ref.json"), "--baseline", "BASE",

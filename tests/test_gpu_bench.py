@@ -209,3 +209,35 @@ def test_the_console_command_exits_0_after_all_sections_ran(tmp_path):
                             cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "'sections'" not in result.stdout and "'meta'" not in result.stdout
+
+
+def test_each_timed_gpu_run_starts_with_the_l2_cache_flushed(monkeypatch):
+    """posmix-bench-kernels' timer zeroes a buffer larger than the L2 cache before each timed run, outside the
+    timed span (triton.testing.do_bench's flush), so no run reads what its previous run left in the cache."""
+    import torch
+
+    from posmix_fairseq.harness.benchmarks import kernels
+
+    log = []
+
+    class Buffer:
+        def zero_(self):
+            log.append("flush")
+
+    class Event:
+        def __init__(self, enable_timing):
+            pass
+
+        def record(self):
+            log.append("record")
+
+        def elapsed_time(self, end):
+            return 1.0
+
+    sizes = []
+    monkeypatch.setattr(torch, "empty", lambda size, **kw: sizes.append(size * 4) or Buffer())
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    assert kernels.timed(lambda: log.append("run"), types.SimpleNamespace(type="cuda"), repeats=3, warmup=1) == 1.0
+    assert log == ["run"] + ["flush", "record", "run", "record"] * 3
+    assert sizes == [kernels.L2_FLUSH_BYTES] and kernels.L2_FLUSH_BYTES >= 256 * 2 ** 20  # an H100's L2: 50 MB

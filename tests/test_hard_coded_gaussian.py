@@ -14,17 +14,17 @@ def weights_of(mixer, n_query, n_key, qpos=None):
 
 
 def test_head_centred_on_query_matches_footnote_1():
-    mixer = standalone_mixer(spec("gaussian", gaussian_offsets="0"))
+    mixer = standalone_mixer(spec("gaussian", options={"gaussian-offsets": "0"}))
     w = weights_of(mixer, 9, 9)[0, 4]  # query 4, keys 0..8
     torch.testing.assert_close(w[2:7], torch.tensor([0.054, 0.242, 0.399, 0.242, 0.054]), atol=5e-4, rtol=0)
     assert w.sum() < 1.0  # cut, not renormalised (footnote 5)
 
 
 def test_conv_kernel_is_window_3_and_index_copies_one_neighbour():
-    conv = weights_of(standalone_mixer(spec("gaussian", gaussian_offsets="1", gaussian_impl="conv")), 6, 6)[0]
+    conv = weights_of(standalone_mixer(spec("gaussian", options={"gaussian-offsets": "1", "gaussian-impl": "conv"})), 6, 6)[0]
     torch.testing.assert_close(conv[2, 2:5], torch.tensor([0.242, 0.399, 0.242]), atol=5e-4, rtol=0)
     assert conv[2, :2].abs().sum() == 0 and conv[2, 5:].abs().sum() == 0
-    index = standalone_mixer(spec("gaussian", gaussian_offsets="-1", gaussian_impl="index"))
+    index = standalone_mixer(spec("gaussian", options={"gaussian-offsets": "-1", "gaussian-impl": "index"}))
     w = weights_of(index, 5, 5)[0]
     assert w.tolist() == [[1.0 if j == i - 1 else 0.0 for j in range(5)] for i in range(5)]
     # the index head returns exactly the (projected) value of the previous token
@@ -36,8 +36,8 @@ def test_conv_kernel_is_window_3_and_index_copies_one_neighbour():
 
 
 def test_cross_attention_centres_use_gamma_per_call():
-    mixer = standalone_mixer(spec("gaussian", placement="decoder_cross", gamma=1.5, gaussian_offsets="-1,0,1",
-                             gaussian_impl="index", h=3, d=12))
+    mixer = standalone_mixer(spec("gaussian", placement="decoder_cross", gamma=1.5, h=3, d=12,
+                             options={"gaussian-offsets": "-1,0,1", "gaussian-impl": "index"}))
     w = weights_of(mixer, 4, 9)
     for i in range(4):
         for h, o in enumerate((-1, 0, 1)):
@@ -61,7 +61,7 @@ def test_value_projection_can_be_dropped_footnote_6():
     """GPA Table 8 counts 2D^2 for GaussianNet (W^V and W^O; matrices only, its totals are checked in
     test_paper_counts.py); the HC paper's footnote 6 drops W^V, leaving W^O's D^2."""
     with_v = standalone_mixer(spec("gaussian"))
-    without_v = standalone_mixer(spec("gaussian", gaussian_value_projection="off"))
+    without_v = standalone_mixer(spec("gaussian", options={"gaussian-value-projection": "off"}))
     assert sum(p.numel() for p in with_v.parameters() if p.dim() == 2) == 2 * 16 * 16
     assert sum(p.numel() for p in without_v.parameters() if p.dim() == 2) == 16 * 16
     assert not hasattr(without_v.values.projection, "weight")  # the values are the inputs themselves
@@ -134,10 +134,10 @@ def test_window_equals_a_direct_windowed_sum_and_full_where_the_cut_mass_is_negl
     erfc((K + 1/2) / sqrt 2) < 1e-16, is below float precision."""
     torch.manual_seed(0)
     cross = placement == "decoder_cross"
-    options = dict(placement=placement, k=k, gaussian_sigma=sigma, gamma=1.5 if cross else 1.0,
-                   gaussian_offsets="-1,0,1" if cross else "-1,1", h=4, d=16)
-    window = standalone_mixer(spec("gaussian", gaussian_impl="window", **options)).eval()
-    full = standalone_mixer(spec("gaussian", gaussian_impl="full", **options)).eval()
+    sizes = dict(placement=placement, k=k, gamma=1.5 if cross else 1.0, h=4, d=16)
+    options = {"gaussian-sigma": sigma, "gaussian-offsets": "-1,0,1" if cross else "-1,1"}
+    window = standalone_mixer(spec("gaussian", **sizes, options={**options, "gaussian-impl": "window"})).eval()
+    full = standalone_mixer(spec("gaussian", **sizes, options={**options, "gaussian-impl": "full"})).eval()
     full.load_state_dict(window.state_dict())
     x = torch.randn(12, 2, 16)
     pad = torch.zeros(2, 12, dtype=torch.bool)
@@ -157,8 +157,8 @@ def test_window_equals_a_direct_windowed_sum_and_full_where_the_cut_mass_is_negl
             values, kpad, kpos_from = window.values(x, None, pad), pad, pad
         qpos = (~pad).long().cumsum(1).sub(1).clamp(min=0)
         kpos = (~kpos_from).long().cumsum(1).sub(1).clamp(min=0)
-        direct = direct_gaussian_context(values, qpos, kpos, kpad, [float(o) for o in options["gaussian_offsets"]
-                                                                    .split(",")], sigma, options["gamma"], k, causal)
+        direct = direct_gaussian_context(values, qpos, kpos, kpad, [float(o) for o in options["gaussian-offsets"]
+                                                                    .split(",")], sigma, sizes["gamma"], k, causal)
         expected = window.out_proj(direct.float().permute(2, 0, 1, 3).reshape(12, 2, 16))
     real = ~pad.t().unsqueeze(-1)  # padded query slots are not compared
     torch.testing.assert_close(got * real, expected * real, atol=1e-5, rtol=1e-5)

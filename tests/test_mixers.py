@@ -183,7 +183,7 @@ def expected_params(name, gated, d, h, k):
     return TABLE8[name](d, 2 * k + 1) + gate
 
 
-PAPER_READINGS = {"shaw": dict(relative_embedding_heads="sliced", shaw_value_term="off")}
+PAPER_READINGS = {"shaw": {"relative-embedding-heads": "sliced", "shaw-value-term": "off"}}
 
 
 @pytest.mark.parametrize("gated", [False, True])
@@ -191,7 +191,7 @@ PAPER_READINGS = {"shaw": dict(relative_embedding_heads="sliced", shaw_value_ter
 def test_parameter_counts_match_table8_formulas(name, gated):
     for d, h, k in [(512, 8, 16), (1024, 16, 8)]:
         mixer = standalone_mixer(spec(name, gated=gated, k=k, table="learned" if name != "aposnet" else "sinusoidal",
-                                 d=d, h=h, **PAPER_READINGS.get(name, {})))
+                                 d=d, h=h, options=PAPER_READINGS.get(name)))
         got = sum(p.numel() for p in mixer.parameters())
         assert got == expected_params(name, gated, d, h, k), (name, gated, d)
 
@@ -386,7 +386,7 @@ def test_alibi_slopes_are_the_papers():
 def test_alibi_equals_a_plain_implementation_of_press_et_al(placement):
     """softmax_m(q_n k_m / sqrt(D_h) - s_h |n - m|) per head, on each sentence's true positions (left padding)."""
     torch.manual_seed(0)
-    mixer = standalone_mixer(mixer_spec("alibi", placement=placement, d=16, h=4, alibi_max_bias=6.0))
+    mixer = standalone_mixer(mixer_spec("alibi", placement=placement, d=16, h=4, options={"alibi-max-bias": 6.0}))
     causal = placement == "decoder_self"
     x, out = run_on_left_padded_batch(mixer, causal)
     slopes = torch.tensor([2.0 ** (-6.0 * h / 4) for h in range(1, 5)], dtype=torch.float64).view(4, 1, 1)
@@ -411,7 +411,7 @@ def test_rope_equals_a_plain_implementation_of_roformer(placement):
     """softmax_m((R_n q_n)(R_m k_m)^T / sqrt(D_h)) per head, R_p the block rotation matrix of Eq. 34 at each
     sentence's true positions (left padding)."""
     torch.manual_seed(0)
-    mixer = standalone_mixer(mixer_spec("rope", placement=placement, d=16, h=4, rope_base=100.0))
+    mixer = standalone_mixer(mixer_spec("rope", placement=placement, d=16, h=4, options={"rope-base": 100.0}))
     causal = placement == "decoder_self"
     x, out = run_on_left_padded_batch(mixer, causal)
 
@@ -433,7 +433,7 @@ def test_rope_energies_depend_on_the_distance_only_and_its_cache_holds_rotated_k
     x, positions = torch.randn(5, 1, 16), torch.arange(5).unsqueeze(0)
     for shift in (0, 7, 300):
         keys = energy.key_features(x, positions + shift)
-        logits = energy.logits(x, positions + shift, keys, positions + shift)
+        logits = energy.logits(energy.query_features(x, positions + shift), positions + shift, keys, positions + shift)
         if shift == 0:
             reference = logits
             plain = split_heads(energy.k_proj(x), 4)[0].double()  # (H, L, D_h)

@@ -21,7 +21,9 @@ pytestmark = pytest.mark.skipif(
 SMALL = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--encoder-ffn-embed-dim", "256",
          "--decoder-ffn-embed-dim", "256", "--dropout", "0.1", "--criterion", "cross_entropy",
          "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "50", "--max-tokens", "3000",
-         "--max-source-positions", "256", "--max-target-positions", "256"]
+         "--max-source-positions", "256", "--max-target-positions", "256",
+         # validated and saved once, at the last update (what the test reads), not at every epoch's end
+         "--validate-interval", "1000", "--save-interval", "1000"]
 UPDATES = 250
 
 

@@ -31,9 +31,9 @@ def count(flags, vocab, tiny=False):
     return num_parameters(meta_model(flags, vocab, tiny=tiny))
 
 
-def layer_count(name, d, h, k, gated, **options):
+def layer_count(name, d, h, k, gated, options=None):
     return sum(p.numel() for p in standalone_mixer(mixer_spec(name, gated=gated, k=k, table="learned", d=d, h=h,
-                                                         **options)).parameters())
+                                                         options=options)).parameters())
 
 
 # ---- GPA Table 8: parameters per attention layer, training column ------------------------------------
@@ -43,7 +43,8 @@ def layer_count(name, d, h, k, gated, **options):
 def test_gpa_table8_training_parameters_per_layer(size, d, h, k):
     k_hat = 2 * k + 1  # "K^ refers to the bidirectional context size"
     # row "Shaw et al. (2018)": K^D + 4D^2 (the shaw_* archs' reading: sliced, no a^V term)
-    shaw = layer_count("shaw", d, h, k, gated=False, relative_embedding_heads="sliced", shaw_value_term="off")
+    shaw = layer_count("shaw", d, h, k, gated=False,
+                       options={"relative-embedding-heads": "sliced", "shaw-value-term": "off"})
     assert shaw == k_hat * d + 4 * d * d + 4 * d
     # row "rPosNet": K^D + 4D^2 (W^Q, W^V, W^O and the gate W^G of Eq. 4)
     rposnet = layer_count("rposnet", d, h, k, gated=True)
@@ -117,7 +118,7 @@ def test_ape_relative_sinusoids_are_the_first_d_k_dims_of_the_d_model_encoding()
     d_model, heads, k = 512, 8, 16
     d_k = d_model // heads
     mixer = standalone_mixer(mixer_spec("shaw", k=k, table="sinusoidal", d=d_model, h=heads,
-                                   relative_embedding_heads="shared"))
+                                   options={"relative-embedding-heads": "shared"}))
     got = mixer.energy.relative_keys()  # (H, 2K+1, d_k)
     for distance in (-16, -3, 0, 5, 16):
         expected = torch.tensor([math.sin(distance / 10000 ** (2 * (c // 2) / d_model)) if c % 2 == 0 else

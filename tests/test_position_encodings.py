@@ -131,7 +131,7 @@ def test_shaw_beyond_k_equals_clipped_distance():
     energy = model.encoder.layers[0].self_attn.energy
     q = torch.randn(1, 1, 32)
     keys = torch.randn(1, 4, 1, 8).expand(1, 4, 2, 8)
-    far = energy.logits(q, torch.tensor([[70]]), keys, torch.tensor([[0, 66]]))
+    far = energy.logits(energy.query_features(q, torch.tensor([[70]])), torch.tensor([[70]]), keys, torch.tensor([[0, 66]]))
     torch.testing.assert_close(far[..., 0], far[..., 1])
 
 

@@ -115,7 +115,7 @@ def test_window_cross_attention_while_decoding_step_by_step():
 
 
 def test_window_has_no_dropout_and_no_weights():
-    spec = replace(mixer_spec("rposnet", "encoder_self", k=2, rposnet_impl="window"), attention_dropout=0.1)
+    spec = replace(mixer_spec("rposnet", "encoder_self", k=2, options={"rposnet-impl": "window"}), attention_dropout=0.1)
     mixer = standalone_mixer(spec)
     assert mixer.path_names == ("window", "table", "dense")
     x = torch.randn(6, 2, 16)
@@ -131,7 +131,7 @@ def test_window_has_no_dropout_and_no_weights():
     assert weights.shape == (4, 2, 6, 6) and torch.allclose(dense_out, out, atol=TOL)
     with pytest.raises(ValueError, match=r"--encoder-self-rposnet-impl: 'banded' is not one of its values; "
                                          r"valid values: auto, dense, window, triton"):
-        standalone_mixer(mixer_spec("rposnet", "encoder_self", rposnet_impl="banded"))
+        standalone_mixer(mixer_spec("rposnet", "encoder_self", options={"rposnet-impl": "banded"}))
 
 
 def test_auto_impl_is_dense_on_the_cpu_and_the_gpu_default_for_cuda(monkeypatch):

@@ -23,7 +23,7 @@ def test_fourier_equals_real_part_of_fft_over_the_true_length():
 
 def test_linearnet_uses_its_matrix_by_true_position_and_names_its_limit():
     # the model's limits may not exceed P
-    linear = replace(spec("linear", linear_max_positions=8), max_query_positions=8, max_key_positions=8)
+    linear = replace(spec("linear", options={"linear-max-positions": 8}), max_query_positions=8, max_key_positions=8)
     mixer = standalone_mixer(linear)
     qpos = torch.tensor([[0, 0, 1, 2]])  # left padded: the first slot is padding
     pad = torch.tensor([[True, False, False, False]])
@@ -60,7 +60,7 @@ def direct_lightconv(kernel, n, length, k, causal, global_context):
 @pytest.mark.parametrize("global_context", ["off", "on"])
 def test_light_convolution_weights_equal_direct_kernel_sum(placement, global_context):
     torch.manual_seed(0)
-    mixer = standalone_mixer(spec("lightconv", placement=placement, k=2, lightconv_global_context=global_context))
+    mixer = standalone_mixer(spec("lightconv", placement=placement, k=2, options={"lightconv-global-context": global_context}))
     length = 8
     pos = torch.arange(length).unsqueeze(0)
     w = mixer.energy.direct_weights(torch.zeros(length, 1, 16), pos, None, pos,

@@ -24,8 +24,8 @@ def positions_from_padding(padding_mask: Optional[Tensor], batch: int, length: i
     return ((torch.cumsum(not_pad, dim=1) - 1) * not_pad).clamp_(min=0)
 
 
-def relative_distance(query_positions: Tensor, key_positions: Tensor, length_ratio: float) -> Tensor:
-    """(B, T, S) distances floor(gamma * n) - m; gamma = 1 in self-attention."""
+def relative_distance(query_positions: Tensor, key_positions: Tensor, length_ratio: float = 1.0) -> Tensor:
+    """(B, T, S) distances floor(gamma * n) - m; gamma = ``length_ratio``, 1 (the default) in self-attention."""
     scaled = query_positions if length_ratio == 1.0 else torch.floor(query_positions.double() * length_ratio).long()
     return scaled.unsqueeze(2) - key_positions.unsqueeze(1)
 

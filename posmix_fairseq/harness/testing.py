@@ -126,11 +126,17 @@ def random_batch(d: Dictionary, lengths, seed=0, left_pad=True):
 
 
 def mixer_spec(name, placement="encoder_self", gated=False, k=4, table="sinusoidal", gamma=1.0, d=16, h=4,
-               **options):
-    """A MixerSpec for a standalone mixer; ``options`` by their Python names (gaussian_sigma=...)."""
-    values = {"max-relative-position": k, "position-table": table}
+               options=None):
+    """A MixerSpec for a standalone mixer. ``options``: the mixer's own options by the names it declares, as
+    ``spec.options`` holds them (``{"gaussian-sigma": 2.0}``); ``k`` and ``table`` are max-relative-position and
+    position-table where the mixer declares them; the others take their defaults."""
     entry = MIXER_REGISTRY.get(name, "--mixer")
-    opts = {o: options.get(o.replace("-", "_"), values.get(o, kw.get("default"))) for o, kw in entry.options.items()}
+    undeclared = sorted(set(options or {}) - set(entry.options))
+    if undeclared:
+        raise ValueError(f"mixer {name} declares no option {', '.join(undeclared)}; its options: "
+                         f"{', '.join(sorted(entry.options)) or 'none'}")
+    values = {"max-relative-position": k, "position-table": table, **(options or {})}
+    opts = {o: values.get(o, kw.get("default")) for o, kw in entry.options.items()}
     entry.check_options(PLACEMENT_BY_NAME[placement], opts)  # as a model's options are checked when read
     return MixerSpec(name=name, placement=PLACEMENT_BY_NAME[placement], layer_idx=0, num_layers=1, options=opts,
                      embed_dim=d, num_heads=h, kdim=d, attention_dropout=0.0, gated=gated, length_ratio=gamma,

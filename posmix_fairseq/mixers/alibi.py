@@ -16,7 +16,7 @@ import torch
 from ..core.number_ranges import POSITIVE_FLOAT
 from ..core.placement import SELF_ATTENTION_PLACEMENTS
 from ..core.positions import relative_distance
-from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
+from .engine import BiasedContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
 
 
 def alibi_slopes(num_heads: int, max_bias: float) -> torch.Tensor:
@@ -24,18 +24,18 @@ def alibi_slopes(num_heads: int, max_bias: float) -> torch.Tensor:
     return 2.0 ** (-max_bias * torch.arange(1, num_heads + 1, dtype=torch.float64) / num_heads)
 
 
-class LinearBiasEnergy(ContentEnergy):
+class LinearBiasEnergy(BiasedContentEnergy):
     """Content energies minus s_h |n - m| (Press et al. 2022)."""
 
     def __init__(self, spec: MixerSpec):
         super().__init__(spec)
         self.max_bias = float(spec.options["alibi-max-bias"])
 
-    def logits(self, query, query_positions, keys, key_positions):
-        content = super().logits(query, query_positions, keys, key_positions)
-        slopes = alibi_slopes(self.num_heads, self.max_bias).to(device=content.device, dtype=torch.float32)
-        distance = relative_distance(query_positions, key_positions, 1.0).abs().float()  # (B, T, S)
-        return content + (-slopes.view(1, -1, 1, 1) * distance.unsqueeze(1)).to(content.dtype)
+    def position_bias(self, query_positions, key_positions):
+        """(1, H, T, S) -s_h |n - m| in float32."""
+        slopes = alibi_slopes(self.num_heads, self.max_bias).to(device=query_positions.device, dtype=torch.float32)
+        distance = relative_distance(query_positions, key_positions).abs().float()  # (B, T, S)
+        return -slopes.view(1, -1, 1, 1) * distance.unsqueeze(1)
 
 
 @register_mixer("alibi", placements=SELF_ATTENTION_PLACEMENTS, gated_by_default=False, uses_positions=True,

@@ -27,6 +27,8 @@ class LightConvWeights(DirectWeights):
         self.global_context = spec.options["lightconv-global-context"] == "on"
         taps = self.k + 1 if self.causal else 2 * self.k + 1
         self.kernel = nn.Parameter(torch.empty(spec.num_heads, taps))
+
+    def reset_parameters(self):
         nn.init.xavier_uniform_(self.kernel)
 
     def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):

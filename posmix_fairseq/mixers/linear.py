@@ -24,6 +24,8 @@ class LinearSpatialWeights(DirectWeights):
         self.max_positions, self.option = spec.position_table_size("linear-max-positions", "LinearNet mixing matrix")
         self.roles = sorted({side.role for side in spec.placement.sides})
         self.weight = nn.Parameter(torch.empty(spec.num_heads, self.max_positions, self.max_positions))
+
+    def reset_parameters(self):
         nn.init.normal_(self.weight, std=0.02)
 
     def position_limits(self):

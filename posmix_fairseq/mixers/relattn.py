@@ -25,10 +25,13 @@ class RelativeKeyEnergy(SoftmaxEnergy):
         self.q_proj = xavier_linear(spec.embed_dim, spec.embed_dim)
         self.relative_keys = relative_position_table(spec, self.k, spec.options["position-table"])
 
+    def query_features(self, query, query_positions):
+        """(B, H, T, D_h) W^Q y_n / sqrt(D_h)."""
+        return split_heads(self.q_proj(query) * self.scaling, self.num_heads)
+
     def logits(self, query, query_positions, keys, key_positions):
-        q = split_heads(self.q_proj(query) * self.scaling, self.num_heads)
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
-        return gather_relative(relative_scores(q, self.relative_keys()), index)
+        return gather_relative(relative_scores(query, self.relative_keys()), index)
 
 
 @register_mixer("relattn", placements=PLACEMENTS, gated_by_default=False, uses_positions=True,

@@ -45,8 +45,9 @@ class RotaryEnergy(ContentEnergy):
         """The keys rotated by their own positions: what the incremental cache keeps."""
         return rotate(super().key_features(key, key_positions), key_positions, self.base)
 
-    def logits(self, query, query_positions, keys, key_positions):
-        return rotate(self.queries(query), query_positions, self.base) @ keys.to(query.dtype).transpose(-1, -2)
+    def query_features(self, query, query_positions):
+        """The queries rotated by their own positions; the energies are then the content energies."""
+        return rotate(super().query_features(query, query_positions), query_positions, self.base)
 
 
 @register_mixer("rope", placements=SELF_ATTENTION_PLACEMENTS, gated_by_default=False, uses_positions=True,

@@ -27,10 +27,9 @@ class ShawEnergy(ContentEnergy):
         self.relative_keys = relative_position_table(spec, self.k, spec.options["position-table"])
 
     def logits(self, query, query_positions, keys, key_positions):
-        q = self.queries(query)
         index = clipped_relative_index(query_positions, key_positions, self.length_ratio, self.k)
-        relative = gather_relative(relative_scores(q, self.relative_keys()), index)
-        return q @ keys.transpose(-1, -2) + relative
+        relative = gather_relative(relative_scores(query, self.relative_keys()), index)
+        return query @ keys.transpose(-1, -2) + relative
 
 
 class ShawValues(Values):

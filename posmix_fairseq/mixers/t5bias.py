@@ -26,7 +26,7 @@ from ..core.number_ranges import Number
 from ..core.placement import ENCODER_SELF, SELF_ATTENTION_PLACEMENTS
 from ..core.position_tables import PositionFigure, refer_to_shared
 from ..core.positions import relative_distance
-from .engine import ContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
+from .engine import BiasedContentEnergy, EnergyMixingAttention, MixerSpec, SideResources, register_mixer
 
 ADAPTIVE = ("off", "on")
 CUMULATIVE = "cumulative"  # the stored legacy reading "t5-adaptive" of checkpoints made before the marker
@@ -112,7 +112,7 @@ class ScalarRelativeBias(nn.Module):
 
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """(B, H, T, S) biases of every (query, key) pair."""
-        d = relative_distance(query_positions, key_positions, 1.0).clamp(-self.max_distance, self.max_distance)
+        d = relative_distance(query_positions, key_positions).clamp(-self.max_distance, self.max_distance)
         return self.table()[d + self.max_distance].permute(0, 3, 1, 2)
 
 
@@ -154,12 +154,12 @@ class SoftBucketBias(nn.Module):
 
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         """(B, H, T, S) biases of every (query, key) pair (later keys are 0 in the decoder: masked)."""
-        d = relative_distance(query_positions, key_positions, 1.0)
+        d = relative_distance(query_positions, key_positions)
         longest = int(d.abs().max()) if d.numel() else 0
         return self.table(longest)[d + longest].permute(0, 3, 1, 2)
 
 
-class T5BiasEnergy(ContentEnergy):
+class T5BiasEnergy(BiasedContentEnergy):
     def __init__(self, spec: MixerSpec, resources: SideResources):
         super().__init__(spec)
         prefix, opts = spec.placement.flag_prefix, spec.options
@@ -200,9 +200,8 @@ class T5BiasEnergy(ContentEnergy):
                                      "distances": list(range(-span, span + 1)),
                                      "bias": table[centre - span: centre + span + 1].t().float()}, shared=bias)
 
-    def logits(self, query, query_positions, keys, key_positions):
-        content = super().logits(query, query_positions, keys, key_positions)
-        return content + self.relative_bias(query_positions, key_positions).to(content.dtype)
+    def position_bias(self, query_positions, key_positions):
+        return self.relative_bias(query_positions, key_positions)
 
 
 @register_mixer("t5bias", placements=SELF_ATTENTION_PLACEMENTS, gated_by_default=False, uses_positions=True,

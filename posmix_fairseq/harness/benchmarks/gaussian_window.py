@@ -30,7 +30,7 @@ def main(argv=None):
     for n in args.lengths:
         times = {}
         for impl in ("full", "window"):
-            spec = mixer_spec("gaussian", gaussian_impl=impl, k=args.k, d=args.dim, h=args.heads)
+            spec = mixer_spec("gaussian", options={"gaussian-impl": impl}, k=args.k, d=args.dim, h=args.heads)
             mixer = standalone_mixer(spec).eval()
             x = torch.randn(n, args.batch, args.dim)
             samples = []

@@ -27,15 +27,23 @@ from ..command import build_parser as command_parser, console
 from ..command import NON_NEGATIVE_INT, POSITIVE_INT, NumberList, device_option
 
 
+#: bytes zeroed before each timed run on a GPU, as triton.testing.do_bench does: more than any GPU's L2 cache
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+
+
 def timed(fn, device, repeats, warmup):
     """Milliseconds of ``fn()`` over ``repeats`` runs after ``warmup`` runs: the median on a GPU, the
-    minimum on the CPU (shared CPUs are descheduled at random; the best run is the stable figure)."""
+    minimum on the CPU (shared CPUs are descheduled at random; the best run is the stable figure). On a GPU each
+    run starts with the L2 cache flushed (a buffer of :data:`L2_FLUSH_BYTES` zeroed outside the timed span, as
+    ``triton.testing.do_bench``), so a run never reads the inputs its previous run left in the cache."""
     for _ in range(warmup):
         fn()
     times = []
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device) if device.type == "cuda" else None
     for _ in range(repeats):
         if device.type == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush.zero_()
             start.record()
             fn()
             end.record()

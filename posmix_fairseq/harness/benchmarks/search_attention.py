@@ -37,7 +37,7 @@ from ..command import POSITIVE_INT, NumberList, build_parser as command_parser, 
 
 def rposnet(placement, args, impl="dense"):
     spec = mixer_spec("rposnet", placement, gated=True, k=args.k, table="learned", d=args.dim, h=args.heads,
-                      rposnet_impl=impl)
+                      options={"rposnet-impl": impl})
     spec = replace(spec, max_query_positions=args.max_positions, max_key_positions=args.max_positions)
     return standalone_mixer(spec).eval()
 

@@ -5,9 +5,11 @@ The steps, in this order:
 
 1. ``spm``: the pieces of a SentencePiece model are joined back (``SentencePieceProcessor.decode``),
    as in ``posmix_fairseq.harness.raw_text`` and the recipes' ``prepare`` stage;
-2. ``remove_bpe``: subword-nmt continuation markers (``@@ ``) are removed with fairseq's own
-   ``data_utils.post_process(line, "subword_nmt")`` (what ``fairseq-generate --post-process
-   subword_nmt`` does);
+2. ``remove_bpe``: subword-nmt continuation markers (``@@ ``) are removed, or SentencePiece pieces joined, as
+   fairseq's ``data_utils.post_process(line, "subword_nmt" | "sentencepiece")`` does (what ``fairseq-generate
+   --post-process`` does). Its one line per step is repeated here (:func:`remove_subword_nmt`,
+   :func:`join_pieces`), not called: importing fairseq imports torch, which posmix-score on text never loads;
+   tests/test_evaluation_score.py checks the two against fairseq's function;
 3. ``moses``: Moses detokenisation for a language (``sacremoses.MosesDetokenizer``), for recipes
    that ran the Moses tokenizer before the subword step.
 

@@ -11,6 +11,10 @@ Bins: ``--bins E1,E2,...`` are inclusive upper edges (bin k holds E_{k-1} < x <=
 starts at -inf, the last, above the last edge, is open); ``--bins quantiles:K`` makes K bins of about
 equal size from the data.
 
+``--json FILE``: ``{"bins": [{"bin", "sentences", "<system>/<metric>": score, ...}], "signatures": {metric:
+sacreBLEU's signature (or the learned metric's, posmix-score's format)}}``, the bins without sentences left out;
+the table ends with the signatures too.
+
     posmix-length-bins gen.hc_all.txt --baseline gen.base.txt --spm-model spm.model --ref test.de \\
         --by ref --bins quantiles:5 --metrics bleu
 """
@@ -138,7 +142,7 @@ def main(argv: Optional[List[str]] = None):
         labels = bin_labels(edges, integer)
         baseline = next((s for s in systems if s.is_baseline), None)
         scorers, skipped = score_mod.load_learned_scorers(opts)  # loaded once for every bin
-        rows = []
+        rows, signatures = [], {}
         metric_labels = None
         for k, label in enumerate(labels):
             idx = np.flatnonzero(groups == k).tolist()
@@ -149,6 +153,7 @@ def main(argv: Optional[List[str]] = None):
             scores = score_mod.score_systems(sub, [refs[i] for i in idx], [srcs[i] for i in idx] if srcs else None,
                                              opts, scorers, skipped)
             metric_labels = metric_labels or [m for m in score_mod.metric_labels(scores) if m in scores.signatures]
+            signatures = signatures or dict(scores.signatures)  # the same metrics, the same signature in every bin
             rows.append((label, len(idx), scores.cells))
     except ValueError as e:
         raise SystemExit(f"{prog}: {e}")
@@ -173,6 +178,9 @@ def main(argv: Optional[List[str]] = None):
         print(f"- {note}")
     for m, reason in skipped.items():
         print(f"- **{m} skipped**: {reason}")
+    for m, signature in signatures.items():
+        print(f"- signature {m}: {signature}")
+    result = {"bins": result, "signatures": signatures}
     if a.json:
         write_json(a.json, result)
     return result

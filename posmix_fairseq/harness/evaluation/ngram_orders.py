@@ -10,6 +10,9 @@ character F2 and 2-gram word F2 (1 <= n <= 30), the ChrF with 6-gram character F
   sacreBLEU release cannot silently change what is computed.
 - BLEU (sacreBLEU, ``--tokenize``): ``BLEU(max_ngram_order=n)`` for each n of ``--bleu-orders``.
 
+``--lowercase`` lowercases for both. The JSON records sacreBLEU's signature of each order's metric (``signatures``
+beside each block's ``scores``); the tables end with the signature of their first order.
+
 Hypotheses are detokenised as ``posmix-score`` does (``--spm-model``, ``--remove-bpe``, ``--moses-detok``);
 the references are ``--ref`` (raw text) or the T- lines.
 
@@ -64,27 +67,24 @@ def orders_option(option: str):
     return convert
 
 
-def chrf_by_order(hyps: Sequence[str], refs: Sequence[str], char_orders: Sequence[int],
-                  word_orders: Sequence[int]) -> Dict[str, List[float]]:
-    """{'char': chrF(char n, word 2) per n, 'word': chrF(char 6, word n) per n}: sacreBLEU's public
-    ``CHRF(char_order=..., word_order=...).corpus_score`` once per order (its per-order statistics are
-    private API)."""
+def chrf_metrics(char_orders: Sequence[int], word_orders: Sequence[int], lowercase=False) -> Dict[str, list]:
+    """{'char': CHRF(char n, word 2) per n, 'word': CHRF(char 6, word n) per n}: sacreBLEU's public metric, once
+    per order (its per-order statistics are private API)."""
     from sacrebleu.metrics import CHRF  # sacrebleu loads in tenths of a second: not on --help
 
-    hyps, refs = list(hyps), [list(refs)]
-
-    def score(n_char, n_word):
-        return CHRF(char_order=n_char, word_order=n_word).corpus_score(hyps, refs).score
-
-    return {"char": [score(n, CHRF_WORD_ORDER) for n in char_orders],
-            "word": [score(CHRF_CHAR_ORDER, n) for n in word_orders]}
+    return {"char": [CHRF(char_order=n, word_order=CHRF_WORD_ORDER, lowercase=lowercase) for n in char_orders],
+            "word": [CHRF(char_order=CHRF_CHAR_ORDER, word_order=n, lowercase=lowercase) for n in word_orders]}
 
 
-def bleu_by_order(hyps, refs, orders, tokenize="13a", lowercase=False) -> List[float]:
+def bleu_metrics(orders, tokenize="13a", lowercase=False) -> list:
     from sacrebleu.metrics import BLEU  # sacrebleu loads in tenths of a second: not on --help
 
-    return [BLEU(max_ngram_order=n, tokenize=tokenize, lowercase=lowercase).corpus_score(list(hyps), [list(refs)]).score
-            for n in orders]
+    return [BLEU(max_ngram_order=n, tokenize=tokenize, lowercase=lowercase) for n in orders]
+
+
+def signatures(metrics) -> List[str]:
+    """sacreBLEU's signature of each metric (after it scored: the signature counts the references)."""
+    return [str(metric.get_signature()) for metric in metrics]
 
 
 def main(argv: Optional[List[str]] = None):
@@ -128,15 +128,16 @@ def main(argv: Optional[List[str]] = None):
             raise ValueError(f"{outputs[0].missing_lines('T')}: regenerate it, or pass --ref FILE")
         else:
             raise ValueError("no references: pass --ref FILE")
-        scores = {"chrf_char_orders": {}, "chrf_word_orders": {}, "bleu_orders": {}}
+        chrf = chrf_metrics(orders["char"], orders["word"], a.lowercase)
+        metrics = {"chrf_char_orders": chrf["char"], "chrf_word_orders": chrf["word"],
+                   "bleu_orders": bleu_metrics(orders["bleu"], a.tokenize, a.lowercase)}
+        scores = {key: {} for key in metrics}
         for name, out in zip(names, outputs):
             hyps, _ = detok.decode(out.hypotheses, f"H- lines of {out.path}")
             if len(hyps) != len(refs):
                 raise ValueError(f"{out.path}: {len(hyps)} hypotheses but {len(refs)} references")
-            chrf = chrf_by_order(hyps, refs, orders["char"], orders["word"])
-            scores["chrf_char_orders"][name] = chrf["char"]
-            scores["chrf_word_orders"][name] = chrf["word"]
-            scores["bleu_orders"][name] = bleu_by_order(hyps, refs, orders["bleu"], a.tokenize, a.lowercase)
+            for key, block in metrics.items():
+                scores[key][name] = [metric.corpus_score(hyps, [refs]).score for metric in block]
     except ValueError as e:
         raise SystemExit(f"posmix-ngram-orders: {e}")
     baseline = names[-1]
@@ -146,6 +147,8 @@ def main(argv: Optional[List[str]] = None):
               "chrf_word_orders": {"orders": orders["word"], "char_order": CHRF_CHAR_ORDER,
                                    "scores": scores["chrf_word_orders"]},
               "bleu_orders": {"orders": orders["bleu"], "scores": scores["bleu_orders"]}}
+    for key, block in metrics.items():  # sacreBLEU's signature of each order's metric
+        result[key]["signatures"] = signatures(block)
     titles = {"chrf_char_orders": f"chrF, character order n (word order {CHRF_WORD_ORDER})",
               "chrf_word_orders": f"chrF, word order n (character order {CHRF_CHAR_ORDER})",
               "bleu_orders": "BLEU, maximum n-gram order n"}
@@ -157,7 +160,7 @@ def main(argv: Optional[List[str]] = None):
             vals = [block["scores"][s][k] for s in names]
             gaps = [block["scores"][s][k] - block["scores"][baseline][k] for s in names[:-1]]
             print(f"| {n} | " + " | ".join(f"{v:.2f}" for v in vals + gaps) + " |")
-        print()
+        print(f"\n- sacreBLEU signature at n = {block['orders'][0]}: {block['signatures'][0]}\n")
     if a.json:
         write_json(a.json, result)
     return result

@@ -4,7 +4,7 @@ Every reader names the file and the option in its errors; nothing is guessed.
 
 - ``posmix-score --json`` (and the ``scores.<system>.json`` of the recipes and ``posmix-reproduce``):
   ``{"rows": [{"system", "metric", "score", ...}]}``;
-- ``posmix-length-bins --json``: ``[{"bin", "sentences", "<system>/<metric>": score, ...}]``;
+- ``posmix-length-bins --json``: ``{"bins": [{"bin", "sentences", "<system>/<metric>": score, ...}], "signatures"}``;
 - ``posmix-attention``: ``argmax_distance.csv`` and ``attention_maps/sentence<ID>.json``;
 - ``posmix-contrastive --json``: ``{"by_category": ..., "by_distance": {type: {bin: {correct, total}}}}``;
 - ``posmix-forward-time --json`` and ``posmix-ngram-orders --json``: see those commands.
@@ -73,9 +73,10 @@ def metric_of(scores: Dict[str, float], metric: str, path: str, option: str = "-
 def length_bins(path: str):
     """(bins [(label, sentences)], {system: {metric: [score per bin]}}) of a ``posmix-length-bins --json``
     file; a bin without sentences is absent from the file (the command prints it as '-')."""
-    rows = read_json(path, "posmix-length-bins --json output")
-    if not isinstance(rows, list) or not rows or "bin" not in rows[0]:
-        raise FigureInputError(f"{path}: expected the list of bins that posmix-length-bins --json writes")
+    data = read_json(path, "posmix-length-bins --json output")
+    rows = data.get("bins") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not rows or not isinstance(rows[0], dict) or "bin" not in rows[0]:
+        raise FigureInputError(f"{path}: expected the bins that posmix-length-bins --json writes ({{\"bins\": [...]}})")
     bins = [(r["bin"], int(r["sentences"])) for r in rows]
     scores: Dict[str, Dict[str, List[float]]] = {}
     for r in rows:

@@ -3,8 +3,8 @@ in :mod:`posmix_fairseq.mixers.paths` (docs/contributing.md, Layout)."""
 from .registry import (MIXER_REGISTRY, MixerSpec, SideResources, build_mixer, frozen_mixers,  # noqa: F401
                        max_relative_position, max_relative_position_option, position_table_option, register_mixer,
                        relative_embeddings_options, relative_position_table)
-from .energy import (CentredEnergy, ContentEnergy, DirectWeights, Energy, SoftmaxEnergy,  # noqa: F401
-                     head_scaling, split_heads, xavier_linear)
+from .energy import (BiasedContentEnergy, CentredEnergy, ContentEnergy, DirectWeights, Energy,  # noqa: F401
+                     SoftmaxEnergy, head_scaling, split_heads, xavier_linear)
 from .values import Values  # noqa: F401
 from .table_energy import (AbsoluteTableEnergy, RelativeTableEnergy, bucket_probabilities,  # noqa: F401
                            gather_relative, relative_scores)

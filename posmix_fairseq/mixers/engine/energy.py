@@ -34,8 +34,22 @@ def head_scaling(head_dim: int) -> float:
     return 1.0 / math.sqrt(head_dim)
 
 
-class Energy(nn.Module, metaclass=abc.ABCMeta):
+class EnergyType(abc.ABCMeta):
+    """Runs an energy's :meth:`Energy.reset_parameters` once its constructor has returned (a subclass's included)."""
+
+    def __call__(cls, *args, **kwargs):
+        energy = super().__call__(*args, **kwargs)
+        energy.reset_parameters()
+        return energy
+
+
+class Energy(nn.Module, metaclass=EnergyType):
     """Mixing weights of one sublayer."""
+
+    def reset_parameters(self):
+        """The initialisation of the energy's own parameters (torch's name for it), run once right after its
+        constructor: a mixer creates its parameters in its constructor (``torch.empty``) and draws their values
+        here, where a call draws them again. W^Q and W^K of :class:`ContentEnergy` are drawn where they are built."""
 
     def key_features(self, key: Tensor, key_positions: Tensor) -> Optional[Tensor]:
         """What incremental decoding caches per new key (states and/or positions); None: nothing."""
@@ -62,12 +76,20 @@ class SoftmaxEnergy(Energy):
     """a_nm = softmax_m(e_nm) over the allowed keys; a query with no allowed key gets all zeros
     (never NaN), e.g. a left-padded target's first padding slot."""
 
+    def query_features(self, query: Tensor, query_positions: Tensor) -> Tensor:
+        """What :meth:`logits` reads of the query states (T, B, D), in the frame of :meth:`key_features`:
+        (B, H, T, D_h) for an energy of query states (W^Q y_n, rotated, ...). By default the states themselves, of
+        which an energy of positions only reads the dtype."""
+        return query
+
     @abc.abstractmethod
     def logits(self, query: Tensor, query_positions: Tensor, keys: Optional[Tensor], key_positions: Tensor) -> Tensor:
-        """(B, H, T, S) scaled energies e_nm."""
+        """(B, H, T, S) scaled energies e_nm of ``query`` (:meth:`query_features`) and ``keys`` (the cached
+        :meth:`key_features`), with their positions (B, T) and (B, S)."""
 
     def mixing_weights(self, query, query_positions, keys, key_positions, key_padding_mask, excluded):
-        return masked_softmax(self.logits(query, query_positions, keys, key_positions), excluded)
+        features = self.query_features(query, query_positions)
+        return masked_softmax(self.logits(features, query_positions, keys, key_positions), excluded)
 
 
 def masked_softmax(logits: Tensor, excluded: Tensor) -> Tensor:
@@ -125,10 +147,25 @@ class ContentEnergy(SoftmaxEnergy):
         self.k_proj: nn.Module = projection(spec.kdim, spec.embed_dim)
 
     def key_features(self, key: Tensor, key_positions: Tensor) -> Tensor:
+        """(B, H, S, D_h) W^K x_m."""
         return split_heads(self.k_proj(key), self.num_heads)
 
-    def queries(self, query: Tensor) -> Tensor:
+    def query_features(self, query: Tensor, query_positions: Tensor) -> Tensor:
+        """(B, H, T, D_h) W^Q y_n / sqrt(D_h)."""
         return split_heads(self.q_proj(query) * self.scaling, self.num_heads)
 
     def logits(self, query, query_positions, keys, key_positions):
-        return self.queries(query) @ keys.transpose(-1, -2)
+        return query @ keys.transpose(-1, -2)
+
+
+class BiasedContentEnergy(ContentEnergy):
+    """Content energies plus a bias of the positions (ALiBi's penalty, T5's bucket bias): ``position_bias``
+    computes it (in float32, or in its parameters' dtype), and it is added in the content energies' dtype."""
+
+    @abc.abstractmethod
+    def position_bias(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """(B or 1, H, T, S) the bias b^h_nm of every (query, key) pair."""
+
+    def logits(self, query, query_positions, keys, key_positions):
+        content = super().logits(query, query_positions, keys, key_positions)
+        return content + self.position_bias(query_positions, key_positions).to(content.dtype)
