@@ -341,9 +341,8 @@ def test_bad_files_are_named_without_traceback(name, tmp_path, goods, monkeypatc
 
 #: file options left out, each with why: (entry point, option)
 LEFT_OUT = {
-    # posmix-claims reads --out, --page and --results (a folder the study creates) only when it runs or writes,
-    # after it has required --data-dir; their checks are the claims work's (posmix_fairseq/harness/evaluation/claims/,
-    # kept on another branch): the generic cases of --data-dir and --device run here
+    # posmix-claims creates --out and --results (a study writes its folders; --render-only checks that --results
+    # exists, in tests/test_claims.py) and writes --page: a missing or empty one is not a bad input
     ("posmix-claims", "--out"),
     ("posmix-claims", "--page"),
     ("posmix-claims", "--results"),

@@ -87,10 +87,9 @@ HARNESS_FLOORS = [
 #: budgets in lines of code (``code_lines``: blank and comment-only lines are free). A variant (a mixer or a position
 #: encoding, ``mixers/<name>.py`` or ``position_encodings/<name>.py``) is one small module with a budget of its own,
 #: so a new one costs the shared budget its arch row only (models/architectures.py is machinery); the machinery (the
-#: rest of the library) has a total with declared headroom for its next features: 4,376 lines used of 4,700
-#: (docs/choices.md, "Line budgets")
+#: rest of the library) has a total with declared headroom for its next features (docs/choices.md, "Line budgets")
 VARIANT_LINES = 200
-MACHINERY_LINES = 4700
+MACHINERY_LINES = 5000
 
 
 def floor_of(module: str, floors=None) -> int:

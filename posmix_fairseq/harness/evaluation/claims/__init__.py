@@ -215,7 +215,8 @@ def check_options(opts) -> None:
     if opts.render_only and not opts.results:
         raise UsageError("--render-only writes the page from a results folder: give --results")
     if opts.render_only:
-        unused = [flag for flag, dest in RENDER_UNUSED if getattr(opts, dest) != DEFAULTS[dest]]
+        defaults = build_parser()
+        unused = [flag for flag, dest in RENDER_UNUSED if getattr(opts, dest) != defaults.get_default(dest)]
         if unused:
             raise UsageError(f"--render-only writes the page from the results folders alone: {', '.join(unused)} "
                              "would not be used (the settings are the results folder's own); leave "
@@ -225,6 +226,10 @@ def check_options(opts) -> None:
                          f"the ones after it that training keeps (got {opts.average})")
     if opts.max_update and opts.validate_every > opts.max_update:
         raise UsageError(f"--validate-every {opts.validate_every} is more than --max-update {opts.max_update}")
+    for flag, folder in (("--converged-results", opts.converged_results), ("--results", opts.render_only and opts.results)):
+        if folder and not os.path.isdir(folder):  # folders the page only reads
+            raise UsageError(f"{flag} {folder}: " + ("is a file, not a results folder" if os.path.exists(folder)
+                                                      else "no such directory"))
     if opts.converged_results and not opts.results:
         raise UsageError("--converged-results is a second column beside --results: give --results too")
 
@@ -324,5 +329,4 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-DEFAULTS = vars(build_parser().parse_args([]))
 cli = console(main, "posmix-claims")
