@@ -117,18 +117,21 @@ def test_the_plan_lists_every_run_with_its_seed_and_its_time(tmp_path, capsys):
     assert re.findall(r"^# run (\w+) seed 1:", out, re.M) == ["rposnet", "shaw", "rposnet_nogate", "shaw_konly"]
 
 
-def test_the_uncapped_gpu_grid_plans_on_a_cpu(tmp_path, capsys):
-    """The GPU plan's dry run: no update cap (the patience rule alone stops each run), several runs on one GPU,
-    and a time estimate."""
+def test_the_converged_gpu_grid_plans_on_a_cpu(tmp_path, capsys):
+    """The GPU plan's dry run of the converged grid (the recipe's GPU=1): validation every epoch, patience 5, the
+    safety cap far past where patience stops a run, several runs on one GPU, and a time estimate from the updates
+    patience is expected to allow, not from the cap."""
     status, out, err = in_process(capsys, "--data-dir", str(tmp_path), "--plan", "--device", "cuda", "--jobs", "16",
-                                  "--max-update", "0", "--out", str(tmp_path / "gpu"))
+                                  "--validate-every", "0", "--patience", "5", "--max-update", "30000",
+                                  "--out", str(tmp_path / "gpu"))
     assert status == 0, err
     trains = [line for line in out.splitlines() if " -m fairseq_cli.train " in line]
     assert "16 at a time on the CUDA" in out and trains
-    assert not [line for line in trains if "--max-update" in line or "--cpu" in line]
-    time_line = re.search(r"# time: (\d+) runs x about 8000 updates \(no cap: --expected-updates, the patience rule "
-                          r"stops each\) x 0.166 s per update \(each of 16 runs sharing one H200, measured at --size "
-                          r"small\) / 16 at once = ([\d.]+) h of training", out)
+    assert all("--max-update 30000" in line and "--patience 5" in line and "--validate-interval 1 " in line
+               and "--cpu" not in line and "--no-epoch-checkpoints" not in line for line in trains)
+    time_line = re.search(r"# time: (\d+) runs x about 8000 updates \(--expected-updates, the patience rule stops "
+                          r"each before the --max-update 30000 cap\) x 0.166 s per update \(each of 16 runs sharing one "
+                          r"H200, measured at --size small\) / 16 at once = ([\d.]+) h of training", out)
     assert time_line, out.splitlines()[-1]
     runs, hours = int(time_line.group(1)), float(time_line.group(2))
     assert runs == len(trains) and hours == pytest.approx(runs * 8000 * 0.166 / 16 / 3600, abs=0.05)

@@ -119,12 +119,15 @@ def plan(opts, lay: data.Layout, runs: List[tuple], todo: List[tuple]) -> str:
     else:
         per_update = gpu_seconds_per_update(opts.jobs)
         source = f"each of {opts.jobs} runs sharing one H200, measured at --size small"
-    updates = opts.max_update or opts.expected_updates
+    capped = bool(opts.max_update) and opts.max_update <= opts.expected_updates  # the cap, not patience, stops each
+    updates = opts.max_update if capped else opts.expected_updates
     hours = len(todo) * updates * per_update / max(opts.jobs, 1) / 3600
-    lines.append(f"# time: {len(todo)} runs x {'at most ' if opts.max_update else 'about '}{updates} updates "
-                 f"({'--max-update' if opts.max_update else 'no cap: --expected-updates, the patience rule stops each'})"
+    stops = ("--max-update" if capped else "--expected-updates, the patience rule stops each" +
+             (f" before the --max-update {opts.max_update} cap" if opts.max_update else "; no cap"))
+    lines.append(f"# time: {len(todo)} runs x {'at most ' if capped else 'about '}{updates} updates ({stops})"
                  f" x {per_update:.3g} s per update ({source}) / {opts.jobs} at once = "
-                 f"{hours:.1f} h of training, plus about a minute of decoding per run")
+                 f"{hours:.1f} h of training, plus each run's decodes (every test set twice: as it stops and at "
+                 "the references' lengths)")
     return "\n".join(lines)
 
 
