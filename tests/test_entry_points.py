@@ -105,14 +105,10 @@ def invoke(name, args, monkeypatch, capsys):
 
 def parsers_of(name, monkeypatch, capsys):
     """[(argv prefix, parser)]: the entry point's command parser and each subcommand's, from its ``--help`` run."""
-    built = []
+    from test_commands import parsers_built
+
     original = command.CommandParser.parse_known_args
-
-    def record(self, args=None, namespace=None):
-        built.append(self)
-        return original(self, args, namespace)
-
-    monkeypatch.setattr(command.CommandParser, "parse_known_args", record)
+    built = parsers_built(monkeypatch)
     status, out, err = invoke(name, ["--help"], monkeypatch, capsys)
     monkeypatch.setattr(command.CommandParser, "parse_known_args", original)
     assert status == 0 and built, (f"{name}: --help did not parse with a parser of posmix_fairseq.harness.command "
