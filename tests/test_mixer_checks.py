@@ -15,21 +15,11 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 FILES = ["test_decoding_exactness.py", "test_cli_end_to_end.py", "test_mixers.py", "test_no_hand_kept_lists.py"]
 
 
-NEW_MIXER = '''"""``mix_previous``: every token mixes the value of the key just before it (a mixer of this test)."""
-from ..core.placement import PLACEMENTS
-from .engine import DirectWeights, EnergyMixingAttention, register_mixer
+def new_mixer_source():
+    """test_house's test mixer under a name of this test."""
+    from test_house import NEW_MIXER
 
-
-class PreviousToken(DirectWeights):
-    def direct_weights(self, query, query_positions, keys, key_positions, key_padding_mask):
-        return (key_positions[:, None, None, :] == query_positions[:, None, :, None] - 1).to(query.dtype)
-
-
-@register_mixer("mix_previous", placements=PLACEMENTS, gated_by_default=False, uses_positions=True,
-                description="a mixer of this test")
-def build(spec, resources):
-    return EnergyMixingAttention(spec, resources, PreviousToken())
-'''
+    return NEW_MIXER.replace("copy_previous", "mix_previous").replace("a test mixer", "a mixer of this test")
 
 
 def collect(*args, env=None, cwd=None):
@@ -73,7 +63,7 @@ def test_a_new_mixers_file_is_all_its_selection_needs(tmp_path):
     mixer, which no test names."""
     shutil.copytree(os.path.join(os.path.dirname(TESTS), "posmix_fairseq"), tmp_path / "posmix_fairseq",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "posmix_fairseq" / "mixers" / "mix_previous.py").write_text(NEW_MIXER)
+    (tmp_path / "posmix_fairseq" / "mixers" / "mix_previous.py").write_text(new_mixer_source())
     # run from the copy (``python -m`` puts the working directory first on the path), the tests from here
     proc = collect("--mixer", "mix_previous", os.path.join(TESTS, "test_fairseq_options_sweep.py"),
                    env=dict(os.environ, PYTHONPATH=str(tmp_path)), cwd=str(tmp_path))
